@@ -1,0 +1,462 @@
+#!/usr/bin/env bash
+# scripts/redmine-up.sh [--reset] [--rest on|off] [ENV_FILE]
+#
+# A REAL Redmine 5.0 for the integration tests: Debian bookworm's `redmine` +
+# `redmine-sqlite`, served by Debian's `puma` (no apache/passenger), on 127.0.0.1.
+# It installs what is missing, configures and seeds headless (scripts/redmine-seed.rb),
+# starts the server, waits until it is healthy, prints eval-able KEY=value lines and
+# writes them to ENV_FILE. tests/redmine/README.md documents the keys and the seed.
+#
+#   (no option)    idempotent bring-up; ~0.2 s when the server is already up and seeded
+#   --reset        restore the pristine seeded DB (same ids and keys). With the server
+#                  up this is done in place (sqlite backup API, no restart, < 1 s);
+#                  otherwise stop, restore, start (~5-8 s). REDMINE_RESET=1 does the same.
+#   --rest off|on  disable / re-enable the REST API on the running server (< 1 s, no restart;
+#                  a plain bring-up or --reset turns it back on).
+#
+# Environment: REDMINE_PORT (3000), REDMINE_LAB (/tmp/harness-redmine: state, snapshots,
+# logs; must be readable by www-data), REDMINE_THREADS (1), REDMINE_START_TIMEOUT (180),
+# REDMINE_ADMIN_PASSWORD, REDMINE_BOT_PASSWORD, REDMINE_DBCONFIG=false (skip dbconfig-common
+# at install time; the seed then migrates and loads the default data itself).
+#
+# Needs root (apt-get, setpriv). The server runs as www-data, the owner of Debian's
+# Redmine instance directories. There is one Redmine DB per machine, hence one server.
+# Stop it with scripts/redmine-down.sh. Adapted from a verified recipe; the REST
+# behaviour it relies on is summarised in tests/redmine/README.md.
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SEED_SRC=$SCRIPT_DIR/redmine-seed.rb
+
+RESET=${REDMINE_RESET:-0}
+REST=
+OUT_FILE=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --reset) RESET=1 ;;
+    --rest) shift; REST=${1:-} ;;
+    --rest=*) REST=${1#--rest=} ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -*) echo "redmine-up: unknown option $1" >&2; exit 64 ;;
+    *) OUT_FILE=$1 ;;
+  esac
+  shift
+done
+case "$REST" in ''|on|off) ;; *) echo "redmine-up: --rest takes on or off" >&2; exit 64 ;; esac
+
+LAB=${REDMINE_LAB:-/tmp/harness-redmine}
+PORT=${REDMINE_PORT:-3000}
+HOST=127.0.0.1
+THREADS=${REDMINE_THREADS:-1}
+START_TIMEOUT=${REDMINE_START_TIMEOUT:-180}
+URL="http://$HOST:$PORT"
+
+APP=/usr/share/redmine
+INSTANCE=default
+RUN_USER=www-data
+DB_YML=/etc/redmine/$INSTANCE/database.yml
+DB_DIR=/var/lib/dbconfig-common/sqlite3/redmine/instances/$INSTANCE
+DB_FILE=$DB_DIR/redmine_$INSTANCE     # re-read from database.yml below
+CACHE_DIR=/var/cache/redmine/$INSTANCE/tmp/cache
+
+STATE=$LAB/state
+RUNDIR=$LAB/run
+BUNDLE_DIR=$LAB/bundle
+ENV_CACHE=$STATE/redmine.env
+SNAPSHOT=$STATE/seeded.sqlite3
+SNAPSHOT_ENV=$STATE/seeded.env
+BASE_SNAPSHOT=$STATE/base.sqlite3     # DB as the package left it (before the seed)
+BASE_VERSION=$STATE/base.version      # its package version ("empty" line: rebuild from nothing)
+PIDFILE=$RUNDIR/puma.pid
+SERVER_LOG=$RUNDIR/puma.log
+SEED_RB=$LAB/seed.rb
+PUMA_RB=$LAB/puma.rb
+
+PACKAGES=(redmine redmine-sqlite puma sqlite3 curl)
+
+T0=$(date +%s.%N)
+elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+log() { printf '[redmine-up +%ss] %s\n' "$(elapsed)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "run as root (needs apt-get and setpriv)"
+[ -r "$SEED_SRC" ] || die "missing $SEED_SRC"
+
+# Run a command as www-data with a clean, explicit environment (cwd = Rails root).
+APP_ENV=(setpriv --reuid="$RUN_USER" --regid="$RUN_USER" --init-groups
+  env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$LAB/home" LANG=C.UTF-8
+  RAILS_ENV=production REDMINE_INSTANCE="$INSTANCE" BUNDLE_GEMFILE="$BUNDLE_DIR/Gemfile"
+  REDMINE_ADMIN_PASSWORD="${REDMINE_ADMIN_PASSWORD:-redmine-admin-pw}"
+  REDMINE_BOT_PASSWORD="${REDMINE_BOT_PASSWORD:-redmine-bot-pw}")
+as_app() { (cd "$APP" && exec "${APP_ENV[@]}" "$@"); }
+
+kv() { sed -n "s/^$1=//p" "$2" 2>/dev/null | head -n1 || true; }
+
+# PID of *our* puma (pidfile + process title check), or nothing. Any port: one DB, one server.
+server_pid() {
+  local pid
+  [ -f "$PIDFILE" ] || return 0
+  pid=$(cat "$PIDFILE" 2>/dev/null || true)
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+  # puma rewrites its argv after boot: "puma 5.6.5 (tcp://127.0.0.1:3000) [redmine]"
+  if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^puma .*tcp://$HOST:[0-9]*) \[redmine\]"; then
+    echo "$pid"
+  fi
+}
+
+# alive PID: exists and is not a zombie (kill -0 succeeds on zombies)
+alive() { local st; st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1; [ -n "$st" ] && [ "$st" != Z ]; }
+
+http_code() { curl -s -o /dev/null -m 10 -w '%{http_code}' "$@" || true; }
+
+pkg_version() { dpkg-query -W -f='${Version}\n' redmine 2>/dev/null || true; }
+# Fingerprint of the seed (+ passwords): an edited seed invalidates the snapshots.
+seed_sha() {
+  { cat "$SEED_SRC"; echo "seed-format-2 ${REDMINE_ADMIN_PASSWORD:-}${REDMINE_BOT_PASSWORD:-}"; } |
+    sha256sum | cut -c1-16
+}
+
+read_db_file() {
+  local f
+  f=$(sed -n 's/^ *database: *//p' "$DB_YML" 2>/dev/null | head -n1 || true)
+  [ -n "$f" ] && DB_FILE=$f
+  return 0
+}
+
+# Is the REST API on, with our seed, behind our server on this port?
+# Returns 0 healthy, 1 not, 3 "everything fine except the REST API is off" (403).
+seeded_and_healthy() {
+  local ak bk q c
+  [ -s "$ENV_CACHE" ] || return 1
+  [ -n "$(server_pid)" ] || return 1
+  [ "$(kv REDMINE_URL "$ENV_CACHE")" = "$URL" ] || return 1
+  [ "$(kv REDMINE_SEED_SHA "$ENV_CACHE")" = "$(seed_sha)" ] || return 1
+  [ "$(kv REDMINE_PKG_VERSION "$ENV_CACHE")" = "$(pkg_version)" ] || return 1
+  ak=$(kv REDMINE_ADMIN_API_KEY "$ENV_CACHE"); bk=$(kv REDMINE_BOT_API_KEY "$ENV_CACHE")
+  q=$(kv REDMINE_QUERY_ID "$ENV_CACHE")
+  c=$(http_code -H "X-Redmine-API-Key: $ak" "$URL/users/current.json")
+  [ "$c" = 403 ] && return 3
+  [ "$c" = 200 ] || return 1
+  [ "$(http_code -H "X-Redmine-API-Key: $bk" "$URL/issues.json?query_id=$q&limit=1")" = 200 ] || return 1
+}
+
+emit() {
+  local tmp=$STATE/emit.tmp.$$
+  { cat "$ENV_CACHE"
+    echo "REDMINE_SERVER_PID=$(server_pid)"
+    echo "REDMINE_SERVER_LOG=$SERVER_LOG"
+    echo "REDMINE_DB_FILE=$DB_FILE"
+    echo "REDMINE_LAB=$LAB"
+  } > "$tmp"
+  if [ -n "$OUT_FILE" ]; then
+    mkdir -p "$(dirname "$OUT_FILE")"
+    cp "$tmp" "$OUT_FILE.tmp.$$" && mv -f "$OUT_FILE.tmp.$$" "$OUT_FILE"
+  fi
+  cat "$tmp"; rm -f "$tmp"
+}
+
+# --- REST API switch --------------------------------------------------------
+# Setting.rest_api_enabled lives in the `settings` table. Redmine caches settings per
+# process but calls Setting.check_cache at the start of every request, which clears the
+# cache when MAX(settings.updated_on) is newer than the last clear. So an UPDATE with a
+# fresh updated_on is seen by the very next request: no rails runner (~4 s), no restart.
+sql() {  # sql STATEMENT... : sqlite3 on the live DB, retried while the server holds a lock
+  local i
+  for i in 1 2 3 4 5; do
+    sqlite3 -cmd ".timeout 5000" "$DB_FILE" "$@" && return 0
+    sleep 0.2
+  done
+  return 1
+}
+now_sql="strftime('%Y-%m-%d %H:%M:%f','now')"
+set_rest() {  # set_rest 1|0
+  sql "UPDATE settings SET value='$1', updated_on=$now_sql WHERE name='rest_api_enabled';
+       INSERT INTO settings(name, value, updated_on)
+         SELECT 'rest_api_enabled', '$1', $now_sql
+         WHERE NOT EXISTS (SELECT 1 FROM settings WHERE name='rest_api_enabled');"
+}
+# Make every running Redmine process drop its settings cache on its next request.
+touch_settings() { sql "UPDATE settings SET updated_on=$now_sql;"; }
+
+# ---------------------------------------------------------------------------
+ensure_packages() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing: ${missing[*]} (apt, no recommends: no apache/passenger)"
+  # redmine's dbconfig-common questions are per instance (redmine/instances/<name>/...):
+  # sqlite3, dbconfig creates + migrates the DB and loads the English default data.
+  debconf-set-selections <<EOF
+redmine redmine/current-instances string $INSTANCE
+redmine redmine/instances/$INSTANCE/dbconfig-install boolean ${REDMINE_DBCONFIG:-true}
+redmine redmine/instances/$INSTANCE/database-type select sqlite3
+redmine redmine/instances/$INSTANCE/default-language select en
+redmine redmine/instances/$INSTANCE/db/basepath string $DB_DIR
+EOF
+  export DEBIAN_FRONTEND=noninteractive
+  local t try
+  t=$(date +%s)
+  dpkg --configure -a >&2 || true
+  for try in 1 2 3; do
+    apt-get update -q -o DPkg::Lock::Timeout=300 >&2 &&
+    apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 \
+      -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+      "${PACKAGES[@]}" >&2 && break
+    [ "$try" = 3 ] && die "apt-get install failed 3 times"
+    log "apt failed (try $try), retrying in 10s"; sleep 10
+  done
+  log "apt install took $(( $(date +%s) - t ))s"
+}
+
+ensure_dirs() {
+  mkdir -p "$LAB" "$STATE" "$RUNDIR" "$BUNDLE_DIR" "$LAB/home"
+  chmod 755 "$LAB"
+  chown "$RUN_USER:$RUN_USER" "$RUNDIR" "$BUNDLE_DIR" "$LAB/home"
+}
+
+# database.yml normally comes from dbconfig-common; write one if dbconfig was bypassed.
+ensure_database_yml() {
+  if [ -r "$DB_YML" ] && grep -q 'adapter: *sqlite3' "$DB_YML"; then return 0; fi
+  log "no usable $DB_YML (dbconfig bypassed?) - writing a sqlite3 one"
+  [ -d /etc/redmine/$INSTANCE ] || "$APP/bin/redmine-instances" create "$INSTANCE"
+  install -d -o root -g "$RUN_USER" -m 2770 "$DB_DIR"
+  cat > "$DB_YML" <<EOF
+production:
+  adapter: sqlite3
+  database: $DB_FILE
+  encoding: utf8
+  timeout: 5000
+EOF
+  chown root:"$RUN_USER" "$DB_YML"; chmod 640 "$DB_YML"
+  if [ ! -s /etc/redmine/$INSTANCE/secret_key.txt ]; then
+    ruby -rsecurerandom -e 'puts SecureRandom.hex(16)' > /etc/redmine/$INSTANCE/secret_key.txt
+    chown root:"$RUN_USER" /etc/redmine/$INSTANCE/secret_key.txt
+    chmod 640 /etc/redmine/$INSTANCE/secret_key.txt
+  fi
+}
+
+# Debian's Gemfile lists no app server (`rails server`: Could not find server "").
+# Wrap it instead of editing /usr/share/redmine; resolved offline against Debian's gems.
+ensure_bundle() {
+  cat > "$BUNDLE_DIR/Gemfile" <<'EOF'
+# Debian's Redmine Gemfile + puma (Debian's 'puma' package), used through BUNDLE_GEMFILE
+# so that /usr/share/redmine stays untouched. Generated by scripts/redmine-up.sh.
+eval_gemfile '/usr/share/redmine/Gemfile'
+gem 'puma'
+EOF
+  chown "$RUN_USER:$RUN_USER" "$BUNDLE_DIR/Gemfile"
+  rm -f "$BUNDLE_DIR/Gemfile.lock"   # re-resolve: a Debian gem upgrade must not leave a stale lock
+  as_app bundle install --local --quiet >&2 || die "bundle install --local failed"
+}
+
+write_puma_config() {
+  cat > "$PUMA_RB" <<EOF
+# Generated by scripts/redmine-up.sh
+directory '$APP'
+rackup '$APP/config.ru'
+environment 'production'
+bind 'tcp://$HOST:$PORT'
+threads $THREADS, $THREADS
+pidfile '$PIDFILE'
+EOF
+}
+
+stop_server() {
+  local pid i
+  pid=$(server_pid)
+  [ -n "$pid" ] || { rm -f "$PIDFILE"; return 0; }
+  log "stopping puma pid $pid"
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
+  rm -f "$PIDFILE"
+}
+
+port_busy() { (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; }
+
+start_server() {
+  port_busy && die "$HOST:$PORT is already in use by a process this script did not start"
+  write_puma_config
+  : > "$SERVER_LOG"; chown "$RUN_USER:$RUN_USER" "$SERVER_LOG"
+  log "starting puma on $URL (threads $THREADS)"
+  # setsid: own session, survives the calling shell; puma writes $PIDFILE itself.
+  (cd "$APP" && exec setsid "${APP_ENV[@]}" bundle exec puma -C "$PUMA_RB") \
+    >>"$SERVER_LOG" 2>&1 </dev/null &
+  local launched=$! ak i code=000
+  ak=$(kv REDMINE_ADMIN_API_KEY "$ENV_CACHE")
+  for i in $(seq 1 $(( START_TIMEOUT * 4 ))); do
+    code=$(http_code -H "X-Redmine-API-Key: $ak" "$URL/users/current.json")
+    if [ "$code" = 200 ]; then
+      log "healthy (puma pid $(server_pid))"
+      return 0
+    fi
+    # Puma sets its process title only after loading the app: watch the launched PID instead.
+    if ! alive "$launched"; then
+      tail -n 40 "$SERVER_LOG" >&2; die "puma exited during start-up (log: $SERVER_LOG)"
+    fi
+    sleep 0.25
+  done
+  tail -n 40 "$SERVER_LOG" >&2
+  die "server not healthy after ${START_TIMEOUT}s (last HTTP code $code; log: $SERVER_LOG)"
+}
+
+db_copy() {  # db_copy SRC DEST : consistent copy of a sqlite DB
+  sqlite3 -cmd ".timeout 5000" "$1" ".backup '$2.tmp'" && mv -f "$2.tmp" "$2"
+}
+
+db_has_seed() {
+  [ -s "$DB_FILE" ] &&
+  [ "$(sqlite3 -cmd ".timeout 5000" "$DB_FILE" "SELECT count(*) FROM projects WHERE identifier='mopac';" 2>/dev/null || echo 0)" != 0 ]
+}
+
+save_base() {
+  if [ -f "$DB_FILE" ] && ! db_has_seed; then
+    log "saving base DB (as installed, before seeding) to $BASE_SNAPSHOT"
+    db_copy "$DB_FILE" "$BASE_SNAPSHOT"; pkg_version > "$BASE_VERSION"
+  else
+    # No DB, or one that already holds (possibly test-modified) seed data and no base
+    # copy of it: rebuild from nothing (the seed migrates and loads the default data).
+    rm -f "$BASE_SNAPSHOT"; { pkg_version; echo empty; } > "$BASE_VERSION"
+  fi
+}
+
+install_db_file() {  # install_db_file SRC : replace the live DB (server stopped)
+  cp "$1" "$DB_FILE.tmp"
+  chown root:"$RUN_USER" "$DB_FILE.tmp"; chmod 660 "$DB_FILE.tmp"
+  rm -f "$DB_FILE-journal" "$DB_FILE-wal" "$DB_FILE-shm"
+  mv -f "$DB_FILE.tmp" "$DB_FILE"
+  rm -rf "${CACHE_DIR:?}"/* 2>/dev/null || true
+}
+
+restore_base() {
+  log "restoring base DB (as installed) before seeding"
+  if grep -qx empty "$BASE_VERSION"; then
+    rm -f "$DB_FILE" "$DB_FILE-journal" "$DB_FILE-wal" "$DB_FILE-shm"
+  else
+    install_db_file "$BASE_SNAPSHOT"
+  fi
+}
+
+snapshot_valid() {
+  [ -s "$SNAPSHOT" ] && [ -s "$SNAPSHOT_ENV" ] &&
+  [ "$(kv REDMINE_PKG_VERSION "$SNAPSHOT_ENV")" = "$(pkg_version)" ] &&
+  [ "$(kv REDMINE_SEED_SHA "$SNAPSHOT_ENV")" = "$(seed_sha)" ]
+}
+
+base_valid() {
+  [ -s "$BASE_VERSION" ] && [ "$(head -n1 "$BASE_VERSION")" = "$(pkg_version)" ] &&
+  { grep -qx empty "$BASE_VERSION" || [ -s "$BASE_SNAPSHOT" ]; }
+}
+
+run_seed() {
+  install -m 644 "$SEED_SRC" "$SEED_RB"
+  log "migrating/seeding (rails runner $SEED_RB)"
+  {
+    echo "REDMINE_URL=$URL"
+    echo "REDMINE_PKG_VERSION=$(pkg_version)"
+    echo "REDMINE_SEED_SHA=$(seed_sha)"
+    as_app bundle exec rails runner -e production "$SEED_RB" | grep -E '^[A-Z0-9_]+='
+  } > "$ENV_CACHE.tmp" || die "seeding failed"
+  mv -f "$ENV_CACHE.tmp" "$ENV_CACHE"
+  # a fallback-created DB file must stay writable by www-data
+  chown root:"$RUN_USER" "$DB_FILE" 2>/dev/null || true; chmod 660 "$DB_FILE" 2>/dev/null || true
+}
+
+snapshot_db() {
+  log "saving pristine seeded DB snapshot to $SNAPSHOT"
+  db_copy "$DB_FILE" "$SNAPSHOT"
+  cp "$ENV_CACHE" "$SNAPSHOT_ENV"
+}
+
+env_from_snapshot() { sed "s#^REDMINE_URL=.*#REDMINE_URL=$URL#" "$SNAPSHOT_ENV" > "$ENV_CACHE"; }
+
+restore_db() {  # server stopped
+  log "restoring pristine seeded DB snapshot"
+  install_db_file "$SNAPSHOT"
+  env_from_snapshot
+}
+
+# Reset while the server runs: the sqlite backup API writes the snapshot's pages into
+# the live DB under SQLite's own locking; puma's open connection sees the new content
+# on its next transaction (sequences, lock_versions and settings included). The settings
+# touch makes Redmine drop its settings cache (e.g. after --rest off).
+reset_in_place() {
+  local i
+  for i in 1 2 3 4 5; do
+    sqlite3 -cmd ".timeout 5000" "$DB_FILE" ".restore '$SNAPSHOT'" && break
+    [ "$i" = 5 ] && return 1
+    sleep 0.2
+  done
+  touch_settings || return 1
+  rm -rf "${CACHE_DIR:?}"/* 2>/dev/null || true
+  env_from_snapshot
+}
+
+# --- main -------------------------------------------------------------------
+# One invocation at a time (tests may call --reset from several places).
+mkdir -p "$LAB"; chmod 755 "$LAB"
+exec 9>"$LAB/.lock"
+flock -w 600 9 || die "another redmine-up.sh holds $LAB/.lock"
+read_db_file
+
+if [ -n "$REST" ]; then
+  rc=0; seeded_and_healthy || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 3 ] || die "--rest needs a running, seeded server: run $0 first"
+  ak=$(kv REDMINE_ADMIN_API_KEY "$ENV_CACHE")
+  if [ "$REST" = off ]; then set_rest 0; want=403; else set_rest 1; want=200; fi
+  code=$(http_code -H "X-Redmine-API-Key: $ak" "$URL/users/current.json")
+  [ "$code" = "$want" ] || die "REST API switch to $REST not effective: GET /users/current.json answered $code"
+  log "REST API $REST (GET /users/current.json with the admin key -> $code)"
+  echo "REDMINE_REST=$REST"
+  exit 0
+fi
+
+if [ "$RESET" = 1 ]; then
+  rc=0; seeded_and_healthy || rc=$?
+  if { [ "$rc" = 0 ] || [ "$rc" = 3 ]; } && snapshot_valid; then
+    if reset_in_place && seeded_and_healthy; then
+      log "reset to the pristine seeded DB (in place, server kept running)"
+      emit; exit 0
+    fi
+    log "in-place reset failed; falling back to stop/restore/start"
+  fi
+else
+  rc=0; seeded_and_healthy || rc=$?
+  if [ "$rc" = 3 ]; then
+    log "REST API was off: turning it back on"
+    set_rest 1 && { rc=0; seeded_and_healthy || rc=$?; }
+  fi
+  if [ "$rc" = 0 ]; then
+    log "already up and seeded: $URL"
+    emit; exit 0
+  fi
+fi
+
+ensure_packages
+ensure_dirs
+ensure_database_yml
+read_db_file
+[ -d "$(dirname "$DB_FILE")" ] || install -d -o root -g "$RUN_USER" -m 2770 "$(dirname "$DB_FILE")"
+ensure_bundle
+stop_server
+port_busy && die "$HOST:$PORT is already in use by a process this script did not start"
+
+base_valid || save_base
+
+if snapshot_valid; then
+  if [ "$RESET" = 1 ]; then
+    restore_db                      # pristine seeded state, same ids and keys
+  else
+    run_seed                        # keep the test data, just make sure the seed exists
+  fi
+else
+  # no snapshot yet, or the package or the seed changed: seed from the base DB
+  restore_base
+  run_seed
+  snapshot_db
+fi
+
+start_server
+emit

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The whole test suite: unit tests, end-to-end tests of the built binary against the
+# scripted OpenAI-compatible server, and (when their scripts are present) the integration
+# tests against a real Redmine and a real LiteLLM proxy, which this script starts itself.
+#
+#   scripts/test.sh            # everything
+#   HARNESS_TEST_QUICK=1 scripts/test.sh   # skip the real servers (they skip loudly)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+cargo build --all-targets --quiet
+
+if [[ -z "${HARNESS_TEST_QUICK:-}" ]]; then
+  if [[ -x scripts/redmine-up.sh && -f tests/redmine.rs ]]; then
+    env_file="$root/.cache/redmine.env"
+    mkdir -p "$root/.cache"
+    scripts/redmine-up.sh "$env_file" >/dev/null
+    set -a; . "$env_file"; set +a
+    export HARNESS_TEST_REDMINE=1
+  fi
+  if [[ -x scripts/litellm-up.sh && -f tests/litellm.rs ]]; then
+    eval "$(SCRIPTED_LLM="$root/target/debug/scripted-llm" scripts/litellm-up.sh tests/litellm/idle.json)"
+    export LITELLM_BASE_URL LITELLM_KEY SCRIPTED_LLM_URL
+    export HARNESS_TEST_LITELLM=1
+  fi
+fi
+
+# One test binary at a time keeps the real-server tests from racing each other.
+cargo test --all-targets -- --test-threads="${HARNESS_TEST_THREADS:-2}"

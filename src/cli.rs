@@ -1,0 +1,201 @@
+//! CLI stage, PURE: the command line in, a parsed [`Cli`] out. The help text here is the CLI
+//! reference. Single-dash long flags of the original Go tool (`-config`, `-dry-run`, ...) are
+//! rewritten to their double-dash spelling before clap sees them.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const AFTER_HELP: &str = "\
+Flags for `harness once`:
+  --config PATH    config file (default $HARNESS_CONFIG, then ./harness.toml)
+  --dry-run        intake + routing + plan only: no LLM call, no REPORT
+  --demo           run the [demo] issue instead of Redmine intake
+  --task-id ID     run only the task/issue with this id
+  --replay FILE    serve model replies from a recorded cassette (no network, no key)
+  --record FILE    save this run's model replies as a cassette
+  (the single-dash spellings -config, -dry-run, -demo, -task-id are accepted too)
+
+Exit codes:
+  0  ok (including \"no tasks in scope\"; `gate`: command allowed)
+  1  usage / config / routing / writeback error
+  2  intake error
+  3  `gate`: command denied
+  4  llm / turn error (a partial REPORT is written when the model was reached)
+  130, 143  interrupted by SIGINT / SIGTERM (a partial REPORT is written)
+
+Results go to stdout (the REPORT path, the PLAN, a gate verdict); narration and logs go to
+stderr (-v for debug, or RUST_LOG). harness never reads stdin.";
+
+/// `harness`: one bounded turn of an LLM agent per invocation.
+#[derive(Debug, Parser)]
+#[command(
+    name = "harness",
+    version,
+    about = "Runs ONE bounded turn of an LLM agent: intake -> routing -> turn -> REPORT, then exits",
+    after_help = AFTER_HELP,
+    arg_required_else_help = true,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// More narration on stderr (-v debug, -vv trace); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run ONE conductor iteration (intake, routing, one bounded turn, REPORT), then exit.
+    Once(OnceArgs),
+    /// Judge a bash command under the config's [tools.bash] rules (exit 0 allowed, 3 denied).
+    Gate(GateArgs),
+    /// Print the version.
+    Version,
+}
+
+/// Flags of `harness once`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct OnceArgs {
+    /// Config file (default $HARNESS_CONFIG, then ./harness.toml).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Intake, routing and the PLAN only: no LLM call, no REPORT.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Run the [demo] issue instead of Redmine intake.
+    #[arg(long)]
+    pub demo: bool,
+    /// Run only the task/issue with this id.
+    #[arg(long, value_name = "ID")]
+    pub task_id: Option<String>,
+    /// Serve model replies from this cassette instead of HTTP (overrides [litellm].replay).
+    #[arg(long, value_name = "FILE", conflicts_with = "record")]
+    pub replay: Option<PathBuf>,
+    /// Save this run's model replies as a cassette that --replay can serve.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+/// Flags of `harness gate`.
+#[derive(Debug, Args, Clone)]
+pub struct GateArgs {
+    /// Config file (default $HARNESS_CONFIG, then ./harness.toml).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The command, as one argument, exactly as a model would send it (put it after `--`).
+    #[arg(value_name = "COMMAND", required = true)]
+    pub command: String,
+}
+
+/// The single-dash long flags the original tool accepted.
+const SINGLE_DASH: &[&str] = &[
+    "config", "dry-run", "demo", "task-id", "replay", "record", "json", "help", "version",
+];
+
+/// Rewrites `-config X` / `-config=X` style flags to `--config`, up to a `--`.
+pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut passthrough = false;
+    for arg in args {
+        if passthrough {
+            out.push(arg);
+            continue;
+        }
+        let rewritten = arg.to_str().and_then(|s| {
+            if s == "--" {
+                return None;
+            }
+            let rest = s.strip_prefix('-').filter(|r| !r.starts_with('-'))?;
+            let name = rest.split_once('=').map_or(rest, |(n, _)| n);
+            SINGLE_DASH
+                .contains(&name)
+                .then(|| OsString::from(format!("-{s}")))
+        });
+        if arg == "--" {
+            passthrough = true;
+        }
+        out.push(rewritten.unwrap_or(arg));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn norm(args: &[&str]) -> Vec<String> {
+        normalize_args(args.iter().map(OsString::from))
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn single_dash_flags_become_double_dash() {
+        assert_eq!(
+            norm(&[
+                "harness",
+                "once",
+                "-config",
+                "h.toml",
+                "-dry-run",
+                "-demo",
+                "-task-id=7"
+            ]),
+            vec![
+                "harness",
+                "once",
+                "--config",
+                "h.toml",
+                "--dry-run",
+                "--demo",
+                "--task-id=7"
+            ]
+        );
+    }
+
+    #[test]
+    fn short_flags_and_after_double_dash_are_untouched() {
+        assert_eq!(
+            norm(&["harness", "-v", "gate", "--", "-demo"]),
+            vec!["harness", "-v", "gate", "--", "-demo"]
+        );
+    }
+
+    #[test]
+    fn parses_once() {
+        let cli = Cli::try_parse_from(norm(&["harness", "once", "-demo", "--dry-run"])).unwrap();
+        match cli.command {
+            Command::Once(a) => assert!(a.demo && a.dry_run),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn gate_takes_the_command_after_double_dash() {
+        let cli =
+            Cli::try_parse_from(["harness", "gate", "--json", "--", "ls -la | wc -l"]).unwrap();
+        match cli.command {
+            Command::Gate(g) => {
+                assert!(g.json);
+                assert_eq!(g.command, "ls -la | wc -l");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_flags_are_errors() {
+        assert!(Cli::try_parse_from(["harness", "once", "--bogus"]).is_err());
+        assert!(Cli::try_parse_from(["harness", "twice"]).is_err());
+    }
+}

@@ -1,0 +1,119 @@
+//! LLM stage: one chat round trip, from a [`wire::ChatRequest`] to a [`Reply`], over HTTP
+//! ([`client`]) or from a recorded cassette ([`cassette`]). Retries live below this line;
+//! the turn sees one reply or one final [`LlmError`].
+
+pub mod cassette;
+pub mod client;
+pub mod wire;
+
+use std::time::Duration;
+
+use wire::{ChatRequest, ChatResponse, ToolCall, Usage};
+
+/// One usable model reply.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// Reply text (may be empty when the model only calls tools).
+    pub content: Option<String>,
+    /// Tool calls in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Token counts, when the endpoint sent them.
+    pub usage: Option<Usage>,
+    /// Why the model stopped (`stop`, `tool_calls`, `length`).
+    pub finish_reason: Option<String>,
+    /// Attempts beyond the first that this reply took.
+    pub retries: u32,
+    /// Wall time of the round trip, retries included.
+    pub latency: Duration,
+    /// The response as received, for `--record`.
+    pub raw: ChatResponse,
+}
+
+/// What kind of failure ended the round trip; the turn and the exit code branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlmErrorKind {
+    /// The endpoint refused the key (401/403, or LiteLLM's 400 `no_db_connection`).
+    AuthRejected,
+    /// The endpoint does not know the model (400/404 naming the model).
+    UnknownModel,
+    /// The proxy's budget for this key is spent (LiteLLM 422 `budget_exceeded`).
+    Budget,
+    /// Any other 4xx: the request itself is wrong, retrying cannot help.
+    Rejected,
+    /// Retryable failures (429, 5xx, transport, malformed or empty replies) outlasted the retries.
+    Exhausted,
+    /// A cassette has no more replies, or holds an unusable one.
+    Replay,
+}
+
+/// The final failure of one round trip, free of secrets.
+#[derive(Debug, Clone)]
+pub struct LlmError {
+    /// The kind, for branching.
+    pub kind: LlmErrorKind,
+    /// What was tried and what came back (endpoint, status, trimmed body).
+    pub message: String,
+}
+
+impl std::fmt::Display for LlmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for LlmError {}
+
+/// Where replies come from.
+#[derive(Debug)]
+pub enum Backend {
+    /// A live OpenAI-compatible endpoint.
+    Http(client::HttpClient),
+    /// A recorded cassette, replayed in order.
+    Replay(cassette::Replayer),
+}
+
+impl Backend {
+    /// Sends one request and returns the model's reply.
+    pub async fn chat(&mut self, request: &ChatRequest<'_>) -> Result<Reply, LlmError> {
+        match self {
+            Backend::Http(c) => c.chat(request).await,
+            Backend::Replay(r) => r.next_reply(),
+        }
+    }
+
+    /// Short description for narration and the PLAN: the endpoint or the cassette.
+    pub fn describe(&self) -> String {
+        match self {
+            Backend::Http(c) => c.endpoint().to_string(),
+            Backend::Replay(r) => format!("replay {}", r.path().display()),
+        }
+    }
+}
+
+/// Turns a parsed response into a [`Reply`], or says why it is unusable.
+pub fn reply_from(raw: ChatResponse, retries: u32, latency: Duration) -> Result<Reply, String> {
+    let Some(choice) = raw.choices.first() else {
+        return Err("the reply has no choices".to_string());
+    };
+    let content = choice.message.content.clone();
+    let mut tool_calls = choice.message.tool_calls.clone().unwrap_or_default();
+    for (i, call) in tool_calls.iter_mut().enumerate() {
+        // Every call must get exactly one tool result keyed by id; some endpoints omit ids.
+        if call.id.is_empty() {
+            call.id = format!("call_{i}");
+        }
+    }
+    let empty_text = content.as_deref().is_none_or(|c| c.trim().is_empty());
+    if empty_text && tool_calls.is_empty() {
+        return Err("the reply has no content and no tool calls".to_string());
+    }
+    Ok(Reply {
+        content,
+        tool_calls,
+        usage: raw.usage,
+        finish_reason: choice.finish_reason.clone(),
+        retries,
+        latency,
+        raw,
+    })
+}

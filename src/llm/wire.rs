@@ -1,0 +1,245 @@
+//! LLM stage, PURE: the OpenAI chat-completions wire types (serde), lenient where real
+//! endpoints differ (missing `usage`, missing tool-call `type`, `content: null`).
+
+use serde::{Deserialize, Serialize};
+
+/// One chat message, tagged by `role` as the API does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum Message {
+    /// Instructions from the harness.
+    System {
+        /// The text.
+        content: String,
+    },
+    /// The task.
+    User {
+        /// The text.
+        content: String,
+    },
+    /// A model reply, possibly with tool calls.
+    Assistant {
+        /// The reply's text; `null` when it only calls tools.
+        content: Option<String>,
+        /// Tool calls, in the order the model made them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one tool call.
+    Tool {
+        /// The `id` of the call this answers.
+        tool_call_id: String,
+        /// What the tool returned (or why it was not run).
+        content: String,
+    },
+}
+
+/// One function call requested by the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call id the tool result must echo.
+    #[serde(default)]
+    pub id: String,
+    /// Always `function` today.
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    /// The function and its JSON-encoded arguments.
+    pub function: FunctionCall,
+}
+
+fn function_type() -> String {
+    "function".to_string()
+}
+
+/// A function name and its arguments, as a JSON text the model wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// Tool name (`bash`).
+    #[serde(default)]
+    pub name: String,
+    /// JSON text; may be invalid, which the turn reports back to the model.
+    #[serde(default)]
+    pub arguments: String,
+}
+
+/// The body of `POST /chat/completions`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChatRequest<'a> {
+    /// Concrete model name.
+    pub model: &'a str,
+    /// The conversation so far.
+    pub messages: &'a [Message],
+    /// Tool specs; omitted when no tool is offered this round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<&'a [serde_json::Value]>,
+    /// Whether to stream (SSE).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+    /// `{"include_usage": true}` when streaming.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_options: Option<serde_json::Value>,
+}
+
+/// The parts of a `chat.completion` response the harness reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// The model that answered, as the endpoint reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Choices; the harness reads the first.
+    #[serde(default)]
+    pub choices: Vec<Choice>,
+    /// Token counts; some endpoints omit them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// One choice of a response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    /// The assistant message.
+    #[serde(default)]
+    pub message: ResponseMessage,
+    /// `stop`, `tool_calls`, `length`...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+}
+
+/// The assistant message inside a choice.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResponseMessage {
+    /// Reply text.
+    #[serde(default)]
+    pub content: Option<String>,
+    /// Tool calls; `null` and absent both mean none.
+    #[serde(default)]
+    pub tool_calls: Option<Vec<ToolCall>>,
+}
+
+/// Token counts of one response, or summed over a turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    /// Tokens generated.
+    #[serde(default)]
+    pub completion_tokens: u64,
+    /// Their sum, as the endpoint reports it.
+    #[serde(default)]
+    pub total_tokens: u64,
+}
+
+impl Usage {
+    /// Adds another response's counts; a missing total is computed.
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.total_tokens += if other.total_tokens == 0 {
+            other.prompt_tokens + other.completion_tokens
+        } else {
+            other.total_tokens
+        };
+    }
+}
+
+/// The `bash` tool as an OpenAI function tool taking `{"command": string}`.
+pub fn bash_tool_spec() -> serde_json::Value {
+    serde_json::json!({
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run one bash command in the task's working directory and return its combined stdout and stderr with the exit status. Commands are checked against an allow-list first; a denied command is not run and the reason is returned.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The bash command line to run."}
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn parses_a_litellm_tool_call_response() {
+        let body = r#"{"id":"chatcmpl-fake-1","model":"glm-5.3","object":"chat.completion",
+ "choices":[{"finish_reason":"tool_calls","index":0,"message":{"role":"assistant","tool_calls":[{"function":{"arguments":"{\"command\": \"ls -la /tmp\"}","name":"bash"},"id":"call_abc123","type":"function"}],"content":null},"provider_specific_fields":{},"logprobs":null}],
+ "usage":{"completion_tokens":30,"prompt_tokens":73,"total_tokens":103}}"#;
+        let r: ChatResponse = serde_json::from_str(body).unwrap();
+        let calls = r.choices[0].message.tool_calls.clone().unwrap();
+        assert_eq!(
+            calls[0].function.arguments,
+            "{\"command\": \"ls -la /tmp\"}"
+        );
+        assert_eq!(r.usage.unwrap().total_tokens, 103);
+    }
+
+    #[test]
+    fn tolerates_missing_usage_and_type() {
+        let body = r#"{"choices":[{"message":{"content":null,"tool_calls":[{"id":"a","function":{"name":"bash","arguments":"{}"}}]}}]}"#;
+        let r: ChatResponse = serde_json::from_str(body).unwrap();
+        assert_eq!(r.usage, None);
+        assert_eq!(
+            r.choices[0].message.tool_calls.as_ref().unwrap()[0].kind,
+            "function"
+        );
+    }
+
+    #[test]
+    fn serializes_messages_as_the_api_expects() {
+        let m = vec![
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    kind: "function".into(),
+                    function: FunctionCall {
+                        name: "bash".into(),
+                        arguments: "{\"command\":\"ls\"}".into(),
+                    },
+                }],
+            },
+            Message::Tool {
+                tool_call_id: "c1".into(),
+                content: "ok".into(),
+            },
+        ];
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            serde_json::json!([
+                {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},
+                {"role":"tool","tool_call_id":"c1","content":"ok"}
+            ])
+        );
+    }
+
+    #[test]
+    fn usage_sums_and_fills_missing_totals() {
+        let mut u = Usage::default();
+        u.add(&Usage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            total_tokens: 15,
+        });
+        u.add(&Usage {
+            prompt_tokens: 1,
+            completion_tokens: 2,
+            total_tokens: 0,
+        });
+        assert_eq!(
+            u,
+            Usage {
+                prompt_tokens: 11,
+                completion_tokens: 7,
+                total_tokens: 18
+            }
+        );
+    }
+}

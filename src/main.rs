@@ -1,0 +1,132 @@
+//! Binary entry: parses the CLI, starts stderr logging, runs [`harness::run`] and maps the
+//! outcome to the process exit code. Never reads stdin.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use harness::cli::{normalize_args, Cli};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::{format::Writer, FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse_from(normalize_args(std::env::args_os())) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let code = match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
+                // Usage errors are exit 1 here: clap's default 2 means "intake" in this tool.
+                _ => 1,
+            };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("harness: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(async {
+        let interrupt = harness::signals::Interrupt::new();
+        if let Err(e) = harness::signals::install(interrupt.clone()) {
+            eprintln!("harness: cannot install signal handlers: {e}");
+            return 1;
+        }
+        match harness::run(cli, interrupt).await {
+            Ok(success) => success.code(),
+            Err(failure) => {
+                eprintln!("harness: {:#}", failure.error);
+                failure.stage.code()
+            }
+        }
+    });
+    // Don't wait for blocking tasks (a stuck DNS lookup) on the way out.
+    runtime.shutdown_background();
+    ExitCode::from(code)
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "harness=info",
+        1 => "harness=debug",
+        _ => "harness=trace,reqwest=debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .event_format(Narration)
+        .try_init();
+}
+
+/// `harness: message` for narration; level and target only where they help.
+struct Narration;
+
+impl<S, N> FormatEvent<S, N> for Narration
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        let mut visitor = MessageVisitor::default();
+        event.record(&mut visitor);
+        let meta = event.metadata();
+        let prefix = match *meta.level() {
+            Level::ERROR => "error: ".to_string(),
+            Level::WARN => "warning: ".to_string(),
+            Level::INFO => String::new(),
+            Level::DEBUG | Level::TRACE => format!(
+                "{}: {}: ",
+                meta.level().as_str().to_lowercase(),
+                meta.target()
+            ),
+        };
+        writeln!(
+            writer,
+            "harness: {prefix}{}{}",
+            visitor.message, visitor.fields
+        )
+    }
+}
+
+#[derive(Default)]
+struct MessageVisitor {
+    message: String,
+    fields: String,
+}
+
+impl Visit for MessageVisitor {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.message = format!("{value:?}");
+        } else {
+            self.fields
+                .push_str(&format!(" {}={value:?}", field.name()));
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.message = value.to_string();
+        } else {
+            self.fields
+                .push_str(&format!(" {}={value:?}", field.name()));
+        }
+    }
+}

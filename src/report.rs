@@ -1,0 +1,448 @@
+//! Writeback stage: the REPORT. [`render`] is PURE (a [`Report`] in, Markdown out, the clock
+//! passed in as values); [`write_atomic`] and [`write_reports`] are the filesystem adapter
+//! (temp file in the same directory, fsync, rename, fsync of the directory).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::llm::wire::Usage;
+use crate::turn::RoundRecord;
+
+/// Prefix of the temp files this module creates; a crashed run leaves at most these.
+pub const TEMP_PREFIX: &str = ".harness-tmp-";
+
+/// Everything a REPORT says.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Unique id of this run (also the Redmine write-back marker).
+    pub run_id: String,
+    /// The vertical.
+    pub vertical: String,
+    /// The task id.
+    pub task_id: String,
+    /// `demo` or `redmine`.
+    pub source: String,
+    /// The task's subject.
+    pub subject: String,
+    /// The task class, `null` when default_tier applied.
+    pub class: Option<String>,
+    /// Tier alias.
+    pub tier: String,
+    /// Concrete model.
+    pub model: String,
+    /// Tokens summed over the turn.
+    pub usage: Usage,
+    /// LLM round trips made.
+    pub rounds: u32,
+    /// The round cap.
+    pub max_rounds: u32,
+    /// `completed`, `max_rounds`, `llm_error`, `interrupted`.
+    pub stop_reason: String,
+    /// The error that ended the turn, if any (secrets masked).
+    pub error: Option<String>,
+    /// When the run started.
+    pub started: DateTime<Utc>,
+    /// When the turn finished.
+    pub finished: DateTime<Utc>,
+    /// `replay <file>` or the endpoint URL.
+    pub backend: String,
+    /// Per-round telemetry.
+    pub round_log: Vec<RoundRecord>,
+    /// The model's final reply (or the last text of a failed turn).
+    pub reply: Option<String>,
+}
+
+fn json<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".to_string())
+}
+
+/// Renders the REPORT: YAML front matter whose values are JSON scalars (a script can parse
+/// each line with a JSON parser), then the reply verbatim.
+pub fn render(r: &Report) -> String {
+    let ts = |t: &DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let duration_ms = (r.finished - r.started).num_milliseconds().max(0);
+    let fields: Vec<(&str, String)> = vec![
+        ("harness_report", "1".to_string()),
+        ("run_id", json(&r.run_id)),
+        ("vertical", json(&r.vertical)),
+        ("task_id", json(&r.task_id)),
+        ("source", json(&r.source)),
+        ("subject", json(&r.subject)),
+        ("class", json(&r.class)),
+        ("tier", json(&r.tier)),
+        ("model", json(&r.model)),
+        ("prompt_tokens", r.usage.prompt_tokens.to_string()),
+        ("completion_tokens", r.usage.completion_tokens.to_string()),
+        ("total_tokens", r.usage.total_tokens.to_string()),
+        ("rounds", r.rounds.to_string()),
+        ("max_rounds", r.max_rounds.to_string()),
+        ("stop_reason", json(&r.stop_reason)),
+        ("error", json(&r.error)),
+        ("started", json(&ts(&r.started))),
+        ("finished", json(&ts(&r.finished))),
+        ("duration_ms", duration_ms.to_string()),
+        ("backend", json(&r.backend)),
+        ("harness_version", json(&env!("CARGO_PKG_VERSION"))),
+        ("round_log", json(&r.round_log)),
+    ];
+    let mut out = String::from("---\n");
+    for (k, v) in fields {
+        out.push_str(k);
+        out.push_str(": ");
+        out.push_str(&v);
+        out.push('\n');
+    }
+    out.push_str("---\n\n");
+    match &r.reply {
+        Some(reply) => {
+            out.push_str(reply);
+            if !reply.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        None => out.push_str(&format!(
+            "_No reply: the turn ended ({}) before the model produced any text._\n",
+            r.stop_reason
+        )),
+    }
+    out
+}
+
+/// `REPORT-<vertical>-<task>-<UTC timestamp>.md`, with the task id made file-name safe.
+pub fn file_name(vertical: &str, task_id: &str, at: DateTime<Utc>) -> String {
+    let safe: String = task_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!(
+        "REPORT-{vertical}-{safe}-{}.md",
+        at.format("%Y%m%dT%H%M%SZ")
+    )
+}
+
+/// Creates the report directory if needed and proves it is writable (a synced temp file is
+/// created and removed), so a run fails before any token is spent. Also removes temp files
+/// that a crashed run left behind more than ten minutes ago.
+pub fn prepare_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create report dir {}", dir.display()))?;
+    let mut probe = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)
+        .with_context(|| format!("report dir {} is not writable", dir.display()))?;
+    probe
+        .write_all(b"probe")
+        .and_then(|_| probe.as_file().sync_all())
+        .with_context(|| {
+            format!(
+                "report dir {} is not writable (write failed)",
+                dir.display()
+            )
+        })?;
+    drop(probe);
+    remove_stale_temps(dir);
+    Ok(())
+}
+
+fn remove_stale_temps(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let cutoff = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+    for entry in entries.flatten() {
+        let stale = entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX)
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < cutoff);
+        if stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a reader sees the old file or the new one, whole.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = parent_dir(path);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(&dir)
+        .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|_| tmp.as_file().sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("cannot rename into {}", path.display()))?;
+    sync_dir(&dir);
+    Ok(())
+}
+
+/// Like [`write_atomic`] but never replaces an existing file: `-2`, `-3`... are tried.
+fn write_atomic_new(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|_| tmp.as_file().sync_all())
+        .with_context(|| format!("cannot write a REPORT in {}", dir.display()))?;
+    let stem = name.trim_end_matches(".md");
+    let mut n = 1;
+    loop {
+        let candidate = if n == 1 {
+            dir.join(name)
+        } else {
+            dir.join(format!("{stem}-{n}.md"))
+        };
+        match tmp.persist_noclobber(&candidate) {
+            Ok(_) => {
+                sync_dir(dir);
+                return Ok(candidate);
+            }
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => {
+                tmp = e.file;
+                n += 1;
+            }
+            Err(e) => {
+                return Err(e.error)
+                    .with_context(|| format!("cannot rename into {}", candidate.display()))
+            }
+        }
+    }
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn sync_dir(dir: &Path) {
+    // A directory fsync makes the rename durable; where a filesystem refuses it there is
+    // nothing better to do, and the data itself is already synced.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Writes the timestamped REPORT and then `REPORT-latest.md`; returns the timestamped path.
+pub fn write_reports(dir: &Path, report: &Report) -> Result<PathBuf> {
+    let text = render(report);
+    let name = file_name(&report.vertical, &report.task_id, report.started);
+    let path = write_atomic_new(dir, &name, text.as_bytes())?;
+    write_atomic(&dir.join("REPORT-latest.md"), text.as_bytes())?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::ToolEvent;
+    use pretty_assertions::assert_eq;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn sample() -> Report {
+        Report {
+            run_id: "20261130T120000Z-42-abcd".into(),
+            vertical: "demo".into(),
+            task_id: "demo-1".into(),
+            source: "demo".into(),
+            subject: "MVP \"demo\"".into(),
+            class: Some("primary".into()),
+            tier: "mopac-primary".into(),
+            model: "glm-5.3".into(),
+            usage: Usage {
+                prompt_tokens: 100,
+                completion_tokens: 20,
+                total_tokens: 120,
+            },
+            rounds: 2,
+            max_rounds: 8,
+            stop_reason: "completed".into(),
+            error: None,
+            started: at("2026-11-30T12:00:00Z"),
+            finished: at("2026-11-30T12:00:03.5Z"),
+            backend: "replay cassette.json".into(),
+            round_log: vec![RoundRecord {
+                round: 1,
+                model: "glm-5.3".into(),
+                usage: Usage {
+                    prompt_tokens: 50,
+                    completion_tokens: 10,
+                    total_tokens: 60,
+                },
+                latency_ms: 12,
+                retries: 0,
+                tools: vec![ToolEvent::Ran {
+                    command: "ls".into(),
+                    ending: "exit 0".into(),
+                    output_bytes: 3,
+                }],
+            }],
+            reply: Some("# Done\n\nAll good.".into()),
+        }
+    }
+
+    #[test]
+    fn golden_report() {
+        let version = env!("CARGO_PKG_VERSION");
+        let expected = format!(
+            r#"---
+harness_report: 1
+run_id: "20261130T120000Z-42-abcd"
+vertical: "demo"
+task_id: "demo-1"
+source: "demo"
+subject: "MVP \"demo\""
+class: "primary"
+tier: "mopac-primary"
+model: "glm-5.3"
+prompt_tokens: 100
+completion_tokens: 20
+total_tokens: 120
+rounds: 2
+max_rounds: 8
+stop_reason: "completed"
+error: null
+started: "2026-11-30T12:00:00Z"
+finished: "2026-11-30T12:00:03Z"
+duration_ms: 3500
+backend: "replay cassette.json"
+harness_version: "{version}"
+round_log: [{{"round":1,"model":"glm-5.3","usage":{{"prompt_tokens":50,"completion_tokens":10,"total_tokens":60}},"latency_ms":12,"retries":0,"tools":[{{"outcome":"ran","command":"ls","ending":"exit 0","output_bytes":3}}]}}]
+---
+
+# Done
+
+All good.
+"#
+        );
+        assert_eq!(render(&sample()), expected);
+    }
+
+    #[test]
+    fn failed_turn_without_text_says_so() {
+        let mut r = sample();
+        r.reply = None;
+        r.stop_reason = "llm_error".into();
+        r.error = Some("POST x failed".into());
+        let out = render(&r);
+        assert!(out.contains("error: \"POST x failed\"\n"), "{out}");
+        assert!(out.ends_with(
+            "_No reply: the turn ended (llm_error) before the model produced any text._\n"
+        ));
+    }
+
+    #[test]
+    fn file_names_are_safe() {
+        assert_eq!(
+            file_name("demo", "a/b c", at("2026-11-30T12:00:00Z")),
+            "REPORT-demo-a_b_c-20261130T120000Z.md"
+        );
+    }
+
+    #[test]
+    fn writes_both_files_and_never_clobbers() {
+        let dir = tempfile::tempdir().unwrap();
+        prepare_dir(dir.path()).unwrap();
+        let p1 = write_reports(dir.path(), &sample()).unwrap();
+        let p2 = write_reports(dir.path(), &sample()).unwrap();
+        assert_ne!(p1, p2);
+        assert!(p2.to_string_lossy().ends_with("-2.md"));
+        let latest = std::fs::read_to_string(dir.path().join("REPORT-latest.md")).unwrap();
+        assert_eq!(latest, render(&sample()));
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n.starts_with(TEMP_PREFIX)),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn unwritable_dir_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let e = prepare_dir(&file.join("sub")).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("cannot create report dir"),
+            "{e:#}"
+        );
+    }
+}
+
+/// What a `--dry-run` shows: the run's plan, nothing executed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The vertical.
+    pub vertical: String,
+    /// `[id] subject (source src)`.
+    pub task: String,
+    /// `class "x" -> tier t -> model m`.
+    pub routing: String,
+    /// `bash (allow=N deny=M default=deny timeout=60s)` or `none`.
+    pub tools: String,
+    /// Round cap.
+    pub max_rounds: u32,
+    /// Where replies would come from.
+    pub llm: String,
+    /// Where the REPORT would go.
+    pub report_dir: String,
+}
+
+/// Renders the PLAN block printed by `--dry-run`.
+pub fn render_plan(p: &Plan) -> String {
+    format!(
+        "PLAN (dry-run)\n  vertical: {}\n  task: {}\n  routing: {}\n  tools: {}\n  bound: max {} rounds\n  llm: {}\n  report: {}\n",
+        p.vertical, p.task, p.routing, p.tools, p.max_rounds, p.llm, p.report_dir
+    )
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn plan_block() {
+        let p = Plan {
+            vertical: "demo".into(),
+            task: "[demo-1] MVP demo: GLM self-description (source demo)".into(),
+            routing: "class \"primary\" -> tier mopac-primary -> model glm-5.3".into(),
+            tools: "bash (allow=18 deny=7 default=deny timeout=60s)".into(),
+            max_rounds: 8,
+            llm: "http://127.0.0.1:4000/v1/chat/completions (key env:HARNESS_LITELLM_KEY)".into(),
+            report_dir: "reports".into(),
+        };
+        assert_eq!(
+            render_plan(&p),
+            "PLAN (dry-run)
+  vertical: demo
+  task: [demo-1] MVP demo: GLM self-description (source demo)
+  routing: class \"primary\" -> tier mopac-primary -> model glm-5.3
+  tools: bash (allow=18 deny=7 default=deny timeout=60s)
+  bound: max 8 rounds
+  llm: http://127.0.0.1:4000/v1/chat/completions (key env:HARNESS_LITELLM_KEY)
+  report: reports
+"
+        );
+    }
+}

@@ -1,0 +1,310 @@
+//! Secrets, PURE parsing plus a thin env/file adapter: key refs (`env:`, `file:`, `literal:`,
+//! `bw:`) in, [`Secret`] values out, and the [`Redactor`] that masks them in any text.
+//!
+//! A resolved secret never reaches `Debug`, `Display`, a log line, an error or a REPORT: the
+//! only way to its text is [`Secret::expose`], called by the HTTP layer and the redactor.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+/// A resolved secret value; prints as `[redacted]`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a value; an empty value is refused by [`KeyRef::resolve`], not here.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret's text. Only for the HTTP header and the redactor.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// Where a secret comes from, as written in the config (`*_ref` keys).
+#[derive(Clone, PartialEq, Eq)]
+pub enum KeyRef {
+    /// `env:NAME`: the environment variable NAME.
+    Env(String),
+    /// `file:PATH`: the file's content, trailing newline removed; PATH relative to the config.
+    File(PathBuf),
+    /// `literal:VALUE`: the value itself (last resort; it sits in the config file).
+    Literal(Secret),
+    /// `bw:REF`: reserved for a Bitwarden wrapper; resolving it is an error today.
+    Bitwarden(String),
+}
+
+impl fmt::Debug for KeyRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl KeyRef {
+    /// Parses a key ref; `base` is the config file's directory, for relative `file:` paths.
+    /// The error never repeats a `literal:` value.
+    pub fn parse(text: &str, base: &Path) -> Result<KeyRef, String> {
+        let Some((scheme, rest)) = text.split_once(':') else {
+            return Err(
+                "must start with env:, file:, literal: or bw: (for example env:HARNESS_LITELLM_KEY)"
+                    .to_string(),
+            );
+        };
+        match scheme {
+            "env" if is_env_name(rest) => Ok(KeyRef::Env(rest.to_string())),
+            "env" => Err(format!(
+                "env:{rest} is not a valid environment variable name"
+            )),
+            "file" if !rest.is_empty() => Ok(KeyRef::File(base.join(rest))),
+            "literal" if !rest.is_empty() => Ok(KeyRef::Literal(Secret::new(rest))),
+            "bw" if !rest.is_empty() => Ok(KeyRef::Bitwarden(rest.to_string())),
+            "file" | "literal" | "bw" => Err(format!("{scheme}: needs a value after the colon")),
+            _ => Err(format!(
+                "unknown key ref scheme `{scheme}:`; use env:, file:, literal: or bw:"
+            )),
+        }
+    }
+
+    /// A description safe to print: names the variable or file, never a literal's value.
+    pub fn describe(&self) -> String {
+        match self {
+            KeyRef::Env(name) => format!("env:{name}"),
+            KeyRef::File(path) => format!("file:{}", path.display()),
+            KeyRef::Literal(_) => "literal:[redacted]".to_string(),
+            KeyRef::Bitwarden(r) => format!("bw:{r}"),
+        }
+    }
+
+    /// Resolves the ref now. `what` names the secret in errors (`litellm key`).
+    pub fn resolve(&self, what: &str) -> Result<Secret> {
+        let value = match self {
+            KeyRef::Env(name) => match std::env::var(name) {
+                Ok(v) => v,
+                Err(std::env::VarError::NotPresent) => {
+                    bail!("{what}: environment variable {name} is not set")
+                }
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    bail!("{what}: environment variable {name} is not valid UTF-8")
+                }
+            },
+            KeyRef::File(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("{what}: cannot read key file {}", path.display()))?;
+                text.trim_end_matches(['\n', '\r']).to_string()
+            }
+            KeyRef::Literal(secret) => secret.expose().to_string(),
+            KeyRef::Bitwarden(r) => bail!(
+                "{what}: bw:{r}: Bitwarden key refs are not supported yet; use env:, file: or literal:"
+            ),
+        };
+        if value.trim().is_empty() {
+            bail!("{what}: {} is empty", self.describe());
+        }
+        Ok(Secret(value))
+    }
+}
+
+fn is_env_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// Masks every known secret in text, longest first so a secret that contains another is
+/// masked whole.
+#[derive(Clone, Default)]
+pub struct Redactor {
+    secrets: Vec<String>,
+}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Redactor({} secrets)", self.secrets.len())
+    }
+}
+
+/// What a masked secret is replaced with.
+pub const MASK: &str = "[redacted]";
+
+impl Redactor {
+    /// Adds a secret to mask from now on.
+    pub fn add(&mut self, secret: &Secret) {
+        let s = secret.expose();
+        // Very short values would mask ordinary text everywhere; resolve() refuses empty ones
+        // and a 1-3 character key is not a credential anyone should rely on.
+        if s.len() >= 4 && !self.secrets.iter().any(|x| x == s) {
+            self.secrets.push(s.to_string());
+            self.secrets.sort_by_key(|x| std::cmp::Reverse(x.len()));
+        }
+    }
+
+    /// True when no secret is registered.
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty()
+    }
+
+    /// Returns `text` with every secret replaced by `[redacted]`.
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for s in &self.secrets {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), MASK);
+            }
+        }
+        out
+    }
+
+    /// Length of the longest suffix of `text` that is a proper prefix of some secret: text
+    /// that a cut could leave as the first half of a secret.
+    pub fn dangling_prefix_len(&self, text: &str) -> usize {
+        let mut best = 0;
+        for s in &self.secrets {
+            for (i, _) in s.char_indices().skip(1) {
+                if i > best && text.ends_with(&s[..i]) {
+                    best = i;
+                }
+            }
+        }
+        best
+    }
+
+    /// Length of the longest prefix of `text` that is a proper suffix of some secret: text
+    /// that a cut could leave as the second half of a secret.
+    pub fn dangling_suffix_len(&self, text: &str) -> usize {
+        let mut best = 0;
+        for s in &self.secrets {
+            for (i, _) in s.char_indices().skip(1) {
+                let tail = &s[i..];
+                if tail.len() > best && text.starts_with(tail) {
+                    best = tail.len();
+                }
+            }
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn base() -> PathBuf {
+        PathBuf::from("/cfg")
+    }
+
+    #[test]
+    fn parses_each_scheme() {
+        assert_eq!(
+            KeyRef::parse("env:HARNESS_LITELLM_KEY", &base()),
+            Ok(KeyRef::Env("HARNESS_LITELLM_KEY".into()))
+        );
+        assert_eq!(
+            KeyRef::parse("file:keys/llm", &base()),
+            Ok(KeyRef::File(PathBuf::from("/cfg/keys/llm")))
+        );
+        assert_eq!(
+            KeyRef::parse("file:/abs/k", &base()),
+            Ok(KeyRef::File(PathBuf::from("/abs/k")))
+        );
+        assert_eq!(
+            KeyRef::parse("literal:sk-1", &base()),
+            Ok(KeyRef::Literal(Secret::new("sk-1")))
+        );
+        assert_eq!(
+            KeyRef::parse("bw:item/x", &base()),
+            Ok(KeyRef::Bitwarden("item/x".into()))
+        );
+    }
+
+    #[test]
+    fn rejects_bad_refs_without_echoing_literals() {
+        assert!(KeyRef::parse("HARNESS_KEY", &base()).is_err());
+        assert!(KeyRef::parse("env:1BAD", &base()).is_err());
+        assert!(KeyRef::parse("env:", &base()).is_err());
+        assert!(KeyRef::parse("literal:", &base()).is_err());
+        let err = KeyRef::parse("vault:sk-canary-zz", &base())
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("vault"), "{err}");
+    }
+
+    #[test]
+    fn bw_is_not_supported_yet() {
+        let err = KeyRef::Bitwarden("x".into())
+            .resolve("litellm key")
+            .unwrap_err();
+        assert!(err.to_string().contains("not supported yet"), "{err}");
+    }
+
+    #[test]
+    fn missing_env_names_the_variable() {
+        let err = KeyRef::Env("HARNESS_TEST_SURELY_UNSET_VAR".into())
+            .resolve("litellm key")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "litellm key: environment variable HARNESS_TEST_SURELY_UNSET_VAR is not set"
+        );
+    }
+
+    #[test]
+    fn file_ref_trims_newline_and_reports_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("k");
+        std::fs::write(&p, "sk-canary-file\n").unwrap();
+        let s = KeyRef::File(p).resolve("k").unwrap();
+        assert_eq!(s.expose(), "sk-canary-file");
+        let err = KeyRef::File(dir.path().join("nope"))
+            .resolve("redmine key")
+            .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("cannot read key file"),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn secret_debug_and_display_are_redacted() {
+        let s = Secret::new("sk-canary-123");
+        assert_eq!(format!("{s:?} {s}"), "[redacted] [redacted]");
+        let r = KeyRef::Literal(s);
+        assert_eq!(format!("{r:?}"), "literal:[redacted]");
+    }
+
+    #[test]
+    fn redactor_masks_longest_first() {
+        let mut r = Redactor::default();
+        r.add(&Secret::new("abcd"));
+        r.add(&Secret::new("abcdefgh"));
+        assert_eq!(
+            r.redact("x abcdefgh y abcd z"),
+            "x [redacted] y [redacted] z"
+        );
+    }
+
+    #[test]
+    fn redactor_finds_dangling_halves() {
+        let mut r = Redactor::default();
+        r.add(&Secret::new("sk-canary-42"));
+        assert_eq!(r.dangling_prefix_len("output sk-can"), 6);
+        assert_eq!(r.dangling_suffix_len("ary-42 more"), 6);
+        assert_eq!(r.dangling_prefix_len("nothing here"), 0);
+    }
+}

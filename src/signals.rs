@@ -1,0 +1,95 @@
+//! Signals adapter: SIGINT/SIGTERM in, an [`Interrupt`] that the turn and the bash runner
+//! await. The first signal asks the run to stop and write its partial REPORT; a second one
+//! exits at once.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+/// Shared flag set by the first SIGINT or SIGTERM.
+#[derive(Debug, Default)]
+pub struct Interrupt {
+    signal: AtomicI32,
+    notify: Notify,
+}
+
+impl Interrupt {
+    /// A flag that no signal has set yet.
+    pub fn new() -> Arc<Interrupt> {
+        Arc::new(Interrupt::default())
+    }
+
+    /// The signal that was received, if any.
+    pub fn received(&self) -> Option<i32> {
+        match self.signal.load(Ordering::SeqCst) {
+            0 => None,
+            s => Some(s),
+        }
+    }
+
+    /// Records `signal` and wakes every waiter.
+    pub fn trigger(&self, signal: i32) {
+        if self
+            .signal
+            .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// Resolves with the signal number once one has been received.
+    pub async fn wait(&self) -> i32 {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(s) = self.received() {
+                return s;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Installs the handlers: the first SIGINT/SIGTERM triggers `interrupt`, a second one exits
+/// the process immediately with 128 + signal.
+pub fn install(interrupt: Arc<Interrupt>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::spawn(async move {
+        loop {
+            let sig = tokio::select! {
+                _ = int.recv() => libc::SIGINT,
+                _ = term.recv() => libc::SIGTERM,
+            };
+            if interrupt.received().is_some() {
+                std::process::exit(128 + sig);
+            }
+            tracing::warn!(
+                "received signal {sig}; stopping the turn (send it again to exit at once)"
+            );
+            interrupt.trigger(sig);
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn wait_sees_a_signal_sent_before_or_after() {
+        let i = Interrupt::new();
+        let j = i.clone();
+        let waiter = tokio::spawn(async move { j.wait().await });
+        tokio::task::yield_now().await;
+        i.trigger(15);
+        i.trigger(2);
+        assert_eq!(waiter.await.unwrap(), 15);
+        assert_eq!(i.wait().await, 15);
+    }
+}

@@ -1,0 +1,404 @@
+//! Tools adapter: runs one allowed command as `bash -c` in the work root, in its own process
+//! group, stdin from /dev/null, a scrubbed environment, a timeout that kills the whole group,
+//! and stdout+stderr interleaved through one pipe into a bounded [`Capture`] (pure).
+
+use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio::io::AsyncReadExt;
+
+use crate::secrets::Redactor;
+use crate::signals::Interrupt;
+
+/// Environment variables a command may see; everything else (keys, `HARNESS_*`) is dropped.
+const ENV_ALLOW: &[&str] = &["PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER"];
+/// PATH for a child when the harness itself has none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// After the command exits, how long to keep draining output its leftovers still write.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Exited with this status.
+    Exited(i32),
+    /// Killed by this signal (not by us).
+    Signaled(i32),
+    /// Ran past the timeout; the group was killed.
+    TimedOut,
+    /// A SIGINT/SIGTERM to the harness stopped it; the group was killed.
+    Interrupted,
+}
+
+/// A finished command: how it ended and what it printed.
+#[derive(Debug)]
+pub struct Finished {
+    /// How it ended.
+    pub ending: Ending,
+    /// Its combined output, bounded.
+    pub output: Capture,
+}
+
+/// The environment a command gets: the allow-list of `vars`, nothing else.
+pub fn scrubbed_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vars
+        .filter(|(k, _)| ENV_ALLOW.contains(&k.as_str()) || k.starts_with("LC_"))
+        .filter(|(k, _)| !k.starts_with("HARNESS_"))
+        .collect();
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env.push(("PATH".to_string(), DEFAULT_PATH.to_string()));
+    }
+    env.sort();
+    env
+}
+
+/// Runs `command` with `bash -c` in `work_root`.
+pub async fn run(
+    command: &str,
+    work_root: &Path,
+    timeout: Duration,
+    max_output: usize,
+    env: &[(String, String)],
+    interrupt: &Interrupt,
+) -> Result<Finished> {
+    let (reader, writer) = std::io::pipe().context("cannot create the output pipe")?;
+    let writer_err = writer
+        .try_clone()
+        .context("cannot duplicate the output pipe")?;
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(work_root)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(OwnedFd::from(writer)))
+        .stderr(Stdio::from(OwnedFd::from(writer_err)))
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start bash in {}", work_root.display()))?;
+    // The parent's copies of the write end must close, or the read side never sees EOF.
+    drop(cmd);
+    let pgid = child.id().map(|p| p as i32);
+    let mut rx = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+        .context("cannot read the output pipe")?;
+
+    let mut capture = Capture::new(max_output);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut eof = false;
+    let mut ending: Option<Ending> = None;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut drain_until = deadline;
+    loop {
+        if eof && ending.is_some() {
+            break;
+        }
+        tokio::select! {
+            n = rx.read(&mut buf), if !eof => match n {
+                Ok(0) | Err(_) => eof = true,
+                Ok(n) => capture.push(&buf[..n]),
+            },
+            status = child.wait(), if ending.is_none() => {
+                let status = status.context("cannot wait for bash")?;
+                ending = Some(ending_of(status));
+                // Background leftovers of the command die with it and stop holding the pipe.
+                kill_group(pgid);
+                drain_until = deadline.min(tokio::time::Instant::now() + DRAIN_GRACE);
+            },
+            _ = tokio::time::sleep_until(drain_until) => {
+                if ending.is_none() {
+                    kill_group(pgid);
+                    let _ = child.wait().await;
+                    ending = Some(Ending::TimedOut);
+                    drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
+                } else {
+                    // Something outside the group still holds the pipe: stop reading.
+                    break;
+                }
+            },
+            _ = interrupt.wait(), if ending.is_none() => {
+                kill_group(pgid);
+                let _ = child.wait().await;
+                ending = Some(Ending::Interrupted);
+                drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
+            },
+        }
+    }
+    Ok(Finished {
+        ending: ending.unwrap_or(Ending::TimedOut),
+        output: capture,
+    })
+}
+
+fn ending_of(status: std::process::ExitStatus) -> Ending {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => Ending::Exited(c),
+        (None, Some(s)) => Ending::Signaled(s),
+        (None, None) => Ending::Exited(-1),
+    }
+}
+
+fn kill_group(pgid: Option<i32>) {
+    if let Some(pgid) = pgid.filter(|p| *p > 1) {
+        // SAFETY: killpg only sends a signal; a group that is already gone gives ESRCH.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Bounded output: the first `limit/2` bytes and the last `limit/2` bytes, plus a count of
+/// what fell between. Memory stays `O(limit)` whatever the command prints.
+#[derive(Debug, Clone)]
+pub struct Capture {
+    head_limit: usize,
+    tail_limit: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl Capture {
+    /// An empty capture keeping at most `limit` bytes.
+    pub fn new(limit: usize) -> Capture {
+        let head_limit = limit / 2;
+        Capture {
+            head_limit,
+            tail_limit: limit - head_limit,
+            head: Vec::with_capacity(head_limit.min(64 * 1024)),
+            tail: VecDeque::new(),
+            total: 0,
+        }
+    }
+
+    /// Appends bytes as they arrive.
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        if self.head.len() < self.head_limit {
+            let n = bytes.len().min(self.head_limit - self.head.len());
+            self.head.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+        }
+        if bytes.len() >= self.tail_limit {
+            self.tail.clear();
+            self.tail.extend(&bytes[bytes.len() - self.tail_limit..]);
+        } else {
+            let overflow = (self.tail.len() + bytes.len()).saturating_sub(self.tail_limit);
+            self.tail.drain(..overflow);
+            self.tail.extend(bytes);
+        }
+    }
+
+    /// Total bytes the command printed.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The kept text with secrets masked: head, a line saying how many bytes were cut, tail.
+    /// Cuts fall on UTF-8 boundaries, and a secret split by the cut is dropped, not shown.
+    pub fn render(&self, redactor: &Redactor) -> String {
+        let kept = self.head.len() as u64 + self.tail.len() as u64;
+        if kept == self.total {
+            let mut all = self.head.clone();
+            all.extend(self.tail.iter());
+            return redactor.redact(&String::from_utf8_lossy(&all));
+        }
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        let head_end = head_end(&self.head);
+        let tail_start = tail_start(&tail);
+        let mut head = String::from_utf8_lossy(&self.head[..head_end]).into_owned();
+        let mut tail = String::from_utf8_lossy(&tail[tail_start..]).into_owned();
+        let mut cut = self.total - kept + (self.head.len() - head_end) as u64 + tail_start as u64;
+        let dangling = redactor.dangling_prefix_len(&head);
+        head.truncate(head.len() - dangling);
+        let dangling_tail = redactor.dangling_suffix_len(&tail);
+        tail.drain(..dangling_tail);
+        cut += (dangling + dangling_tail) as u64;
+        format!(
+            "{}\n[... {cut} bytes cut ...]\n{}",
+            redactor.redact(&head),
+            redactor.redact(&tail)
+        )
+    }
+}
+
+/// Where a head cut must end so that no character is split: before a trailing incomplete
+/// UTF-8 sequence, if there is one.
+fn head_end(bytes: &[u8]) -> usize {
+    let len = bytes.len();
+    for back in 1..=len.min(4) {
+        let b = bytes[len - back];
+        if b & 0xC0 != 0x80 {
+            let need = match b {
+                0x00..=0x7F => 1,
+                0xF0..=0xFF => 4,
+                0xE0..=0xEF => 3,
+                _ => 2,
+            };
+            return if back >= need { len } else { len - back };
+        }
+    }
+    len
+}
+
+/// Where a tail cut must start so that no character is split: after leading continuation
+/// bytes (at most 3, the most a split character can leave).
+fn tail_start(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .take(3)
+        .take_while(|b| *b & 0xC0 == 0x80)
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::Secret;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn small_output_is_kept_whole() {
+        let mut c = Capture::new(100);
+        c.push(b"hello ");
+        c.push(b"world");
+        assert_eq!(c.render(&Redactor::default()), "hello world");
+    }
+
+    #[test]
+    fn large_output_keeps_head_and_tail_with_a_count() {
+        let mut c = Capture::new(10);
+        for chunk in [b"abc".as_slice(), b"defgh", b"ijklmnop", b"qrstuvwxyz"] {
+            c.push(chunk);
+        }
+        assert_eq!(c.total(), 26);
+        assert_eq!(
+            c.render(&Redactor::default()),
+            "abcde\n[... 16 bytes cut ...]\nvwxyz"
+        );
+    }
+
+    #[test]
+    fn cuts_fall_on_utf8_boundaries() {
+        let mut c = Capture::new(8);
+        c.push("ééééé".as_bytes()); // 10 bytes
+        c.push("xxxxxx".as_bytes());
+        c.push("ñññ".as_bytes());
+        let out = c.render(&Redactor::default());
+        assert!(!out.contains('\u{fffd}'), "{out:?}");
+        assert_eq!(out, "éé\n[... 14 bytes cut ...]\nññ");
+    }
+
+    #[test]
+    fn secrets_are_masked_and_never_leak_across_the_cut() {
+        let mut r = Redactor::default();
+        r.add(&Secret::new("sk-canary-0123456789"));
+        let mut c = Capture::new(100);
+        c.push(b"key=sk-canary-0123456789 ");
+        assert_eq!(c.render(&r), "key=[redacted] ");
+        // The secret straddles the cut: its halves must not survive either.
+        let mut c = Capture::new(20);
+        c.push(b"xxxxxxxxsk-canary-01");
+        c.push(&[b'.'; 50]);
+        c.push(b"23456789yyyyyyyyyyyy");
+        let out = c.render(&r);
+        assert!(!out.contains("sk-c") && !out.contains("6789"), "{out}");
+    }
+
+    #[test]
+    fn env_is_scrubbed_to_the_allow_list() {
+        let vars = [
+            ("PATH", "/bin"),
+            ("HOME", "/root"),
+            ("LC_ALL", "C"),
+            ("HARNESS_LITELLM_KEY", "sk-x"),
+            ("OPENAI_API_KEY", "sk-y"),
+            ("LD_PRELOAD", "/x.so"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let env = scrubbed_env(vars);
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, vec!["HOME", "LC_ALL", "PATH"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn runs_and_interleaves_stdout_and_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = scrubbed_env(std::env::vars());
+        let f = run(
+            "echo out; echo err >&2; echo out2; exit 3",
+            dir.path(),
+            Duration::from_secs(10),
+            1000,
+            &env,
+            &Interrupt::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(f.ending, Ending::Exited(3));
+        assert_eq!(f.output.render(&Redactor::default()), "out\nerr\nout2\n");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = scrubbed_env(std::env::vars());
+        let f = run(
+            "sleep 30 & echo started; sleep 30",
+            dir.path(),
+            Duration::from_millis(300),
+            1000,
+            &env,
+            &Interrupt::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(f.ending, Ending::TimedOut);
+        assert_eq!(f.output.render(&Redactor::default()), "started\n");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn background_leftovers_do_not_hold_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = scrubbed_env(std::env::vars());
+        let f = run(
+            "sleep 30 & echo done",
+            dir.path(),
+            Duration::from_secs(20),
+            1000,
+            &env,
+            &Interrupt::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(f.ending, Ending::Exited(0));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_flood_stays_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = scrubbed_env(std::env::vars());
+        let f = run(
+            "head -c 20000000 /dev/zero | tr '\\0' 'a'",
+            dir.path(),
+            Duration::from_secs(30),
+            1000,
+            &env,
+            &Interrupt::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(f.output.total(), 20_000_000);
+        let out = f.output.render(&Redactor::default());
+        assert!(out.len() < 1100, "{}", out.len());
+        assert!(out.contains("[... 19999000 bytes cut ...]"), "{out}");
+    }
+}

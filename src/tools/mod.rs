@@ -1,0 +1,220 @@
+//! Tools stage: one tool call of the model in, one tool result out. The gate ([`gate`],
+//! pure) judges the command, the runner ([`bash`]) executes what it allows; a denial or a
+//! bad call is a result for the model, never a failure of the turn.
+
+pub mod bash;
+pub mod gate;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::config::BashConfig;
+use crate::llm::wire::ToolCall;
+use crate::secrets::Redactor;
+use crate::signals::Interrupt;
+use gate::Verdict;
+
+/// What the bash tool needs to run calls.
+#[derive(Debug)]
+pub struct BashTool {
+    /// `[tools.bash]`.
+    pub config: BashConfig,
+    /// The directory commands run in.
+    pub work_root: PathBuf,
+    /// The scrubbed environment commands get.
+    pub env: Vec<(String, String)>,
+    /// Masks secrets in what commands print.
+    pub redactor: Redactor,
+}
+
+/// One handled tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolRun {
+    /// The text sent back to the model as the tool result.
+    pub result: String,
+    /// What happened, for narration and the REPORT.
+    pub event: ToolEvent,
+}
+
+/// What happened to one tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ToolEvent {
+    /// The command ran.
+    Ran {
+        /// The command as the model sent it.
+        command: String,
+        /// `exit 0`, `signal 9`, `timeout`, `interrupted`.
+        ending: String,
+        /// Bytes the command printed.
+        output_bytes: u64,
+    },
+    /// The gate refused the command.
+    Denied {
+        /// The command as the model sent it.
+        command: String,
+        /// Why.
+        reason: String,
+    },
+    /// The call could not be understood (bad JSON, unknown tool) or could not start.
+    Invalid {
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+impl ToolEvent {
+    /// One line for stderr narration.
+    pub fn narrate(&self) -> String {
+        match self {
+            ToolEvent::Ran {
+                command,
+                ending,
+                output_bytes,
+            } => {
+                format!(
+                    "bash {} -> allowed, {ending}, {output_bytes} bytes",
+                    quote(command)
+                )
+            }
+            ToolEvent::Denied { command, reason } => {
+                format!("bash {} -> denied: {reason}", quote(command))
+            }
+            ToolEvent::Invalid { reason } => format!("tool call rejected: {reason}"),
+        }
+    }
+
+    /// Whether the command was interrupted by a signal to the harness.
+    pub fn interrupted(&self) -> bool {
+        matches!(self, ToolEvent::Ran { ending, .. } if ending == "interrupted")
+    }
+}
+
+fn quote(command: &str) -> String {
+    let one_line: String = command.chars().take(200).collect();
+    let more = if command.chars().count() > 200 {
+        "..."
+    } else {
+        ""
+    };
+    format!("{:?}{more}", one_line)
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BashArgs {
+    command: String,
+}
+
+impl BashTool {
+    /// Handles one call: parse, gate, run, render the result.
+    pub async fn dispatch(&self, call: &ToolCall, interrupt: &Interrupt) -> ToolRun {
+        if call.function.name != "bash" {
+            let reason = format!(
+                "unknown tool {:?}; the only tool is `bash` with arguments {{\"command\": \"...\"}}",
+                call.function.name
+            );
+            return invalid(reason);
+        }
+        let command = match serde_json::from_str::<BashArgs>(&call.function.arguments) {
+            Ok(a) => a.command,
+            Err(e) => {
+                let reason = format!(
+                    "the arguments are not valid JSON of the form {{\"command\": \"...\"}} ({e}); the command was not run"
+                );
+                return invalid(reason);
+            }
+        };
+        let judgement = gate::judge(&self.config.policy, &command);
+        if judgement.verdict == Verdict::Deny {
+            return denied(command, judgement.reason);
+        }
+        for (path, prefix) in &judgement.runtime_path_checks {
+            if let Err(reason) = stays_under(&self.work_root, path, prefix) {
+                return denied(command, reason);
+            }
+        }
+        let finished = bash::run(
+            &command,
+            &self.work_root,
+            self.config.timeout,
+            self.config.max_output_bytes,
+            &self.env,
+            interrupt,
+        )
+        .await;
+        match finished {
+            Ok(f) => {
+                let output = f.output.render(&self.redactor);
+                let ending = match f.ending {
+                    bash::Ending::Exited(c) => format!("exit {c}"),
+                    bash::Ending::Signaled(s) => format!("signal {s}"),
+                    bash::Ending::TimedOut => "timeout".to_string(),
+                    bash::Ending::Interrupted => "interrupted".to_string(),
+                };
+                let status_line = match f.ending {
+                    bash::Ending::Exited(c) => format!("[exit status: {c}]"),
+                    bash::Ending::Signaled(s) => format!("[killed by signal {s}]"),
+                    bash::Ending::TimedOut => format!(
+                        "[killed: timed out after {}s]",
+                        self.config.timeout.as_secs()
+                    ),
+                    bash::Ending::Interrupted => {
+                        "[killed: the harness was interrupted]".to_string()
+                    }
+                };
+                let body = if output.is_empty() {
+                    "(no output)\n".to_string()
+                } else if output.ends_with('\n') {
+                    output
+                } else {
+                    format!("{output}\n")
+                };
+                ToolRun {
+                    result: format!("{body}{status_line}"),
+                    event: ToolEvent::Ran {
+                        command,
+                        ending,
+                        output_bytes: f.output.total(),
+                    },
+                }
+            }
+            Err(e) => invalid(self.redactor.redact(&format!("{e:#}"))),
+        }
+    }
+}
+
+fn invalid(reason: String) -> ToolRun {
+    ToolRun {
+        result: format!("error: {reason}"),
+        event: ToolEvent::Invalid { reason },
+    }
+}
+
+fn denied(command: String, reason: String) -> ToolRun {
+    ToolRun {
+        result: format!("denied by the command gate, not run: {reason}"),
+        event: ToolEvent::Denied { command, reason },
+    }
+}
+
+/// Path-prefix rules are judged on text; symlinks are judged here, at run time: the path
+/// must resolve inside the prefix (both taken relative to the work root).
+fn stays_under(work_root: &Path, path: &str, prefix: &str) -> Result<(), String> {
+    let base = work_root
+        .join(prefix)
+        .canonicalize()
+        .map_err(|e| format!("the rule's directory {prefix:?} cannot be resolved ({e})"))?;
+    let target = work_root
+        .join(path)
+        .canonicalize()
+        .map_err(|e| format!("{path:?} cannot be resolved ({e})"))?;
+    if target.starts_with(&base) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{path:?} resolves outside {prefix:?} (a symlink leaves the allowed directory)"
+        ))
+    }
+}

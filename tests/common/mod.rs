@@ -1,0 +1,278 @@
+//! Test support: a temp dir with a config, the scripted OpenAI-compatible server started as
+//! a real process (the same binary the LiteLLM runs use), and a runner for the built
+//! `harness` binary that never gives it stdin.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// The canary used as the LiteLLM key in tests: it must never appear in any output.
+pub const CANARY: &str = "sk-canary-7f3a9c1e5b2d4f60";
+
+/// A running `scripted-llm` process.
+pub struct Llm {
+    child: Child,
+    /// `http://127.0.0.1:PORT`
+    pub url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Llm {
+    /// Starts the server with a script (a JSON list of steps or a script object).
+    pub fn start(script: &Value) -> Llm {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("script.json");
+        std::fs::write(&path, serde_json::to_vec(script).unwrap()).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_scripted-llm"))
+            .args(["--script", path.to_str().unwrap(), "--port", "0"])
+            .args(["--models", "glm-5.3,glm-5.2,glm-4.7-flash,glm-5-turbo"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("LISTENING ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Llm {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+
+    /// The base URL harness is configured with.
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.url)
+    }
+
+    /// Every logged request.
+    pub fn requests(&self) -> Vec<Value> {
+        serde_json::from_str(&http_get(&format!("{}/_fake/requests", self.url))).unwrap()
+    }
+
+    /// The chat requests' bodies, in order.
+    pub fn chat_bodies(&self) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|r| {
+                r["path"]
+                    .as_str()
+                    .unwrap_or("")
+                    .ends_with("/chat/completions")
+            })
+            .map(|r| r["body"].clone())
+            .collect()
+    }
+
+    /// `{pos, steps, requests, connections}`.
+    pub fn state(&self) -> Value {
+        serde_json::from_str(&http_get(&format!("{}/_fake/state", self.url))).unwrap()
+    }
+}
+
+impl Drop for Llm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal HTTP GET over a raw socket (the control endpoints answer with Connection: close).
+pub fn http_get(url: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut s = TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    resp.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// A temp workspace: `harness.toml`, `work/` (the work root) and `reports/`.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+}
+
+/// The standard test config; `{BASE_URL}` is replaced, and `extra` is appended.
+pub const CONFIG: &str = r#"
+vertical = "test"
+work_root = "work"
+report_dir = "reports"
+
+[loop]
+max_rounds = 4
+
+[litellm]
+base_url = "{BASE_URL}"
+key_ref = "env:HARNESS_TEST_LLM_KEY"
+timeout_secs = 10
+max_retries = 2
+
+[models]
+mopac-primary = "glm-5.3"
+mopac-code = "glm-5.2"
+default_tier = "mopac-primary"
+
+[models.classes]
+primary = "mopac-primary"
+code = "mopac-code"
+
+[tools.bash]
+timeout_secs = 10
+max_output_bytes = 4000
+default = "deny"
+allow = ["ls *", "ls", "echo *", "cat *", "pwd", "printf *", "env", "wc *"]
+deny = ["rm *"]
+
+[demo]
+id = "demo-1"
+subject = "Test demo"
+prompt = "Say hello."
+class = "primary"
+"#;
+
+impl Workspace {
+    /// A workspace whose config points at `base_url`, with `edit` applied to the config text.
+    pub fn new(base_url: &str, edit: impl FnOnce(String) -> String) -> Workspace {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("work")).unwrap();
+        let text = edit(CONFIG.replace("{BASE_URL}", base_url));
+        std::fs::write(dir.path().join("harness.toml"), text).unwrap();
+        Workspace { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("harness.toml")
+    }
+
+    pub fn reports(&self) -> PathBuf {
+        self.dir.path().join("reports")
+    }
+
+    /// Runs `harness ARGS --config <this config>` with the canary key in the environment.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_env(args, &[("HARNESS_TEST_LLM_KEY", CANARY)])
+    }
+
+    /// Runs harness with exactly these extra variables.
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
+        cmd.args(args)
+            .arg("--config")
+            .arg(self.config())
+            .current_dir(self.path())
+            .env_remove("RUST_LOG")
+            .env_remove("HARNESS_CONFIG")
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Run::from(cmd.output().unwrap())
+    }
+
+    /// The REPORT files written (excluding REPORT-latest.md), sorted.
+    pub fn report_files(&self) -> Vec<PathBuf> {
+        let Ok(rd) = std::fs::read_dir(self.reports()) else {
+            return vec![];
+        };
+        let mut v: Vec<PathBuf> = rd
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with("REPORT-") && n != "REPORT-latest.md"
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    pub fn latest(&self) -> String {
+        std::fs::read_to_string(self.reports().join("REPORT-latest.md")).unwrap()
+    }
+
+    /// Every file under the workspace, concatenated (for secret scans).
+    pub fn all_files_text(&self) -> String {
+        let mut out = String::new();
+        let mut stack = vec![self.path().to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.file_name().is_some_and(|n| n != "harness.toml") {
+                    out.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap()));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A finished harness process.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Run {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+/// One REPORT front-matter value, parsed as JSON.
+pub fn front(report: &str, key: &str) -> Value {
+    let line = report
+        .lines()
+        .find(|l| l.starts_with(&format!("{key}: ")))
+        .unwrap_or_else(|| panic!("no {key} in REPORT:\n{report}"));
+    serde_json::from_str(&line[key.len() + 2..]).unwrap()
+}
+
+/// The reply part of a REPORT (after the front matter).
+pub fn body(report: &str) -> String {
+    report
+        .splitn(3, "---\n")
+        .nth(2)
+        .unwrap_or("")
+        .trim_start_matches('\n')
+        .to_string()
+}
+
+/// Script steps.
+pub fn tool_call(id: &str, command: &str) -> Value {
+    serde_json::json!({"type": "tool_call", "id": id, "command": command})
+}
+
+pub fn text(content: &str) -> Value {
+    serde_json::json!({"type": "text", "content": content})
+}

@@ -1,0 +1,465 @@
+//! End-to-end tests of `harness once` against the scripted OpenAI-compatible server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+fn tool_results(body: &serde_json::Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn two_round_demo_runs_a_real_bash_call() {
+    let llm = Llm::start(&json!([
+        tool_call("call_1", "printf 'hello from the tool\\n'; ls"),
+        text("# Report\n\nThe tool said hello."),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    std::fs::write(ws.path().join("work/marker.txt"), "x").unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+
+    // stdout carries exactly the REPORT path.
+    let files = ws.report_files();
+    assert_eq!(files.len(), 1);
+    assert_eq!(run.stdout, format!("{}\n", files[0].display()));
+    assert!(files[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with("REPORT-test-demo-1-"));
+
+    // What the server received.
+    let bodies = llm.chat_bodies();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0]["model"], "glm-5.3");
+    assert_eq!(bodies[0]["messages"][0]["role"], "system");
+    assert_eq!(
+        bodies[0]["messages"][1],
+        json!({"role": "user", "content": "Say hello."})
+    );
+    assert_eq!(bodies[0]["tools"][0]["function"]["name"], "bash");
+    assert_eq!(
+        bodies[0]["tools"][0]["function"]["parameters"]["required"],
+        json!(["command"])
+    );
+    assert_eq!(
+        tool_results(&bodies[1]),
+        vec!["hello from the tool\nmarker.txt\n[exit status: 0]".to_string()]
+    );
+    assert_eq!(bodies[1]["messages"][2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(bodies[1]["messages"][3]["tool_call_id"], "call_1");
+    let auth = &llm.requests()[0]["headers"]["authorization"];
+    assert_eq!(auth, &json!(format!("Bearer {CANARY}")));
+
+    // The REPORT.
+    let report = ws.latest();
+    assert_eq!(std::fs::read_to_string(&files[0]).unwrap(), report);
+    assert_eq!(body(&report), "# Report\n\nThe tool said hello.\n");
+    assert_eq!(front(&report, "stop_reason"), "completed");
+    assert_eq!(front(&report, "rounds"), 2);
+    assert_eq!(front(&report, "model"), "glm-5.3");
+    assert_eq!(front(&report, "tier"), "mopac-primary");
+    assert_eq!(front(&report, "class"), "primary");
+    assert_eq!(front(&report, "task_id"), "demo-1");
+    assert!(front(&report, "total_tokens").as_u64().unwrap() > 0);
+
+    // Narration on stderr.
+    assert!(
+        run.stderr.contains("harness: intake: demo issue from"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(
+            "harness: task demo-1 (demo): \"Test demo\" class=primary -> mopac-primary -> glm-5.3"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("round 1: bash \"printf"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("REPORT written:"), "{}", run.stderr);
+}
+
+#[test]
+fn a_denied_command_is_fed_back_and_not_run() {
+    let llm = Llm::start(&json!([
+        tool_call("c1", "rm -rf victim"),
+        text("I was not allowed to delete it."),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    std::fs::create_dir(ws.path().join("work/victim")).unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(ws.path().join("work/victim").exists());
+    let results = tool_results(&llm.chat_bodies()[1]);
+    assert_eq!(results.len(), 1);
+    assert!(
+        results[0].starts_with("denied by the command gate, not run: "),
+        "{}",
+        results[0]
+    );
+    assert!(run.stderr.contains("-> denied"), "{}", run.stderr);
+}
+
+#[test]
+fn the_round_cap_withholds_tools_on_the_last_round() {
+    let llm = Llm::start(&json!([
+        tool_call("c1", "echo one"),
+        text("Out of rounds: here is what I have."),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace("max_rounds = 4", "max_rounds = 2")
+    });
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bodies = llm.chat_bodies();
+    assert_eq!(bodies.len(), 2);
+    assert!(bodies[0].get("tools").is_some());
+    assert!(bodies[1].get("tools").is_none(), "{}", bodies[1]);
+    let last = bodies[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last["content"].as_str().unwrap().contains("last round"),
+        "{last}"
+    );
+    let report = ws.latest();
+    assert_eq!(front(&report, "stop_reason"), "max_rounds");
+    assert_eq!(front(&report, "rounds"), 2);
+    assert_eq!(body(&report), "Out of rounds: here is what I have.\n");
+}
+
+#[test]
+fn a_model_that_keeps_calling_tools_is_stopped_at_the_cap() {
+    let llm = Llm::start(&json!({"steps": [tool_call("c1", "echo again")], "loop": true}));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace("max_rounds = 4", "max_rounds = 3")
+    });
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(llm.chat_bodies().len(), 3);
+    let report = ws.latest();
+    assert_eq!(front(&report, "stop_reason"), "max_rounds");
+    assert_eq!(front(&report, "rounds"), 3);
+}
+
+#[test]
+fn a_429_with_retry_after_is_retried() {
+    let llm = Llm::start(&json!([
+        {"type": "error", "status": 429, "headers": {"Retry-After": "1"},
+         "body": {"error": {"message": "Rate limit reached", "type": "rate_limit", "code": "429"}}},
+        text("fine now"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let started = std::time::Instant::now();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    // Retry-After: 1 was honoured (a lower bound, not a timing assertion on speed).
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+    assert_eq!(llm.chat_bodies().len(), 2);
+    assert!(run.stderr.contains("HTTP 429"), "{}", run.stderr);
+    assert!(run.stderr.contains("retrying in 1.0s"), "{}", run.stderr);
+    let report = ws.latest();
+    assert_eq!(body(&report), "fine now\n");
+    assert_eq!(front(&report, "round_log")[0]["retries"], 1);
+}
+
+#[test]
+fn persistent_500_after_content_writes_a_partial_report_and_exits_4() {
+    let boom =
+        json!({"type": "error", "status": 500, "body": {"error": {"message": "upstream boom"}}});
+    let llm = Llm::start(&json!([
+        {"type": "tool_call", "content": "Partial findings: the tree looks fine.",
+         "calls": [{"name": "bash", "arguments": {"command": "ls"}, "id": "c1"}]},
+        boom.clone(), boom.clone(), boom,
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 4, "{run:?}");
+    assert_eq!(llm.chat_bodies().len(), 4, "1 + 1 attempt + 2 retries");
+    let report = ws.latest();
+    assert_eq!(front(&report, "stop_reason"), "llm_error");
+    let error = front(&report, "error");
+    let error = error.as_str().unwrap();
+    assert!(error.contains("/v1/chat/completions"), "{error}");
+    assert!(error.contains("HTTP 500"), "{error}");
+    assert!(error.contains("upstream boom"), "{error}");
+    assert!(error.contains("after 3 attempts"), "{error}");
+    assert_eq!(body(&report), "Partial findings: the tree looks fine.\n");
+    assert_eq!(
+        run.stdout.trim(),
+        ws.report_files()[0].display().to_string()
+    );
+    assert!(
+        run.stderr.contains("harness: error: llm: POST"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn an_llm_failure_before_any_text_still_leaves_a_report() {
+    let llm = Llm::start(&json!([
+        {"type": "error", "status": 400, "body": {"error": {"message": "bad tool schema", "param": "tools"}}},
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 4, "{run:?}");
+    assert_eq!(llm.chat_bodies().len(), 1, "400 is never retried");
+    let report = ws.latest();
+    assert_eq!(front(&report, "stop_reason"), "llm_error");
+    assert!(body(&report).contains("No reply"), "{report}");
+}
+
+#[test]
+fn a_missing_key_fails_before_any_request() {
+    let llm = Llm::start(&json!([text("never")]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let run = ws.run_env(&["once", "--demo"], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        run.stderr.lines().last().unwrap(),
+        "harness: litellm key: environment variable HARNESS_TEST_LLM_KEY is not set"
+    );
+    assert_eq!(llm.state()["connections"], 0);
+    assert!(ws.report_files().is_empty());
+}
+
+#[test]
+fn an_unwritable_report_dir_fails_before_any_request() {
+    let llm = Llm::start(&json!([text("never")]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    std::fs::write(ws.path().join("reports"), "a file, not a dir").unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("report dir"), "{}", run.stderr);
+    assert_eq!(llm.state()["connections"], 0);
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_makes_no_connection() {
+    let llm = Llm::start(&json!([text("never")]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let run = ws.run_env(&["once", "-dry-run", "-demo"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stdout,
+        format!(
+            "PLAN (dry-run)
+  vertical: test
+  task: [demo-1] Test demo (source demo)
+  routing: class \"primary\" -> tier mopac-primary -> model glm-5.3
+  tools: bash (allow=8 deny=1 default=deny timeout=10s)
+  bound: max 4 rounds
+  llm: {}/chat/completions (key env:HARNESS_TEST_LLM_KEY)
+  report: {}
+",
+            llm.base_url(),
+            ws.reports().display()
+        )
+    );
+    assert!(
+        run.stderr
+            .ends_with("harness: dry-run complete, no LLM call made\n"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(llm.state()["connections"], 0);
+    assert!(!ws.reports().exists(), "a dry run writes no file");
+}
+
+#[test]
+fn unparseable_tool_arguments_go_back_to_the_model() {
+    let llm = Llm::start(&json!([
+        {"type": "tool_call", "calls": [{"name": "bash", "arguments": "{\"command\": \"ls", "id": "c1"},
+                                         {"name": "python", "arguments": {"code": "1"}, "id": "c2"}]},
+        text("ok"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(&llm.chat_bodies()[1]);
+    assert_eq!(results.len(), 2, "every call gets exactly one result");
+    assert!(
+        results[0].starts_with("error: the arguments are not valid JSON"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[1].starts_with("error: unknown tool \"python\""),
+        "{}",
+        results[1]
+    );
+}
+
+#[test]
+fn a_malformed_reply_is_retried_then_fails_with_exit_4() {
+    let llm = Llm::start(&json!({"steps": [{"type": "malformed"}], "loop": true}));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace("max_retries = 2", "max_retries = 1")
+    });
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 4, "{run:?}");
+    assert_eq!(llm.chat_bodies().len(), 2);
+    assert!(front(&ws.latest(), "error")
+        .as_str()
+        .unwrap()
+        .contains("not a chat completion"));
+}
+
+#[test]
+fn an_empty_reply_is_an_error_not_an_empty_report() {
+    let llm = Llm::start(&json!({"steps": [{"type": "empty"}], "loop": true}));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace("max_retries = 2", "max_retries = 0")
+    });
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 4, "{run:?}");
+    assert!(front(&ws.latest(), "error")
+        .as_str()
+        .unwrap()
+        .contains("no content and no tool calls"));
+}
+
+#[test]
+fn connection_refused_says_what_was_tried() {
+    // Bind and drop a listener to get a port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ws = Workspace::new(&format!("http://127.0.0.1:{port}/v1"), |c| {
+        c.replace("max_retries = 2", "max_retries = 1")
+    });
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 4, "{run:?}");
+    let error = front(&ws.latest(), "error");
+    let error = error.as_str().unwrap();
+    assert!(
+        error.contains(&format!("POST http://127.0.0.1:{port}/v1/chat/completions")),
+        "{error}"
+    );
+    assert!(error.contains("could not connect"), "{error}");
+    assert!(error.contains("after 2 attempts"), "{error}");
+}
+
+#[test]
+fn the_canary_key_never_appears_in_any_output() {
+    // The key is echoed by the server in an error body, and sits in a file the model cats.
+    let llm = Llm::start(&json!([
+        tool_call("c1", "cat key.txt; env"),
+        {"type": "error", "status": 401, "body": {"error": {"message": format!("Incorrect API key provided: {CANARY}")}}},
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    std::fs::write(
+        ws.path().join("work/key.txt"),
+        format!("the key is {CANARY}\n"),
+    )
+    .unwrap();
+    let run = ws.run_env(
+        &["once", "--demo", "-v"],
+        &[("HARNESS_TEST_LLM_KEY", CANARY), ("HARNESS_OTHER", "x")],
+    );
+    assert_eq!(run.code, 4, "{run:?}");
+    let bodies = llm.chat_bodies();
+    let results = tool_results(&bodies[1]).join("\n");
+    assert!(results.contains("the key is [redacted]"), "{results}");
+    assert!(
+        !results.contains("HARNESS_"),
+        "the child env is scrubbed: {results}"
+    );
+    for (what, text) in [
+        ("stdout", run.stdout.clone()),
+        ("stderr", run.stderr.clone()),
+        ("files", ws.all_files_text()),
+        ("tool results", results),
+        ("request bodies", serde_json::to_string(&bodies).unwrap()),
+    ] {
+        assert!(!text.contains(CANARY), "canary leaked in {what}: {text}");
+        assert!(
+            !text.contains(&CANARY[3..15]),
+            "part of the canary leaked in {what}"
+        );
+    }
+    assert!(run.stderr.contains("[redacted]"), "{}", run.stderr);
+}
+
+#[test]
+fn record_then_replay_reproduces_the_run_offline() {
+    let llm = Llm::start(&json!([
+        tool_call("c1", "echo recorded"),
+        text("recorded reply")
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let cassette = ws.path().join("cassette.json");
+    let run = ws.run(&["once", "--demo", "--record", cassette.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let text = std::fs::read_to_string(&cassette).unwrap();
+    assert!(!text.contains(CANARY));
+    drop(llm);
+    // No key, no server: the cassette answers.
+    let run = ws.run_env(
+        &["once", "--demo", "--replay", cassette.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(body(&ws.latest()), "recorded reply\n");
+    assert!(
+        run.stderr
+            .contains("bash \"echo recorded\" -> allowed, exit 0"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn the_demo_example_runs_offline_on_its_cassette() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("examples/demo");
+    std::fs::create_dir_all(&demo).unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    for f in ["harness.toml", "cassette.json"] {
+        std::fs::copy(format!("{root}/examples/demo/{f}"), demo.join(f)).unwrap();
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["once", "--demo", "--config", "examples/demo/harness.toml"])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let run = Run::from(out);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.starts_with("reports/REPORT-demo-demo-1-"),
+        "{}",
+        run.stdout
+    );
+    let report = std::fs::read_to_string(dir.path().join("reports/REPORT-latest.md")).unwrap();
+    assert_eq!(front(&report, "stop_reason"), "completed");
+    assert!(body(&report).starts_with("# Demo report"));
+    assert!(
+        run.stderr.contains("bash \"ls -1\" -> allowed, exit 0"),
+        "{}",
+        run.stderr
+    );
+}
