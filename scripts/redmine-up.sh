@@ -112,7 +112,8 @@ http_code() { curl -s -o /dev/null -m 10 -w '%{http_code}' "$@" || true; }
 pkg_version() { dpkg-query -W -f='${Version}\n' redmine 2>/dev/null || true; }
 # Fingerprint of the seed (+ passwords): an edited seed invalidates the snapshots.
 seed_sha() {
-  { cat "$SEED_SRC"; echo "seed-format-2 ${REDMINE_ADMIN_PASSWORD:-}${REDMINE_BOT_PASSWORD:-}"; } |
+  # The effective passwords, so exporting the printed (default) values changes nothing.
+  { cat "$SEED_SRC"; echo "seed-format-2 ${REDMINE_ADMIN_PASSWORD:-redmine-admin-pw}${REDMINE_BOT_PASSWORD:-redmine-bot-pw}"; } |
     sha256sum | cut -c1-16
 }
 
@@ -218,7 +219,16 @@ ensure_dirs() {
 
 # database.yml normally comes from dbconfig-common; write one if dbconfig was bypassed.
 ensure_database_yml() {
-  if [ -r "$DB_YML" ] && grep -q 'adapter: *sqlite3' "$DB_YML"; then return 0; fi
+  if [ -r "$DB_YML" ] && grep -q 'adapter: *sqlite3' "$DB_YML"; then
+    # dbconfig writes no `timeout:`, i.e. SQLite's busy timeout 0: a request that meets
+    # any lock (an in-place --reset, --rest, a second thread) fails at once with HTTP 500
+    # "SQLite3::BusyException: database is locked". Wait up to 5 s instead.
+    if ! grep -q '^ *timeout:' "$DB_YML"; then
+      log "adding 'timeout: 5000' to $DB_YML"
+      sed -i 's/^\( *\)adapter: *sqlite3 *$/&\n\1timeout: 5000/' "$DB_YML"
+    fi
+    return 0
+  fi
   log "no usable $DB_YML (dbconfig bypassed?) - writing a sqlite3 one"
   [ -d /etc/redmine/$INSTANCE ] || "$APP/bin/redmine-instances" create "$INSTANCE"
   install -d -o root -g "$RUN_USER" -m 2770 "$DB_DIR"
@@ -282,8 +292,9 @@ start_server() {
   : > "$SERVER_LOG"; chown "$RUN_USER:$RUN_USER" "$SERVER_LOG"
   log "starting puma on $URL (threads $THREADS)"
   # setsid: own session, survives the calling shell; puma writes $PIDFILE itself.
+  # 9>&- : the server must not inherit (and hold forever) this script's lock.
   (cd "$APP" && exec setsid "${APP_ENV[@]}" bundle exec puma -C "$PUMA_RB") \
-    >>"$SERVER_LOG" 2>&1 </dev/null &
+    >>"$SERVER_LOG" 2>&1 </dev/null 9>&- &
   local launched=$! ak i code=000
   ak=$(kv REDMINE_ADMIN_API_KEY "$ENV_CACHE")
   for i in $(seq 1 $(( START_TIMEOUT * 4 ))); do

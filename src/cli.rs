@@ -15,6 +15,7 @@ Flags for `harness once`:
   --task-id ID     run only the task/issue with this id
   --replay FILE    serve model replies from a recorded cassette (no network, no key)
   --record FILE    save this run's model replies as a cassette
+  --force          with --task-id: run the issue even when it is out of scope
   (the single-dash spellings -config, -dry-run, -demo, -task-id are accepted too)
 
 Exit codes:
@@ -54,8 +55,21 @@ pub enum Command {
     Once(OnceArgs),
     /// Judge a bash command under the config's [tools.bash] rules (exit 0 allowed, 3 denied).
     Gate(GateArgs),
+    /// Retry the Redmine write-back (note + status) of an existing REPORT file; idempotent.
+    Writeback(WritebackArgs),
     /// Print the version.
     Version,
+}
+
+/// Flags of `harness writeback`.
+#[derive(Debug, Args, Clone)]
+pub struct WritebackArgs {
+    /// Config file (default $HARNESS_CONFIG, then ./harness.toml).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// The REPORT file to post.
+    #[arg(value_name = "REPORT_FILE")]
+    pub report: PathBuf,
 }
 
 /// Flags of `harness once`.
@@ -73,6 +87,9 @@ pub struct OnceArgs {
     /// Run only the task/issue with this id.
     #[arg(long, value_name = "ID")]
     pub task_id: Option<String>,
+    /// With --task-id: run the issue even when it is not in the released scope.
+    #[arg(long, requires = "task_id")]
+    pub force: bool,
     /// Serve model replies from this cassette instead of HTTP (overrides [litellm].replay).
     #[arg(long, value_name = "FILE", conflicts_with = "record")]
     pub replay: Option<PathBuf>,

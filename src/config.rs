@@ -34,6 +34,10 @@ pub struct Config {
     pub litellm: LitellmConfig,
     /// Tiers and class routing.
     pub models: ModelsConfig,
+    /// `[models].prices`: how a round's cost is computed when the endpoint does not say.
+    pub prices: Prices,
+    /// `[budget]`: per-run limits checked before each round.
+    pub budget: BudgetConfig,
     /// The bash tool and its gate.
     pub bash: BashConfig,
     /// The issue `--demo` runs.
@@ -53,6 +57,52 @@ pub struct LitellmConfig {
     pub max_retries: u32,
     /// Serve replies from this cassette instead of HTTP.
     pub replay: Option<PathBuf>,
+    /// Ask for Server-Sent Events and assemble the reply from deltas (default false).
+    pub streaming: bool,
+    /// With streaming: a stream silent this long is abandoned and retried (default 30 s).
+    pub stream_idle_timeout: Duration,
+    /// `GET {base_url}/models` before the first token to check the routed model is served
+    /// (default false).
+    pub preflight: bool,
+}
+
+/// `[models].prices`: where per-token prices come from.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Prices {
+    /// No prices: cost is only what the endpoint reports (`x-litellm-response-cost`).
+    #[default]
+    None,
+    /// `[models.prices]`: per concrete model.
+    Table(BTreeMap<String, ModelPrice>),
+    /// `prices = "proxy"`: read from the proxy's `GET /model/info` before the first round.
+    Proxy,
+}
+
+/// The price of one concrete model, in USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ModelPrice {
+    /// USD per million prompt tokens.
+    pub input_usd_per_mtok: f64,
+    /// USD per million completion tokens.
+    pub output_usd_per_mtok: f64,
+}
+
+impl ModelPrice {
+    /// The cost of `usage` at this price, in USD.
+    pub fn cost(&self, usage: &crate::llm::wire::Usage) -> f64 {
+        (usage.prompt_tokens as f64 * self.input_usd_per_mtok
+            + usage.completion_tokens as f64 * self.output_usd_per_mtok)
+            / 1_000_000.0
+    }
+}
+
+/// `[budget]`: per-run limits; a turn that reaches one stops before its next round.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BudgetConfig {
+    /// Max cost of one run in USD (default: none).
+    pub max_cost_usd: Option<f64>,
+    /// Max tokens (prompt + completion) of one run (default: none).
+    pub max_total_tokens: Option<u64>,
 }
 
 /// `[models]` and `[models.classes]`: the static routing table.
@@ -113,6 +163,59 @@ pub struct RedmineConfig {
     pub timeout: Duration,
     /// Retries on 5xx and transport errors (default 2).
     pub max_retries: u32,
+    /// `[redmine.claim]`: taking an issue safely when many workers run.
+    pub claim: ClaimConfig,
+    /// `[redmine.writeback]`: the note and the status change after the REPORT.
+    pub writeback: WritebackConfig,
+}
+
+/// `[redmine.claim]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimConfig {
+    /// Claim before working (default true); without it two workers may take one issue.
+    pub enabled: bool,
+    /// Status set by the claim, by name (default `In Progress`; `None` leaves it).
+    pub status: Option<String>,
+    /// Assign the issue to the bot user when claiming (default true).
+    pub assign: bool,
+    /// A claim older than this with no REPORT may be taken over (minutes, default 120).
+    pub stale_after_mins: u64,
+}
+
+impl Default for ClaimConfig {
+    fn default() -> Self {
+        ClaimConfig {
+            enabled: true,
+            status: Some("In Progress".to_string()),
+            assign: true,
+            stale_after_mins: 120,
+        }
+    }
+}
+
+/// `[redmine.writeback]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WritebackConfig {
+    /// Post the REPORT as a note (default true).
+    pub enabled: bool,
+    /// Status after a completed turn, by name (default: unchanged).
+    pub status_done: Option<String>,
+    /// Status after an llm failure, a round or budget stop, or an interruption (default: unchanged).
+    pub status_failed: Option<String>,
+    /// Replies longer than this (characters) are attached as a file, with a summary in the
+    /// note (default 20000).
+    pub max_note_chars: usize,
+}
+
+impl Default for WritebackConfig {
+    fn default() -> Self {
+        WritebackConfig {
+            enabled: true,
+            status_done: None,
+            status_failed: None,
+            max_note_chars: 20_000,
+        }
+    }
 }
 
 /// The released scope: raw `/issues.json` parameters or a saved query id.
@@ -138,6 +241,13 @@ struct RawConfig {
     models: Option<RawModels>,
     tools: Option<RawTools>,
     demo: Option<RawDemo>,
+    budget: Option<RawBudget>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawBudget {
+    max_cost_usd: Option<f64>,
+    max_total_tokens: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -157,6 +267,24 @@ struct RawRedmine {
     limit: Option<i64>,
     timeout_secs: Option<i64>,
     max_retries: Option<i64>,
+    claim: Option<RawClaim>,
+    writeback: Option<RawWriteback>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawClaim {
+    enabled: Option<bool>,
+    status: Option<String>,
+    assign: Option<bool>,
+    stale_after_mins: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawWriteback {
+    enabled: Option<bool>,
+    status_done: Option<String>,
+    status_failed: Option<String>,
+    max_note_chars: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -166,12 +294,17 @@ struct RawLitellm {
     timeout_secs: Option<i64>,
     max_retries: Option<i64>,
     replay: Option<String>,
+    streaming: Option<bool>,
+    stream_idle_timeout_secs: Option<i64>,
+    preflight: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 struct RawModels {
     default_tier: Option<String>,
     classes: Option<BTreeMap<String, String>>,
+    // Validated by hand: a string ("proxy") or a table of tables, each key named on error.
+    prices: Option<toml::Value>,
     #[serde(flatten)]
     tiers: BTreeMap<String, RawTier>,
 }
@@ -369,7 +502,16 @@ impl Validator {
         ) as u32;
         let redmine = raw.redmine.and_then(|r| self.redmine(r));
         let litellm = self.litellm(raw.litellm.unwrap_or_default());
-        let models = self.models(raw.models.unwrap_or_default());
+        let mut raw_models = raw.models.unwrap_or_default();
+        let prices = self.prices(raw_models.prices.take());
+        let models = self.models(raw_models);
+        let budget = self.budget(raw.budget.unwrap_or_default());
+        if prices == Prices::Proxy && litellm.base_url.is_none() {
+            self.problem(
+                "[models].prices",
+                "\"proxy\" reads GET /model/info from [litellm].base_url, which is not set",
+            );
+        }
         let bash = self.bash(raw.tools.unwrap_or_default().bash.unwrap_or_default());
         let demo = self.demo(raw.demo.unwrap_or_default());
         Config {
@@ -381,6 +523,8 @@ impl Validator {
             redmine,
             litellm,
             models,
+            prices,
+            budget,
             bash,
             demo,
         }
@@ -410,6 +554,96 @@ impl Validator {
             timeout: secs(self.int_in("[litellm].timeout_secs", raw.timeout_secs, 120, 1, 3600)),
             max_retries: self.int_in("[litellm].max_retries", raw.max_retries, 2, 0, 10) as u32,
             replay,
+            streaming: raw.streaming.unwrap_or(false),
+            stream_idle_timeout: secs(self.int_in(
+                "[litellm].stream_idle_timeout_secs",
+                raw.stream_idle_timeout_secs,
+                30,
+                1,
+                3600,
+            )),
+            preflight: raw.preflight.unwrap_or(false),
+        }
+    }
+
+    fn prices(&mut self, raw: Option<toml::Value>) -> Prices {
+        let table = match raw {
+            None => return Prices::None,
+            Some(toml::Value::String(s)) if s == "proxy" => return Prices::Proxy,
+            Some(toml::Value::Table(t)) => t,
+            Some(other) => {
+                self.problem(
+                    "[models].prices",
+                    format!(
+                        "must be \"proxy\" or a table of models ([models.prices]), got {other}"
+                    ),
+                );
+                return Prices::None;
+            }
+        };
+        let mut prices = BTreeMap::new();
+        for (model, value) in table {
+            let key = format!("[models.prices].{model}");
+            let Some(fields) = value.as_table() else {
+                self.problem(
+                    &key,
+                    "must be a table, e.g. { input_usd_per_mtok = 1.0, output_usd_per_mtok = 2.0 }",
+                );
+                continue;
+            };
+            let mut price = ModelPrice::default();
+            for (name, v) in fields {
+                let slot = match name.as_str() {
+                    "input_usd_per_mtok" => &mut price.input_usd_per_mtok,
+                    "output_usd_per_mtok" => &mut price.output_usd_per_mtok,
+                    _ => {
+                        self.problem(&format!("{key}.{name}"), "unknown key");
+                        continue;
+                    }
+                };
+                match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
+                    Some(n) if n.is_finite() && n >= 0.0 => *slot = n,
+                    _ => self.problem(
+                        &format!("{key}.{name}"),
+                        format!("must be a number of USD per million tokens (>= 0), got {v}"),
+                    ),
+                }
+            }
+            for required in ["input_usd_per_mtok", "output_usd_per_mtok"] {
+                if !fields.contains_key(required) {
+                    self.problem(&format!("{key}.{required}"), "is required");
+                }
+            }
+            prices.insert(model, price);
+        }
+        Prices::Table(prices)
+    }
+
+    fn budget(&mut self, raw: RawBudget) -> BudgetConfig {
+        let max_cost_usd = match raw.max_cost_usd {
+            Some(c) if !(c.is_finite() && c > 0.0) => {
+                self.problem(
+                    "[budget].max_cost_usd",
+                    format!("must be a positive number of USD, got {c}"),
+                );
+                None
+            }
+            other => other,
+        };
+        let max_total_tokens = raw.max_total_tokens.and_then(|n| {
+            if n >= 1 {
+                Some(n as u64)
+            } else {
+                self.problem(
+                    "[budget].max_total_tokens",
+                    format!("must be at least 1, got {n}"),
+                );
+                None
+            }
+        });
+        BudgetConfig {
+            max_cost_usd,
+            max_total_tokens,
         }
     }
 
@@ -568,6 +802,8 @@ impl Validator {
         let limit = self.int_in("[redmine].limit", raw.limit, 50, 1, 100) as u32;
         let timeout = secs(self.int_in("[redmine].timeout_secs", raw.timeout_secs, 30, 1, 3600));
         let max_retries = self.int_in("[redmine].max_retries", raw.max_retries, 2, 0, 10) as u32;
+        let claim = self.claim(raw.claim.unwrap_or_default());
+        let writeback = self.writeback(raw.writeback.unwrap_or_default());
         Some(RedmineConfig {
             url: url?,
             key_ref: key_ref?,
@@ -578,7 +814,56 @@ impl Validator {
             limit,
             timeout,
             max_retries,
+            claim,
+            writeback,
         })
+    }
+
+    fn status_name(&mut self, key: &str, v: Option<String>) -> Option<String> {
+        match v {
+            Some(s) if s.trim().is_empty() => {
+                self.problem(
+                    key,
+                    "must not be empty (omit the key to leave the status unchanged)",
+                );
+                None
+            }
+            other => other,
+        }
+    }
+
+    fn claim(&mut self, raw: RawClaim) -> ClaimConfig {
+        let d = ClaimConfig::default();
+        ClaimConfig {
+            enabled: raw.enabled.unwrap_or(d.enabled),
+            status: match raw.status {
+                None => d.status,
+                s => self.status_name("[redmine.claim].status", s),
+            },
+            assign: raw.assign.unwrap_or(d.assign),
+            stale_after_mins: self.int_in(
+                "[redmine.claim].stale_after_mins",
+                raw.stale_after_mins,
+                120,
+                1,
+                60 * 24 * 30,
+            ) as u64,
+        }
+    }
+
+    fn writeback(&mut self, raw: RawWriteback) -> WritebackConfig {
+        WritebackConfig {
+            enabled: raw.enabled.unwrap_or(true),
+            status_done: self.status_name("[redmine.writeback].status_done", raw.status_done),
+            status_failed: self.status_name("[redmine.writeback].status_failed", raw.status_failed),
+            max_note_chars: self.int_in(
+                "[redmine.writeback].max_note_chars",
+                raw.max_note_chars,
+                20_000,
+                500,
+                1_000_000,
+            ) as usize,
+        }
     }
 }
 
@@ -805,6 +1090,78 @@ max_output_bytes = 1
         assert_eq!(clean_path(Path::new("./.")), PathBuf::from("."));
         assert_eq!(clean_path(Path::new("../x/./y")), PathBuf::from("../x/y"));
         assert_eq!(clean_path(Path::new("/a/b/../c")), PathBuf::from("/a/c"));
+    }
+
+    #[test]
+    fn llm_side_keys_default_and_validate() {
+        let c = parse(MINIMAL, Path::new("h.toml")).unwrap();
+        assert!(!c.litellm.streaming && !c.litellm.preflight);
+        assert_eq!(c.litellm.stream_idle_timeout, Duration::from_secs(30));
+        assert_eq!(c.prices, Prices::None);
+        assert_eq!(c.budget, BudgetConfig::default());
+        let text = format!(
+            "{}[budget]\nmax_cost_usd = 0.5\nmax_total_tokens = 9000\n[models.prices]\n\"glm-5.3\" = {{ input_usd_per_mtok = 1, output_usd_per_mtok = 2.5 }}\n",
+            MINIMAL.replace("[models]\n", "streaming = true\n[models]\n")
+        );
+        let c = parse(&text, Path::new("h.toml")).unwrap();
+        assert!(c.litellm.streaming);
+        assert_eq!(
+            c.budget,
+            BudgetConfig {
+                max_cost_usd: Some(0.5),
+                max_total_tokens: Some(9000)
+            }
+        );
+        let Prices::Table(t) = &c.prices else {
+            panic!("{:?}", c.prices)
+        };
+        let usage = crate::llm::wire::Usage {
+            prompt_tokens: 1000,
+            completion_tokens: 500,
+            total_tokens: 1500,
+        };
+        assert_eq!(t["glm-5.3"].cost(&usage), 0.00225);
+        let proxy = MINIMAL.replace("[models]\n", "[models]\nprices = \"proxy\"\n");
+        assert_eq!(
+            parse(&proxy, Path::new("h.toml")).unwrap().prices,
+            Prices::Proxy
+        );
+    }
+
+    #[test]
+    fn llm_side_problems_name_their_keys() {
+        let text = MINIMAL.replace(
+            "[models]\n",
+            "stream_idle_timeout_secs = 0\n[models]\nprices = \"guess\"\n",
+        ) + "[budget]\nmax_cost_usd = -1.0\nmax_total_tokens = 0\nmax_rounds = 2\n";
+        assert_eq!(
+            problems(&text),
+            vec![
+                "[budget].max_rounds: unknown key".to_string(),
+                "[litellm].stream_idle_timeout_secs: must be between 1 and 3600, got 0".to_string(),
+                "[models].prices: must be \"proxy\" or a table of models ([models.prices]), got \"guess\"".to_string(),
+                "[budget].max_cost_usd: must be a positive number of USD, got -1".to_string(),
+                "[budget].max_total_tokens: must be at least 1, got 0".to_string(),
+            ]
+        );
+        let table = format!(
+            "{MINIMAL}[models.prices]\n\"glm-5.3\" = {{ input_usd_per_mtok = -1, out = 2 }}\n\"glm-5.2\" = 3\n"
+        );
+        assert_eq!(
+            problems(&table),
+            vec![
+                "[models.prices].glm-5.2: must be a table, e.g. { input_usd_per_mtok = 1.0, output_usd_per_mtok = 2.0 }".to_string(),
+                "[models.prices].glm-5.3.input_usd_per_mtok: must be a number of USD per million tokens (>= 0), got -1".to_string(),
+                "[models.prices].glm-5.3.out: unknown key".to_string(),
+                "[models.prices].glm-5.3.output_usd_per_mtok: is required".to_string(),
+            ]
+        );
+        let replay_proxy =
+            "vertical = \"v\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\nprices = \"proxy\"\n";
+        assert_eq!(
+            problems(replay_proxy),
+            vec!["[models].prices: \"proxy\" reads GET /model/info from [litellm].base_url, which is not set".to_string()]
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod secrets;
 pub mod signals;
 pub mod tools;
 pub mod turn;
+pub mod writeback;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,6 +50,7 @@ pub async fn run(cli: cli::Cli, interrupt: Arc<Interrupt>) -> Result<Success, Fa
     let result = match cli.command {
         Command::Once(args) => once(args, &interrupt, &mut redactor).await,
         Command::Gate(args) => gate_command(args),
+        Command::Writeback(args) => writeback_command(args, &mut redactor).await,
         Command::Version => {
             emit(&format!("harness {}\n", env!("CARGO_PKG_VERSION")));
             Ok(Success::Done)
@@ -85,10 +87,33 @@ async fn once(
     redactor: &mut Redactor,
 ) -> Result<Success, Failure> {
     let started = Utc::now();
+    let run_id = run_id(started);
     let cfg = load_config(args.config.clone())?;
+    let replay = args.replay.clone().or_else(|| cfg.litellm.replay.clone());
+
+    // Everything that can fail without the model is checked before an issue is claimed and
+    // before the first token: report dir, work root, the LLM key.
+    let mut backend = if args.dry_run {
+        None
+    } else {
+        report::prepare_dir(&cfg.report_dir).stage(Stage::Writeback)?;
+        if cfg.bash.enabled && !cfg.work_root.is_dir() {
+            return Err(anyhow!(
+                "work_root {} is not a directory (config {})",
+                cfg.work_root.display(),
+                cfg.path.display()
+            ))
+            .stage(Stage::Config);
+        }
+        Some(backend(&cfg, replay.as_deref(), redactor).stage(Stage::Config)?)
+    };
 
     // intake
-    let task = take_task(&cfg, &args)?;
+    let redmine = redmine_client(&cfg, &args, redactor)?;
+    let Some(task) = take_task(&cfg, &args, redmine.as_ref(), &run_id).await? else {
+        info!("intake: no tasks in scope; nothing to do");
+        return Ok(Success::Done);
+    };
 
     // routing
     let route = routing::route(&cfg.models, task.class.as_deref())
@@ -101,9 +126,8 @@ async fn once(
         task.subject,
         route_line(&route)
     );
-    let replay = args.replay.clone().or_else(|| cfg.litellm.replay.clone());
 
-    if args.dry_run {
+    let Some(mut backend) = backend.take() else {
         emit(&report::render_plan(&plan(
             &cfg,
             &task,
@@ -112,19 +136,22 @@ async fn once(
         )));
         info!("dry-run complete, no LLM call made");
         return Ok(Success::Done);
-    }
+    };
 
-    // Everything that can fail without the model is checked before the first token.
-    report::prepare_dir(&cfg.report_dir).stage(Stage::Writeback)?;
-    if cfg.bash.enabled && !cfg.work_root.is_dir() {
-        return Err(anyhow!(
-            "work_root {} is not a directory (config {})",
-            cfg.work_root.display(),
-            cfg.path.display()
-        ))
-        .stage(Stage::Config);
-    }
-    let mut backend = backend(&cfg, replay.as_deref(), redactor).stage(Stage::Config)?;
+    // No-cost reads of the proxy: is the routed model served, what does a token cost.
+    let (route, preflight_skips) = match &backend {
+        Backend::Http(client) if cfg.litellm.preflight => {
+            match llm::preflight::route(client, &route).await {
+                Ok(v) => v,
+                Err(f) => {
+                    release_claim(redmine.as_ref(), &task, &run_id, &f).await;
+                    return Err(f);
+                }
+            }
+        }
+        Backend::Http(_) | Backend::Replay(_) => (route, Vec::new()),
+    };
+    let prices = llm::preflight::prices(&cfg.prices, &backend).await;
     let bash = cfg.bash.enabled.then(|| tools::BashTool {
         config: cfg.bash.clone(),
         work_root: cfg.work_root.clone(),
@@ -139,10 +166,15 @@ async fn once(
 
     // turn
     let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.is_some());
-    let turn = turn::run(
+    let limits = turn::Limits {
+        max_rounds: cfg.max_rounds,
+        budget: cfg.budget,
+        prices,
+    };
+    let mut turn = turn::run(
         &task,
         &route,
-        cfg.max_rounds,
+        &limits,
         system,
         &mut backend,
         bash.as_ref(),
@@ -150,6 +182,7 @@ async fn once(
     )
     .await;
     let finished = Utc::now();
+    turn.skipped.splice(0..0, preflight_skips);
 
     // writeback
     if let Some(path) = &args.record {
@@ -162,23 +195,35 @@ async fn once(
     }
     let error = match &turn.outcome {
         turn::TurnOutcome::LlmFailed { error } => Some(redactor.redact(&error.message)),
+        turn::TurnOutcome::Budget { stop } => Some(redactor.redact(&stop.describe())),
         turn::TurnOutcome::Interrupted { signal } => {
             Some(format!("interrupted by signal {signal}"))
         }
         turn::TurnOutcome::Completed | turn::TurnOutcome::MaxRounds => None,
     };
     let report = report::Report {
-        run_id: run_id(started),
+        run_id: run_id.clone(),
         vertical: cfg.vertical.clone(),
         task_id: task.id.clone(),
         source: task.source.as_str().to_string(),
         subject: task.subject.clone(),
         class: route.class.clone(),
         tier: route.tier.clone(),
-        model: route.model().to_string(),
+        model: turn.model.clone(),
+        models_skipped: turn
+            .skipped
+            .iter()
+            .map(|s| turn::SkippedModel {
+                model: s.model.clone(),
+                reason: redactor.redact(&s.reason),
+            })
+            .collect(),
         usage: turn.usage,
+        cost_usd: turn.cost_usd,
         rounds: turn.rounds,
         max_rounds: cfg.max_rounds,
+        max_total_tokens: cfg.budget.max_total_tokens,
+        max_cost_usd: cfg.budget.max_cost_usd,
         stop_reason: turn.outcome.stop_reason().to_string(),
         error: error.clone(),
         started,
@@ -196,9 +241,36 @@ async fn once(
         turn.usage.total_tokens
     );
     emit(&format!("{}\n", path.display()));
+    if let (Some(client), Some(rm)) = (redmine.as_ref(), cfg.redmine.as_ref()) {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Err(e) = writeback::write_back(client, rm, &report::render(&report), &name).await {
+            if let Some(err) = &error {
+                error!("llm: {err}");
+            }
+            return Err(anyhow!(
+                "{e:#}\nthe REPORT is on disk at {}; retry the write-back with: harness writeback --config {} {}",
+                path.display(),
+                cfg.path.display(),
+                path.display()
+            ))
+            .stage(Stage::Writeback);
+        }
+    }
     Ok(match turn.outcome {
-        turn::TurnOutcome::Completed | turn::TurnOutcome::MaxRounds => Success::Done,
-        turn::TurnOutcome::LlmFailed { .. } => {
+        // A configured limit is a bounded, expected stop like max_rounds; the proxy refusing
+        // for budget is a failure, since every later run would be refused too.
+        turn::TurnOutcome::Completed
+        | turn::TurnOutcome::MaxRounds
+        | turn::TurnOutcome::Budget {
+            stop: turn::BudgetStop::Tokens { .. } | turn::BudgetStop::Cost { .. },
+        } => Success::Done,
+        turn::TurnOutcome::LlmFailed { .. }
+        | turn::TurnOutcome::Budget {
+            stop: turn::BudgetStop::Proxy { .. },
+        } => {
             error!("llm: {}", error.unwrap_or_default());
             Success::LlmFailedAfterReport
         }
@@ -206,8 +278,36 @@ async fn once(
     })
 }
 
-fn take_task(cfg: &Config, args: &OnceArgs) -> Result<Task, Failure> {
+/// The Redmine client for a run that takes its task from Redmine (not `--demo`).
+fn redmine_client(
+    cfg: &Config,
+    args: &OnceArgs,
+    redactor: &mut Redactor,
+) -> Result<Option<intake::redmine::RedmineClient>, Failure> {
     if args.demo {
+        return Ok(None);
+    }
+    let Some(rm) = &cfg.redmine else {
+        return Err(anyhow!(
+            "config {} has no [redmine] section: configure Redmine intake, or pass --demo to run the [demo] issue",
+            cfg.path.display()
+        ))
+        .stage(Stage::Config);
+    };
+    let key = rm.key_ref.resolve("redmine key").stage(Stage::Config)?;
+    redactor.add(&key);
+    intake::redmine::RedmineClient::new(rm, key, redactor.clone())
+        .map(Some)
+        .stage(Stage::Config)
+}
+
+async fn take_task(
+    cfg: &Config,
+    args: &OnceArgs,
+    redmine: Option<&intake::redmine::RedmineClient>,
+    run_id: &str,
+) -> Result<Option<Task>, Failure> {
+    let (Some(client), Some(rm)) = (redmine, &cfg.redmine) else {
         info!("intake: demo issue from {} [demo]", cfg.path.display());
         let task = intake::demo::task(&cfg.demo);
         if let Some(id) = &args.task_id {
@@ -219,18 +319,60 @@ fn take_task(cfg: &Config, args: &OnceArgs) -> Result<Task, Failure> {
                 .stage(Stage::Intake);
             }
         }
-        return Ok(task);
+        return Ok(Some(task));
+    };
+    // An unroutable issue must not be claimed: routing is checked before the claim.
+    let routing_error = std::cell::RefCell::new(None);
+    let check = |task: &Task| -> anyhow::Result<()> {
+        routing::route(&cfg.models, task.class.as_deref())
+            .map(|_| ())
+            .map_err(|e| {
+                let e = anyhow!("routing Redmine issue #{}: {e}", task.id);
+                *routing_error.borrow_mut() = Some(anyhow!("{e}"));
+                e
+            })
+    };
+    let claim = rm.claim.enabled && !args.dry_run;
+    let taken = intake::redmine::take(
+        client,
+        rm,
+        run_id,
+        args.task_id.as_deref(),
+        args.force,
+        claim,
+        &cfg.report_dir,
+        &check,
+    )
+    .await;
+    match taken {
+        Ok(intake::redmine::Intake::Task(t)) => Ok(Some(t.task)),
+        Ok(intake::redmine::Intake::NothingInScope) => Ok(None),
+        Err(e) => match routing_error.borrow_mut().take() {
+            Some(r) => Err(r).stage(Stage::Routing),
+            None => Err(e).stage(Stage::Intake),
+        },
     }
-    match &cfg.redmine {
-        None => Err(anyhow!(
-            "config {} has no [redmine] section: configure Redmine intake, or pass --demo to run the [demo] issue",
-            cfg.path.display()
-        ))
-        .stage(Stage::Config),
-        Some(_) => Err(anyhow!(
-            "Redmine intake is not available in this build yet; pass --demo to run the [demo] issue"
-        ))
-        .stage(Stage::Intake),
+}
+
+/// Gives up a claim after a failure before the turn, so other workers may take the issue.
+async fn release_claim(
+    redmine: Option<&intake::redmine::RedmineClient>,
+    task: &Task,
+    run_id: &str,
+    failure: &Failure,
+) {
+    let Some(client) = redmine else { return };
+    let note = format!(
+        "{} run={run_id}: giving the claim up: {:#}",
+        intake::redmine::RELEASE_MARKER,
+        failure.error
+    );
+    let body = serde_json::json!({"issue": {"notes": note}});
+    if let Err(e) = client
+        .put_json(&format!("/issues/{}.json", task.id), &body)
+        .await
+    {
+        error!("could not release the claim on issue #{}: {e:#}", task.id);
     }
 }
 
@@ -261,11 +403,21 @@ fn plan(cfg: &Config, task: &Task, route: &routing::Route, replay: Option<&Path>
     let llm = match (replay, &cfg.litellm.base_url) {
         (Some(p), _) => format!("replay {}", p.display()),
         (None, Some(url)) => format!(
-            "{url}/chat/completions (key {})",
+            "{url}/chat/completions (key {}{}{})",
             cfg.litellm
                 .key_ref
                 .as_ref()
-                .map_or_else(|| "none".to_string(), |k| k.describe())
+                .map_or_else(|| "none".to_string(), |k| k.describe()),
+            if cfg.litellm.streaming {
+                ", streaming"
+            } else {
+                ""
+            },
+            if cfg.litellm.preflight {
+                ", preflight"
+            } else {
+                ""
+            }
         ),
         (None, None) => "none".to_string(),
     };
@@ -280,6 +432,8 @@ fn plan(cfg: &Config, task: &Task, route: &routing::Route, replay: Option<&Path>
         routing: route.describe(),
         tools,
         max_rounds: cfg.max_rounds,
+        max_total_tokens: cfg.budget.max_total_tokens,
+        max_cost_usd: cfg.budget.max_cost_usd,
         llm,
         report_dir: cfg.report_dir.display().to_string(),
     }
@@ -302,11 +456,17 @@ fn backend(
     };
     let key = key_ref.resolve("litellm key")?;
     redactor.add(&key);
+    let options = llm::client::ClientOptions {
+        timeout: cfg.litellm.timeout,
+        max_retries: cfg.litellm.max_retries,
+        streaming: cfg.litellm.streaming,
+        stream_idle_timeout: cfg.litellm.stream_idle_timeout,
+        key_label: key_ref.describe(),
+    };
     Ok(Backend::Http(llm::client::HttpClient::new(
         url,
         key,
-        cfg.litellm.timeout,
-        cfg.litellm.max_retries,
+        options,
         redactor.clone(),
     )?))
 }
@@ -323,6 +483,37 @@ fn run_id(started: chrono::DateTime<Utc>) -> String {
         std::process::id(),
         h.finish() as u32
     )
+}
+
+async fn writeback_command(
+    args: cli::WritebackArgs,
+    redactor: &mut Redactor,
+) -> Result<Success, Failure> {
+    let cfg = load_config(args.config)?;
+    let Some(rm) = &cfg.redmine else {
+        return Err(anyhow!(
+            "config {} has no [redmine] section",
+            cfg.path.display()
+        ))
+        .stage(Stage::Config);
+    };
+    let text = std::fs::read_to_string(&args.report)
+        .with_context(|| format!("cannot read REPORT {}", args.report.display()))
+        .stage(Stage::Usage)?;
+    let key = rm.key_ref.resolve("redmine key").stage(Stage::Config)?;
+    redactor.add(&key);
+    let client =
+        intake::redmine::RedmineClient::new(rm, key, redactor.clone()).stage(Stage::Config)?;
+    let name = args
+        .report
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    writeback::write_back(&client, rm, &text, &name)
+        .await
+        .with_context(|| format!("write-back of {}", args.report.display()))
+        .stage(Stage::Writeback)?;
+    Ok(Success::Done)
 }
 
 fn gate_command(args: GateArgs) -> Result<Success, Failure> {

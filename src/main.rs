@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.verbose);
+    quiet_parser_panics();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -53,6 +54,20 @@ fn main() -> ExitCode {
     // Don't wait for blocking tasks (a stuck DNS lookup) on the way out.
     runtime.shutdown_background();
     ExitCode::from(code)
+}
+
+/// The gate catches panics inside the shell parser and denies the command; the default hook
+/// would still print them. Only those are silenced: any other panic prints as usual.
+fn quiet_parser_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let from_parser = info
+            .location()
+            .is_some_and(|l| l.file().contains("brush-parser"));
+        if !from_parser {
+            default(info);
+        }
+    }));
 }
 
 fn init_logging(verbose: u8) {

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::llm::wire::Usage;
-use crate::turn::RoundRecord;
+use crate::turn::{RoundRecord, SkippedModel};
 
 /// Prefix of the temp files this module creates; a crashed run leaves at most these.
 pub const TEMP_PREFIX: &str = ".harness-tmp-";
@@ -32,15 +32,23 @@ pub struct Report {
     pub class: Option<String>,
     /// Tier alias.
     pub tier: String,
-    /// Concrete model.
+    /// The concrete model that answered (the chain's first when none did).
     pub model: String,
+    /// Models of the tier's chain that were skipped, with the reason.
+    pub models_skipped: Vec<SkippedModel>,
     /// Tokens summed over the turn.
     pub usage: Usage,
+    /// USD summed over the rounds whose cost is known; `None` when none is.
+    pub cost_usd: Option<f64>,
     /// LLM round trips made.
     pub rounds: u32,
     /// The round cap.
     pub max_rounds: u32,
-    /// `completed`, `max_rounds`, `llm_error`, `interrupted`.
+    /// `[budget] max_total_tokens`, if set.
+    pub max_total_tokens: Option<u64>,
+    /// `[budget] max_cost_usd`, if set.
+    pub max_cost_usd: Option<f64>,
+    /// `completed`, `max_rounds`, `budget`, `llm_error`, `interrupted`.
     pub stop_reason: String,
     /// The error that ended the turn, if any (secrets masked).
     pub error: Option<String>,
@@ -75,11 +83,15 @@ pub fn render(r: &Report) -> String {
         ("class", json(&r.class)),
         ("tier", json(&r.tier)),
         ("model", json(&r.model)),
+        ("models_skipped", json(&r.models_skipped)),
         ("prompt_tokens", r.usage.prompt_tokens.to_string()),
         ("completion_tokens", r.usage.completion_tokens.to_string()),
         ("total_tokens", r.usage.total_tokens.to_string()),
+        ("cost_usd", json(&r.cost_usd)),
         ("rounds", r.rounds.to_string()),
         ("max_rounds", r.max_rounds.to_string()),
+        ("max_total_tokens", json(&r.max_total_tokens)),
+        ("max_cost_usd", json(&r.max_cost_usd)),
         ("stop_reason", json(&r.stop_reason)),
         ("error", json(&r.error)),
         ("started", json(&ts(&r.started))),
@@ -265,14 +277,21 @@ mod tests {
             subject: "MVP \"demo\"".into(),
             class: Some("primary".into()),
             tier: "mopac-primary".into(),
-            model: "glm-5.3".into(),
+            model: "glm-5.2".into(),
+            models_skipped: vec![SkippedModel {
+                model: "glm-5.3".into(),
+                reason: "model \"glm-5.3\" (from [models].mopac-primary) is unknown".into(),
+            }],
             usage: Usage {
                 prompt_tokens: 100,
                 completion_tokens: 20,
                 total_tokens: 120,
             },
+            cost_usd: Some(0.00014),
             rounds: 2,
             max_rounds: 8,
+            max_total_tokens: Some(5000),
+            max_cost_usd: None,
             stop_reason: "completed".into(),
             error: None,
             started: at("2026-11-30T12:00:00Z"),
@@ -280,12 +299,13 @@ mod tests {
             backend: "replay cassette.json".into(),
             round_log: vec![RoundRecord {
                 round: 1,
-                model: "glm-5.3".into(),
+                model: "glm-5.2".into(),
                 usage: Usage {
                     prompt_tokens: 50,
                     completion_tokens: 10,
                     total_tokens: 60,
                 },
+                cost_usd: Some(7e-5),
                 latency_ms: 12,
                 retries: 0,
                 tools: vec![ToolEvent::Ran {
@@ -311,12 +331,16 @@ source: "demo"
 subject: "MVP \"demo\""
 class: "primary"
 tier: "mopac-primary"
-model: "glm-5.3"
+model: "glm-5.2"
+models_skipped: [{{"model":"glm-5.3","reason":"model \"glm-5.3\" (from [models].mopac-primary) is unknown"}}]
 prompt_tokens: 100
 completion_tokens: 20
 total_tokens: 120
+cost_usd: 0.00014
 rounds: 2
 max_rounds: 8
+max_total_tokens: 5000
+max_cost_usd: null
 stop_reason: "completed"
 error: null
 started: "2026-11-30T12:00:00Z"
@@ -324,7 +348,7 @@ finished: "2026-11-30T12:00:03Z"
 duration_ms: 3500
 backend: "replay cassette.json"
 harness_version: "{version}"
-round_log: [{{"round":1,"model":"glm-5.3","usage":{{"prompt_tokens":50,"completion_tokens":10,"total_tokens":60}},"latency_ms":12,"retries":0,"tools":[{{"outcome":"ran","command":"ls","ending":"exit 0","output_bytes":3}}]}}]
+round_log: [{{"round":1,"model":"glm-5.2","usage":{{"prompt_tokens":50,"completion_tokens":10,"total_tokens":60}},"cost_usd":0.00007,"latency_ms":12,"retries":0,"tools":[{{"outcome":"ran","command":"ls","ending":"exit 0","output_bytes":3}}]}}]
 ---
 
 # Done
@@ -390,7 +414,7 @@ All good.
 }
 
 /// What a `--dry-run` shows: the run's plan, nothing executed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// The vertical.
     pub vertical: String,
@@ -402,6 +426,10 @@ pub struct Plan {
     pub tools: String,
     /// Round cap.
     pub max_rounds: u32,
+    /// `[budget] max_total_tokens`, if set.
+    pub max_total_tokens: Option<u64>,
+    /// `[budget] max_cost_usd`, if set.
+    pub max_cost_usd: Option<f64>,
     /// Where replies would come from.
     pub llm: String,
     /// Where the REPORT would go.
@@ -410,9 +438,16 @@ pub struct Plan {
 
 /// Renders the PLAN block printed by `--dry-run`.
 pub fn render_plan(p: &Plan) -> String {
+    let mut bound = format!("max {} rounds", p.max_rounds);
+    if let Some(t) = p.max_total_tokens {
+        bound.push_str(&format!(", max {t} tokens"));
+    }
+    if let Some(c) = p.max_cost_usd {
+        bound.push_str(&format!(", max {c} USD"));
+    }
     format!(
-        "PLAN (dry-run)\n  vertical: {}\n  task: {}\n  routing: {}\n  tools: {}\n  bound: max {} rounds\n  llm: {}\n  report: {}\n",
-        p.vertical, p.task, p.routing, p.tools, p.max_rounds, p.llm, p.report_dir
+        "PLAN (dry-run)\n  vertical: {}\n  task: {}\n  routing: {}\n  tools: {}\n  bound: {bound}\n  llm: {}\n  report: {}\n",
+        p.vertical, p.task, p.routing, p.tools, p.llm, p.report_dir
     )
 }
 
@@ -429,6 +464,8 @@ mod plan_tests {
             routing: "class \"primary\" -> tier mopac-primary -> model glm-5.3".into(),
             tools: "bash (allow=18 deny=7 default=deny timeout=60s)".into(),
             max_rounds: 8,
+            max_total_tokens: None,
+            max_cost_usd: None,
             llm: "http://127.0.0.1:4000/v1/chat/completions (key env:HARNESS_LITELLM_KEY)".into(),
             report_dir: "reports".into(),
         };
@@ -444,5 +481,96 @@ mod plan_tests {
   report: reports
 "
         );
+        let budgeted = Plan {
+            max_total_tokens: Some(5000),
+            max_cost_usd: Some(0.25),
+            ..p
+        };
+        assert!(render_plan(&budgeted)
+            .contains("\n  bound: max 8 rounds, max 5000 tokens, max 0.25 USD\n"));
+    }
+}
+
+/// A REPORT read back from disk: its front matter values and its body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// Front-matter values by key.
+    pub fields: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Everything after the front matter.
+    pub body: String,
+}
+
+impl Parsed {
+    /// A string field, or `""`.
+    pub fn str(&self, key: &str) -> &str {
+        self.fields
+            .get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+    }
+}
+
+/// Parses a REPORT rendered by [`render`]; PURE.
+pub fn parse(text: &str) -> Result<Parsed> {
+    let rest = text
+        .strip_prefix("---\n")
+        .context("not a harness REPORT: no front matter")?;
+    let (front, body) = rest
+        .split_once("\n---\n")
+        .context("not a harness REPORT: the front matter does not end")?;
+    let mut fields = std::collections::BTreeMap::new();
+    for line in front.lines() {
+        let (k, v) = line
+            .split_once(": ")
+            .with_context(|| format!("not a harness REPORT: bad front-matter line {line:?}"))?;
+        let value = serde_json::from_str(v)
+            .with_context(|| format!("not a harness REPORT: {k} is not a JSON value"))?;
+        fields.insert(k.to_string(), value);
+    }
+    if !fields.contains_key("harness_report") {
+        anyhow::bail!("not a harness REPORT: no harness_report field");
+    }
+    Ok(Parsed {
+        fields,
+        body: body.strip_prefix('\n').unwrap_or(body).to_string(),
+    })
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+
+    #[test]
+    fn a_rendered_report_parses_back() {
+        let r = Report {
+            run_id: "r1".into(),
+            vertical: "v".into(),
+            task_id: "12".into(),
+            source: "redmine".into(),
+            subject: "s: with colon".into(),
+            class: None,
+            tier: "t".into(),
+            model: "m".into(),
+            models_skipped: vec![],
+            usage: Usage::default(),
+            cost_usd: None,
+            rounds: 1,
+            max_rounds: 2,
+            max_total_tokens: None,
+            max_cost_usd: None,
+            stop_reason: "completed".into(),
+            error: None,
+            started: Utc::now(),
+            finished: Utc::now(),
+            backend: "b".into(),
+            round_log: vec![],
+            reply: Some("hello\n---\nworld".into()),
+        };
+        let p = parse(&render(&r)).unwrap();
+        assert_eq!(p.str("run_id"), "r1");
+        assert_eq!(p.str("subject"), "s: with colon");
+        assert_eq!(p.fields["class"], serde_json::Value::Null);
+        assert_eq!(p.body, "hello\n---\nworld\n");
+        assert!(parse("hello").is_err());
     }
 }

@@ -2,6 +2,7 @@
 //! here from the CLI and the config; each source lives in its own adapter.
 
 pub mod demo;
+pub mod redmine;
 
 /// One task, whatever its source.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,14 +1,21 @@
 //! LLM adapter: `POST {base_url}/chat/completions` over reqwest, with per-request timeouts,
-//! retries with exponential backoff and jitter, and `Retry-After`. The pure parts (what to
-//! retry, how long to wait, how to classify a refusal) sit at the bottom with their tests.
+//! retries with exponential backoff and jitter, and `Retry-After`; optionally streamed (SSE,
+//! assembled by [`super::stream`], with an idle timeout and progress narration). Also the two
+//! no-cost reads of a LiteLLM proxy: `GET /models` (preflight, `harness check`) and
+//! `GET /model/info` (prices). The pure parts (what to retry, how long to wait, how to
+//! classify a refusal, how to read the listings) sit at the bottom with their tests.
+
+use std::collections::BTreeMap;
 
 use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderMap;
 use tracing::{debug, info};
 
+use super::stream::StreamAssembler;
 use super::wire::{ChatRequest, ChatResponse};
 use super::{reply_from, LlmError, LlmErrorKind, Reply};
+use crate::config::ModelPrice;
 use crate::secrets::{Redactor, Secret};
 
 /// Longest wait a `Retry-After` header can impose; a longer ask is cut to this.
@@ -19,39 +26,66 @@ const BACKOFF_BASE: Duration = Duration::from_millis(500);
 const BACKOFF_CAP: Duration = Duration::from_secs(20);
 /// How much of an error body goes into a message.
 const BODY_EXCERPT: usize = 400;
+/// How often a streaming reply's progress is narrated.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+/// The header LiteLLM puts the cost of a non-streamed reply in (USD; always 0 on streams).
+const COST_HEADER: &str = "x-litellm-response-cost";
+
+/// How the client talks to the endpoint.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Bounds each attempt, a streamed reply included (`[litellm] timeout_secs`).
+    pub timeout: Duration,
+    /// Retries after the first attempt (`[litellm] max_retries`).
+    pub max_retries: u32,
+    /// Ask for SSE (`[litellm] streaming`).
+    pub streaming: bool,
+    /// Longest silence inside a stream (`[litellm] stream_idle_timeout_secs`).
+    pub stream_idle_timeout: Duration,
+    /// Where the key came from (`env:NAME`), for "the key was rejected" messages.
+    pub key_label: String,
+}
 
 /// A client for one OpenAI-compatible endpoint.
 #[derive(Debug)]
 pub struct HttpClient {
     http: reqwest::Client,
+    base_url: String,
     endpoint: String,
     key: Secret,
-    max_retries: u32,
+    options: ClientOptions,
     redactor: Redactor,
 }
 
 impl HttpClient {
-    /// Builds a client for `{base_url}/chat/completions`; `timeout` bounds each attempt.
+    /// Builds a client for `{base_url}/chat/completions`.
     pub fn new(
         base_url: &str,
         key: Secret,
-        timeout: Duration,
-        max_retries: u32,
+        options: ClientOptions,
         redactor: Redactor,
     ) -> anyhow::Result<HttpClient> {
+        let timeout = options.timeout;
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .user_agent(concat!("harness/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
+        let base_url = base_url.trim_end_matches('/').to_string();
         Ok(HttpClient {
             http,
-            endpoint: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            endpoint: format!("{base_url}/chat/completions"),
+            base_url,
             key,
-            max_retries,
+            options,
             redactor,
         })
+    }
+
+    /// Whether replies are streamed.
+    pub fn streaming(&self) -> bool {
+        self.options.streaming
     }
 
     /// The full URL requests go to.
@@ -59,34 +93,60 @@ impl HttpClient {
         &self.endpoint
     }
 
-    /// Sends the request, retrying what is worth retrying, and returns a usable reply.
+    /// Sends the request, retrying what is worth retrying, and returns a usable reply. With
+    /// streaming, a broken, stalled or in-band-failed stream is one failed attempt: the
+    /// request is sent again whole, within the same `max_retries`.
     pub async fn chat(&self, request: &ChatRequest<'_>) -> Result<Reply, LlmError> {
-        let body = serde_json::to_vec(request).map_err(|e| LlmError {
+        let streaming = self.options.streaming;
+        let request = ChatRequest {
+            stream: streaming,
+            stream_options: streaming.then(|| serde_json::json!({"include_usage": true})),
+            ..request.clone()
+        };
+        let body = serde_json::to_vec(&request).map_err(|e| LlmError {
             kind: LlmErrorKind::Rejected,
             message: format!("cannot encode the request: {e}"),
         })?;
         let started = Instant::now();
         let mut attempt: u32 = 0;
         loop {
-            let failure = match self.attempt(&body).await {
-                Ok(raw) => match reply_from(raw, attempt, started.elapsed()) {
-                    Ok(reply) => return Ok(reply),
+            let failure = match self.attempt(&body, request.model).await {
+                Ok((raw, cost)) => match reply_from(raw, attempt, started.elapsed()) {
+                    Ok(reply) => {
+                        return Ok(Reply {
+                            cost_usd: cost,
+                            ..reply
+                        })
+                    }
                     Err(why) => Attempt::retryable(format!("unusable reply: {why}"), None),
                 },
                 Err(f) => f,
             };
             let message = self.redactor.redact(&failure.message);
             let tried = attempt + 1;
-            if !failure.retryable || attempt >= self.max_retries {
+            if !failure.retryable || attempt >= self.options.max_retries {
                 let kind = match failure.kind {
                     Some(k) => k,
                     None => LlmErrorKind::Exhausted,
                 };
                 let plural = if tried == 1 { "" } else { "s" };
+                let what = match kind {
+                    LlmErrorKind::AuthRejected => format!(
+                        "the endpoint rejected the key from [litellm].key_ref ({}): ",
+                        self.options.key_label
+                    ),
+                    LlmErrorKind::Budget => {
+                        "the proxy's budget for this key is exhausted: ".to_string()
+                    }
+                    LlmErrorKind::UnknownModel
+                    | LlmErrorKind::Rejected
+                    | LlmErrorKind::Exhausted
+                    | LlmErrorKind::Replay => String::new(),
+                };
                 return Err(LlmError {
                     kind,
                     message: format!(
-                        "POST {} failed after {tried} attempt{plural}: {message}",
+                        "{what}POST {} failed after {tried} attempt{plural}: {message}",
                         self.endpoint
                     ),
                 });
@@ -101,7 +161,11 @@ impl HttpClient {
         }
     }
 
-    async fn attempt(&self, body: &[u8]) -> Result<ChatResponse, Attempt> {
+    async fn attempt(
+        &self,
+        body: &[u8],
+        model: &str,
+    ) -> Result<(ChatResponse, Option<f64>), Attempt> {
         let response = self
             .http
             .post(&self.endpoint)
@@ -113,21 +177,34 @@ impl HttpClient {
             .map_err(|e| Attempt::retryable(transport_message(&e), None))?;
         let status = response.status().as_u16();
         let retry_after = retry_after(response.headers(), chrono::Utc::now());
+        let is_sse = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if status == 200 && is_sse {
+            return self.read_stream(response, model).await;
+        }
+        // Streams cost 0 in this header (it is sent before the cost is known): only a
+        // non-streamed body's header is a real figure.
+        let cost = response_cost(response.headers());
         let text = response
             .text()
             .await
             .map_err(|e| Attempt::retryable(transport_message(&e), None))?;
         debug!("llm: HTTP {status}, {} bytes", text.len());
         if status == 200 {
-            return serde_json::from_str::<ChatResponse>(&text).map_err(|e| {
-                Attempt::retryable(
-                    format!(
-                        "HTTP 200 with a body that is not a chat completion ({e}): {}",
-                        excerpt(&text)
-                    ),
-                    None,
-                )
-            });
+            return serde_json::from_str::<ChatResponse>(&text)
+                .map(|r| (r, cost))
+                .map_err(|e| {
+                    Attempt::retryable(
+                        format!(
+                            "HTTP 200 with a body that is not a chat completion ({e}): {}",
+                            excerpt(&text)
+                        ),
+                        None,
+                    )
+                });
         }
         let message = format!("HTTP {status}: {}", excerpt(&text));
         if is_retryable_status(status) {
@@ -140,6 +217,113 @@ impl HttpClient {
                 kind: Some(classify_refusal(status, &text)),
             })
         }
+    }
+}
+
+impl HttpClient {
+    /// Reads an SSE body into one response, narrating progress; every fault is retryable.
+    async fn read_stream(
+        &self,
+        mut response: reqwest::Response,
+        model: &str,
+    ) -> Result<(ChatResponse, Option<f64>), Attempt> {
+        let idle = self.options.stream_idle_timeout;
+        let started = Instant::now();
+        let mut narrated = Instant::now();
+        let mut sse = StreamAssembler::default();
+        loop {
+            let chunk = match tokio::time::timeout(idle, response.chunk()).await {
+                Err(_) => {
+                    return Err(Attempt::retryable(
+                        format!(
+                            "the stream stalled: no data for {}s (stream_idle_timeout_secs)",
+                            idle.as_secs()
+                        ),
+                        None,
+                    ))
+                }
+                Ok(Err(e)) => return Err(Attempt::retryable(transport_message(&e), None)),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(bytes))) => bytes,
+            };
+            sse.push(&chunk)
+                .map_err(|f| Attempt::retryable(f.to_string(), None))?;
+            if narrated.elapsed() >= PROGRESS_EVERY {
+                narrated = Instant::now();
+                info!(
+                    "llm: {model} streaming, ~{} tokens so far ({:.0}s)",
+                    sse.generated_chars().div_ceil(4),
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            if sse.is_done() {
+                break;
+            }
+        }
+        sse.finish()
+            .map_err(|f| Attempt::retryable(f.to_string(), None))
+    }
+
+    /// `GET {base_url}/models`: the model ids the endpoint serves for this key. One attempt.
+    pub async fn list_models(&self) -> Result<Vec<String>, LlmError> {
+        let text = self.get("models").await?;
+        parse_model_list(&text).map_err(|why| LlmError {
+            kind: LlmErrorKind::Rejected,
+            message: format!("GET {}/models: {why}: {}", self.base_url, excerpt(&text)),
+        })
+    }
+
+    /// `GET {base_url}/model/info` (LiteLLM): per-model prices the proxy is configured with.
+    pub async fn model_prices(&self) -> Result<BTreeMap<String, ModelPrice>, LlmError> {
+        let text = self.get("model/info").await?;
+        parse_model_info(&text).map_err(|why| LlmError {
+            kind: LlmErrorKind::Rejected,
+            message: format!(
+                "GET {}/model/info: {why}: {}",
+                self.base_url,
+                excerpt(&text)
+            ),
+        })
+    }
+
+    async fn get(&self, path: &str) -> Result<String, LlmError> {
+        let url = format!("{}/{path}", self.base_url);
+        let fail = |kind, what: String| LlmError {
+            kind,
+            message: self.redactor.redact(&format!("GET {url} failed: {what}")),
+        };
+        let response = self
+            .http
+            .get(&url)
+            .bearer_auth(self.key.expose())
+            .send()
+            .await
+            .map_err(|e| fail(LlmErrorKind::Exhausted, transport_message(&e)))?;
+        let status = response.status().as_u16();
+        let text = response
+            .text()
+            .await
+            .map_err(|e| fail(LlmErrorKind::Exhausted, transport_message(&e)))?;
+        if status == 200 {
+            return Ok(text);
+        }
+        let kind = if is_retryable_status(status) {
+            LlmErrorKind::Exhausted
+        } else {
+            classify_refusal(status, &text)
+        };
+        let key_note = if kind == LlmErrorKind::AuthRejected {
+            format!(
+                "the key from [litellm].key_ref ({}) was rejected: ",
+                self.options.key_label
+            )
+        } else {
+            String::new()
+        };
+        Err(fail(
+            kind,
+            format!("{key_note}HTTP {status}: {}", excerpt(&text)),
+        ))
     }
 }
 
@@ -270,6 +454,65 @@ pub fn classify_refusal(status: u16, body: &str) -> LlmErrorKind {
     LlmErrorKind::Rejected
 }
 
+/// The cost header of a non-streamed reply, when present and a finite non-negative number.
+pub fn response_cost(headers: &HeaderMap) -> Option<f64> {
+    headers
+        .get(COST_HEADER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|c| c.is_finite() && *c >= 0.0)
+}
+
+/// Reads an OpenAI `GET /models` listing: `{"data": [{"id": "..."}]}`.
+pub fn parse_model_list(body: &str) -> Result<Vec<String>, String> {
+    let json: serde_json::Value =
+        serde_json::from_str(body).map_err(|e| format!("not JSON ({e})"))?;
+    let data = json["data"]
+        .as_array()
+        .ok_or("no \"data\" list in the reply")?;
+    Ok(data
+        .iter()
+        .filter_map(|m| m["id"].as_str().map(str::to_string))
+        .collect())
+}
+
+/// Reads LiteLLM's `GET /model/info`: `model_info.{input,output}_cost_per_token` (USD per
+/// token) of each `model_name`, as USD per million tokens. Models without prices are left out.
+pub fn parse_model_info(body: &str) -> Result<BTreeMap<String, ModelPrice>, String> {
+    let json: serde_json::Value =
+        serde_json::from_str(body).map_err(|e| format!("not JSON ({e})"))?;
+    let data = json["data"]
+        .as_array()
+        .ok_or("no \"data\" list in the reply")?;
+    let mut prices = BTreeMap::new();
+    for entry in data {
+        let Some(name) = entry["model_name"].as_str() else {
+            continue;
+        };
+        let per_token = |k: &str| {
+            entry["model_info"][k]
+                .as_f64()
+                .or_else(|| entry["litellm_params"][k].as_f64())
+        };
+        if let (Some(input), Some(output)) = (
+            per_token("input_cost_per_token"),
+            per_token("output_cost_per_token"),
+        ) {
+            prices.insert(
+                name.to_string(),
+                ModelPrice {
+                    input_usd_per_mtok: input * 1_000_000.0,
+                    output_usd_per_mtok: output * 1_000_000.0,
+                },
+            );
+        }
+    }
+    Ok(prices)
+}
+
 /// The first `BODY_EXCERPT` characters of a body, on one line.
 pub fn excerpt(body: &str) -> String {
     let one_line: String = body
@@ -389,6 +632,34 @@ mod tests {
             classify_refusal(400, "bad tool schema"),
             LlmErrorKind::Rejected
         );
+    }
+
+    #[test]
+    fn the_cost_header_is_read_when_sane() {
+        let mut h = HeaderMap::new();
+        assert_eq!(response_cost(&h), None);
+        h.insert(COST_HEADER, "0.002".parse().unwrap());
+        assert_eq!(response_cost(&h), Some(0.002));
+        h.insert(COST_HEADER, "NaN".parse().unwrap());
+        assert_eq!(response_cost(&h), None);
+    }
+
+    #[test]
+    fn model_listings_are_read() {
+        assert_eq!(
+            parse_model_list(
+                r#"{"data":[{"id":"glm-5.3","object":"model"},{"id":"glm-5.2"}],"object":"list"}"#
+            ),
+            Ok(vec!["glm-5.3".to_string(), "glm-5.2".to_string()])
+        );
+        assert!(parse_model_list("{}").is_err());
+        let info = r#"{"data":[
+            {"model_name":"glm-5.3","litellm_params":{"model":"openai/glm-5.3"},"model_info":{"input_cost_per_token":1e-6,"output_cost_per_token":2e-6}},
+            {"model_name":"free","model_info":{"input_cost_per_token":null}}]}"#;
+        let prices = parse_model_info(info).unwrap();
+        assert_eq!(prices.len(), 1);
+        assert_eq!(prices["glm-5.3"].input_usd_per_mtok, 1.0);
+        assert_eq!(prices["glm-5.3"].output_usd_per_mtok, 2.0);
     }
 
     #[test]

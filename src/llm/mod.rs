@@ -4,6 +4,8 @@
 
 pub mod cassette;
 pub mod client;
+pub mod preflight;
+pub mod stream;
 pub mod wire;
 
 use std::time::Duration;
@@ -21,6 +23,9 @@ pub struct Reply {
     pub usage: Option<Usage>,
     /// Why the model stopped (`stop`, `tool_calls`, `length`).
     pub finish_reason: Option<String>,
+    /// The cost the endpoint reported, in USD (`x-litellm-response-cost` on a non-streamed
+    /// reply, `usage.cost` in a streamed one); `None` when it said nothing.
+    pub cost_usd: Option<f64>,
     /// Attempts beyond the first that this reply took.
     pub retries: u32,
     /// Wall time of the round trip, retries included.
@@ -40,7 +45,8 @@ pub enum LlmErrorKind {
     Budget,
     /// Any other 4xx: the request itself is wrong, retrying cannot help.
     Rejected,
-    /// Retryable failures (429, 5xx, transport, malformed or empty replies) outlasted the retries.
+    /// Retryable failures (429, 5xx, transport, malformed or empty replies, broken or stalled
+    /// streams) outlasted the retries.
     Exhausted,
     /// A cassette has no more replies, or holds an unusable one.
     Replay,
@@ -112,6 +118,7 @@ pub fn reply_from(raw: ChatResponse, retries: u32, latency: Duration) -> Result<
         tool_calls,
         usage: raw.usage,
         finish_reason: choice.finish_reason.clone(),
+        cost_usd: None,
         retries,
         latency,
         raw,

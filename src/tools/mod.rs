@@ -206,10 +206,18 @@ fn stays_under(work_root: &Path, path: &str, prefix: &str) -> Result<(), String>
         .join(prefix)
         .canonicalize()
         .map_err(|e| format!("the rule's directory {prefix:?} cannot be resolved ({e})"))?;
-    let target = work_root
-        .join(path)
-        .canonicalize()
-        .map_err(|e| format!("{path:?} cannot be resolved ({e})"))?;
+    // A redirect target may not exist yet: then its directory must resolve inside.
+    let joined = work_root.join(path);
+    let target = match joined.canonicalize() {
+        Ok(t) => t,
+        Err(_) => match (joined.parent(), joined.file_name()) {
+            (Some(dir), Some(name)) => dir
+                .canonicalize()
+                .map(|d| d.join(name))
+                .map_err(|e| format!("{path:?} cannot be resolved ({e})"))?,
+            _ => return Err(format!("{path:?} cannot be resolved")),
+        },
+    };
     if target.starts_with(&base) {
         Ok(())
     } else {

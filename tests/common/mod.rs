@@ -276,3 +276,73 @@ pub fn tool_call(id: &str, command: &str) -> Value {
 pub fn text(content: &str) -> Value {
     serde_json::json!({"type": "text", "content": content})
 }
+
+/// An HTTP request over a raw socket with extra headers; returns (status, body).
+pub fn http(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> (u16, String) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut s = TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let body = body.unwrap_or("");
+    if !body.is_empty() || method != "GET" {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let resp = String::from_utf8_lossy(&raw).into_owned();
+    let status = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Whether a real-server suite may run; prints a loud SKIPPED line when not, and fails in CI.
+pub fn real_server(flag: &str, what: &str) -> bool {
+    if std::env::var_os(flag).is_some() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what} tests must run in CI, but {flag} is not set (scripts/test.sh starts the server)"
+    );
+    eprintln!(
+        "\n!!!!! SKIPPED: {what} tests: {flag} is not set; run them with scripts/test.sh !!!!!\n"
+    );
+    false
+}

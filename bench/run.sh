@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# bench/run.sh: builds the release binaries and prints the harness's figures as a table.
+#
+#   bench/run.sh            # everything (about a minute on 2 cores, after the build)
+#   RUNS=5 bench/run.sh     # fewer repetitions
+#
+# What is measured is the harness itself: the model is scripted-llm on loopback with zero
+# latency. Times are medians over RUNS runs (after one warm-up); CPU is user+sys from
+# wait4(2), which includes the bash commands the harness ran (a measured bash baseline is
+# subtracted for the per-round figure); RSS is the peak of the largest single process.
+# Figures only: nothing here passes or fails on a timing.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+RUNS=${RUNS:-15}
+cd "$ROOT"
+
+echo "building release binaries..." >&2
+cargo build --release --quiet --bins
+mkdir -p target/bench
+rustc --edition 2021 -O bench/measure.rs -o target/bench/measure
+MEASURE=target/bench/measure
+HARNESS=$ROOT/target/release/harness
+LLM=$ROOT/target/release/scripted-llm
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/harness-bench.XXXXXX")
+SERVER_PID=
+cleanup() {
+  if [[ -n $SERVER_PID ]]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# field NAME "k=v k=v ..." -> v
+field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+row() { printf '%-44s %12s %12s %12s %s\n' "$@"; }
+
+# Starts scripted-llm on a script file and sets URL (a looped script gives every run the
+# same replies).
+start_llm() {
+  if [[ -n $SERVER_PID ]]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  "$LLM" --script "$1" --port 0 >"$WORK/llm.out" 2>/dev/null &
+  SERVER_PID=$!
+  for _ in $(seq 100); do
+    grep -q LISTENING "$WORK/llm.out" 2>/dev/null && break
+    sleep 0.05
+  done
+  URL=$(sed -n 's/^LISTENING //p' "$WORK/llm.out")
+  [[ -n $URL ]] || { echo "scripted-llm did not start" >&2; exit 1; }
+}
+
+# config NAME BASE_URL MAX_ROUNDS EXTRA_BASH_KEYS -> path
+config() {
+  local dir=$WORK/$1
+  mkdir -p "$dir/work"
+  cat >"$dir/harness.toml" <<TOML
+vertical = "bench"
+work_root = "work"
+report_dir = "reports"
+
+[loop]
+max_rounds = $3
+
+[litellm]
+base_url = "$2/v1"
+key_ref = "env:HARNESS_BENCH_KEY"
+timeout_secs = 60
+max_retries = 0
+
+[models]
+mopac-primary = "glm-5.3"
+default_tier = "mopac-primary"
+
+[models.classes]
+primary = "mopac-primary"
+
+[tools.bash]
+timeout_secs = 120
+default = "deny"
+allow = ["echo *", "yes", "yes *", "head *"]
+$4
+
+[demo]
+id = "bench-1"
+subject = "bench"
+prompt = "Run the commands you are given, then answer."
+class = "primary"
+TOML
+  echo "$dir/harness.toml"
+}
+
+# A looped script: N `echo round-i` tool calls, then a short text answer.
+turn_script() {
+  local n=$1 steps=""
+  for i in $(seq "$n"); do
+    steps+="{\"type\":\"tool_call\",\"id\":\"call_$i\",\"command\":\"echo round-$i\"},"
+  done
+  echo "{\"loop\":true,\"steps\":[${steps}{\"type\":\"text\",\"content\":\"done after $n rounds\"}]}"
+}
+
+export HARNESS_BENCH_KEY=sk-bench-not-a-secret
+unset RUST_LOG HARNESS_CONFIG
+
+echo
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, Linux $(uname -r)"
+echo "harness $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo '+dirty'), rustc $(rustc --version | cut -d' ' -f2), runs per figure: $RUNS"
+echo
+row "case" "wall ms" "cpu ms" "peak RSS" "notes"
+row "----" "-------" "------" "--------" "-----"
+
+# --- cold start ----------------------------------------------------------------------
+echo '[]' >"$WORK/empty.json"
+start_llm "$WORK/empty.json"
+DRY=$(config dry "$URL" 8 "")
+r=$($MEASURE -n "$RUNS" -- "$HARNESS" once --dry-run --demo --config "$DRY")
+row "cold: once --dry-run --demo" "$(field wall_ms "$r")" "$(field cpu_ms "$r")" "$(( $(field rss_kb "$r") / 1024 )) MiB" "rss $(field rss_kb "$r") KiB"
+r=$($MEASURE -n "$RUNS" -- "$HARNESS" --help)
+row "cold: --help" "$(field wall_ms "$r")" "$(field cpu_ms "$r")" "$(( $(field rss_kb "$r") / 1024 )) MiB" "rss $(field rss_kb "$r") KiB"
+
+# --- bash baseline ---------------------------------------------------------------------
+r=$($MEASURE -n "$((RUNS * 4))" -- bash -c 'echo round-1')
+BASH_CPU=$(field cpu_ms "$r")
+row "baseline: bash -c 'echo round-1'" "$(field wall_ms "$r")" "$BASH_CPU" "$(( $(field rss_kb "$r") / 1024 )) MiB" "subtracted per round below"
+
+# --- whole turns -------------------------------------------------------------------------
+declare -A WALL CPU
+for n in 1 10 50; do
+  turn_script "$n" >"$WORK/turn-$n.json"
+  start_llm "$WORK/turn-$n.json"
+  CFG=$(config "turn-$n" "$URL" $((n + 1)) "")
+  runs=$RUNS; [[ $n == 50 ]] && runs=$(( (RUNS + 1) / 2 ))
+  r=$($MEASURE -n "$runs" -- "$HARNESS" once --demo --config "$CFG")
+  WALL[$n]=$(field wall_ms "$r"); CPU[$n]=$(field cpu_ms "$r")
+  [[ $(field fails "$r") == 0 ]] || echo "warning: $(field fails "$r") failed runs for the $n-round turn" >&2
+  row "turn: $n round(s) of 'echo round-N'" "${WALL[$n]}" "${CPU[$n]}" "$(( $(field rss_max_kb "$r") / 1024 )) MiB" "rss max $(field rss_max_kb "$r") KiB"
+done
+per_wall=$(awk -v a="${WALL[50]}" -v b="${WALL[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
+per_cpu=$(awk -v a="${CPU[50]}" -v b="${CPU[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
+per_harness=$(awk -v c="$per_cpu" -v b="$BASH_CPU" 'BEGIN{printf "%.2f", c-b}')
+row "per round: (t50 - t10) / 40" "$per_wall" "$per_cpu" "" "harness CPU beyond bash: $per_harness ms"
+
+# --- output flood ----------------------------------------------------------------------
+FLOOD_CMD='yes | head -c 1073741824'
+start_llm "$WORK/empty.json"
+FCFG=$(config flood "$URL" 2 "")
+if ! "$HARNESS" gate --config "$FCFG" -- "$FLOOD_CMD" >/dev/null 2>&1; then
+  FLOOD_CMD='head -c 1073741824 /dev/zero'
+fi
+cmd_json=$(printf '%s' "$FLOOD_CMD" | sed 's/\\/\\\\/g; s/"/\\"/g')
+echo "{\"loop\":true,\"steps\":[{\"type\":\"tool_call\",\"id\":\"flood\",\"command\":\"$cmd_json\"},{\"type\":\"text\",\"content\":\"flooded\"}]}" >"$WORK/flood.json"
+start_llm "$WORK/flood.json"
+FCFG=$(config flood "$URL" 2 "")
+r=$($MEASURE -n 3 --warmup 0 -- "$HARNESS" once --demo --config "$FCFG")
+flood_report=$(sed -n 's/^round_log: //p' "$WORK/flood/reports/REPORT-latest.md" | grep -o '"output_bytes":[0-9]*' | head -1 | cut -d: -f2)
+row "flood: $FLOOD_CMD" "$(field wall_ms "$r")" "$(field cpu_ms "$r")" "$(( $(field rss_max_kb "$r") / 1024 )) MiB" "max_output_bytes default; output_bytes=${flood_report:-?}"
+
+# --- binary size -----------------------------------------------------------------------
+size=$(stat -c %s "$HARNESS")
+row "release binary size" "" "" "" "$(awk -v s="$size" 'BEGIN{printf "%.2f MiB (%d bytes)", s/1048576, s}')"
+
+# --- gate ------------------------------------------------------------------------------
+echo
+cargo bench --quiet --bench gate 2>/dev/null | while IFS=$'\t' read -r name rate note; do
+  printf '%-44s %12s verdicts/s  %s\n' "$name" "$rate" "$note"
+done

@@ -1,0 +1,350 @@
+//! LLM stage, PURE: Server-Sent Events of a streamed `chat.completion` in, one assembled
+//! [`ChatResponse`] out. Bytes arrive in arbitrary pieces ([`StreamAssembler::push`]); events
+//! are `data:` lines ended by a blank line. Tool-call deltas are assembled by `index` (the id
+//! and name arrive once, the arguments in fragments). A stream is complete only when it ended
+//! with `data: [DONE]` after a finish reason; an in-band `{"error": ...}` event, an event that
+//! is not JSON, or an early end is a failed attempt the client retries whole.
+
+use serde::Deserialize;
+
+use super::wire::{ChatResponse, Choice, FunctionCall, ResponseMessage, ToolCall, Usage};
+
+/// How a stream went wrong; every one of these is a retryable attempt failure.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamFault {
+    /// The endpoint sent `{"error": {...}}` after the stream had started (LiteLLM does this
+    /// for every upstream failure after the first byte).
+    InBand(String),
+    /// An event's data is not JSON.
+    BadEvent(String),
+    /// The stream ended without `[DONE]` or without a finish reason.
+    Incomplete(&'static str),
+}
+
+impl std::fmt::Display for StreamFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamFault::InBand(m) => write!(f, "in-band stream error: {m}"),
+            StreamFault::BadEvent(m) => write!(f, "a stream event is not JSON: {m}"),
+            StreamFault::Incomplete(what) => write!(f, "the stream ended {what}"),
+        }
+    }
+}
+
+/// One chunk, as far as the harness reads it.
+#[derive(Debug, Default, Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<ChunkChoice>,
+    #[serde(default)]
+    usage: Option<StreamUsage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ChunkChoice {
+    #[serde(default)]
+    delta: Delta,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCallDelta>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ToolCallDelta {
+    #[serde(default)]
+    index: usize,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+/// The usage chunk: token counts and, from LiteLLM, the cost it computed.
+#[derive(Debug, Default, Deserialize)]
+struct StreamUsage {
+    #[serde(flatten)]
+    tokens: Usage,
+    #[serde(default)]
+    cost: Option<f64>,
+}
+
+/// Assembles one streamed reply.
+#[derive(Debug, Default)]
+pub struct StreamAssembler {
+    /// Bytes of an unfinished line.
+    pending: Vec<u8>,
+    /// `data:` lines of the current event.
+    data: Vec<String>,
+    model: Option<String>,
+    content: Option<String>,
+    calls: Vec<ToolCall>,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+    cost: Option<f64>,
+    done: bool,
+    generated_chars: usize,
+}
+
+impl StreamAssembler {
+    /// Feeds the next bytes; returns the first fault found, after which the stream is dead.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), StreamFault> {
+        for &b in bytes {
+            if b != b'\n' {
+                self.pending.push(b);
+                continue;
+            }
+            let mut line = std::mem::take(&mut self.pending);
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            self.line(&String::from_utf8_lossy(&line))?;
+        }
+        Ok(())
+    }
+
+    /// Characters of text and tool arguments received so far (for progress narration).
+    pub fn generated_chars(&self) -> usize {
+        self.generated_chars
+    }
+
+    /// Whether `[DONE]` arrived.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Ends the stream: the assembled response and the cost the endpoint reported in the
+    /// usage chunk (LiteLLM's `usage.cost`), or why the stream is unusable.
+    pub fn finish(mut self) -> Result<(ChatResponse, Option<f64>), StreamFault> {
+        if !self.pending.is_empty() {
+            let line = String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned();
+            self.line(&line)?;
+        }
+        self.line("")?;
+        if !self.done {
+            return Err(StreamFault::Incomplete("without data: [DONE]"));
+        }
+        if self.finish_reason.is_none() {
+            return Err(StreamFault::Incomplete("without a finish reason"));
+        }
+        let tool_calls = (!self.calls.is_empty()).then_some(self.calls);
+        let response = ChatResponse {
+            model: self.model,
+            choices: vec![Choice {
+                message: ResponseMessage {
+                    content: self.content,
+                    tool_calls,
+                },
+                finish_reason: self.finish_reason,
+            }],
+            usage: self.usage,
+        };
+        Ok((response, self.cost))
+    }
+
+    fn line(&mut self, line: &str) -> Result<(), StreamFault> {
+        if line.is_empty() {
+            if self.data.is_empty() {
+                return Ok(());
+            }
+            let data = std::mem::take(&mut self.data).join("\n");
+            return self.event(&data);
+        }
+        // Comments (`: keep-alive`) and the other SSE fields (`event:`, `id:`) carry nothing.
+        if let Some(rest) = line.strip_prefix("data:") {
+            self.data
+                .push(rest.strip_prefix(' ').unwrap_or(rest).to_string());
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, data: &str) -> Result<(), StreamFault> {
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let chunk: Chunk = serde_json::from_str(data)
+            .map_err(|e| StreamFault::BadEvent(format!("{e}: {}", super::client::excerpt(data))))?;
+        if let Some(error) = chunk.error {
+            let message = error["message"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| error.to_string());
+            let code = match &error["code"] {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => format!(" (code {s})"),
+                other => format!(" (code {other})"),
+            };
+            return Err(StreamFault::InBand(format!(
+                "{}{code}",
+                super::client::excerpt(&message)
+            )));
+        }
+        if chunk.model.is_some() {
+            self.model = chunk.model;
+        }
+        if let Some(u) = chunk.usage {
+            self.usage = Some(u.tokens);
+            self.cost = u.cost.or(self.cost);
+        }
+        // The harness asks for one choice; LiteLLM's usage chunk carries an empty one.
+        let Some(choice) = chunk.choices.into_iter().next() else {
+            return Ok(());
+        };
+        if let Some(text) = choice.delta.content {
+            self.generated_chars += text.chars().count();
+            self.content.get_or_insert_with(String::new).push_str(&text);
+        }
+        for delta in choice.delta.tool_calls {
+            while self.calls.len() <= delta.index {
+                self.calls.push(ToolCall {
+                    id: String::new(),
+                    kind: "function".to_string(),
+                    function: FunctionCall {
+                        name: String::new(),
+                        arguments: String::new(),
+                    },
+                });
+            }
+            let call = &mut self.calls[delta.index];
+            if let Some(id) = delta.id.filter(|i| !i.is_empty()) {
+                call.id = id;
+            }
+            if let Some(f) = delta.function {
+                if let Some(name) = f.name.filter(|n| !n.is_empty()) {
+                    call.function.name = name;
+                }
+                if let Some(args) = f.arguments {
+                    self.generated_chars += args.chars().count();
+                    call.function.arguments.push_str(&args);
+                }
+            }
+        }
+        if choice.finish_reason.is_some() {
+            self.finish_reason = choice.finish_reason;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn feed(events: &[&str], piece: usize) -> StreamAssembler {
+        let text: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+        let mut a = StreamAssembler::default();
+        for bytes in text.as_bytes().chunks(piece) {
+            a.push(bytes).unwrap();
+        }
+        a
+    }
+
+    const LITELLM_TOOL_STREAM: &[&str] = &[
+        r#"{"id":"x","model":"glm-5.3","choices":[{"index":0,"delta":{"role":"assistant"}}]}"#,
+        r#"{"model":"glm-5.3","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"bash","arguments":""}}]}}]}"#,
+        r#"{"model":"glm-5.3","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"type":"function","function":{"arguments":"{\"comm"}}]}}]}"#,
+        r#"{"model":"glm-5.3","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"bash","arguments":"{\"command\": \"pwd\"}"}}]}}]}"#,
+        r#"{"model":"glm-5.3","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"type":"function","function":{"arguments":"and\": \"ls\"}"}}]}}]}"#,
+        r#"{"model":"glm-5.3","choices":[{"finish_reason":"tool_calls","index":0,"delta":{}}]}"#,
+        r#"{"model":"glm-5.3","choices":[{"index":0,"delta":{}}],"usage":{"completion_tokens":9,"prompt_tokens":70,"total_tokens":79,"cost":0.000088}}"#,
+        "[DONE]",
+    ];
+
+    #[test]
+    fn tool_call_deltas_are_assembled_by_index_whatever_the_byte_split() {
+        for piece in [1, 3, 17, 4096] {
+            let (r, cost) = feed(LITELLM_TOOL_STREAM, piece).finish().unwrap();
+            let calls = r.choices[0].message.tool_calls.clone().unwrap();
+            assert_eq!(calls.len(), 2);
+            assert_eq!(calls[0].id, "call_1");
+            assert_eq!(calls[0].function.name, "bash");
+            assert_eq!(calls[0].function.arguments, "{\"command\": \"ls\"}");
+            assert_eq!(calls[1].id, "call_2");
+            assert_eq!(calls[1].function.arguments, "{\"command\": \"pwd\"}");
+            assert_eq!(r.choices[0].finish_reason.as_deref(), Some("tool_calls"));
+            assert_eq!(r.choices[0].message.content, None);
+            assert_eq!(r.usage.unwrap().total_tokens, 79);
+            assert_eq!(r.model.as_deref(), Some("glm-5.3"));
+            assert_eq!(cost, Some(0.000088));
+        }
+    }
+
+    #[test]
+    fn text_with_crlf_comments_and_an_empty_usage_choice_list() {
+        let text = ": keep-alive\r\n\r\ndata: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\r\n\r\n\
+data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\r\n\r\n\
+data: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\r\n\r\n\
+data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2,\"total_tokens\":5}}\r\n\r\n\
+data: [DONE]\r\n\r\n";
+        let mut a = StreamAssembler::default();
+        a.push(text.as_bytes()).unwrap();
+        assert_eq!(a.generated_chars(), 5);
+        let (r, cost) = a.finish().unwrap();
+        assert_eq!(r.choices[0].message.content.as_deref(), Some("Hello"));
+        assert_eq!(r.usage.unwrap().completion_tokens, 2);
+        assert_eq!(cost, None);
+    }
+
+    #[test]
+    fn an_in_band_error_is_a_fault() {
+        let mut a = StreamAssembler::default();
+        a.push(b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n")
+            .unwrap();
+        let e = a
+            .push(b"data: {\"error\": {\"message\": \"litellm.APIConnectionError: Connection error.\", \"type\": null, \"param\": null, \"code\": \"500\"}}\n\n")
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "in-band stream error: litellm.APIConnectionError: Connection error. (code 500)"
+        );
+    }
+
+    #[test]
+    fn early_ends_and_bad_events_are_faults() {
+        let no_done = feed(&LITELLM_TOOL_STREAM[..7], 64);
+        assert_eq!(
+            no_done.finish().unwrap_err(),
+            StreamFault::Incomplete("without data: [DONE]")
+        );
+        let no_finish = feed(&[LITELLM_TOOL_STREAM[1], "[DONE]"], 64);
+        assert_eq!(
+            no_finish.finish().unwrap_err(),
+            StreamFault::Incomplete("without a finish reason")
+        );
+        let mut bad = StreamAssembler::default();
+        let e = bad
+            .push(b"data: {\"id\": \"broken\", \"choices\": [{\n\n")
+            .unwrap_err();
+        assert!(matches!(e, StreamFault::BadEvent(_)), "{e:?}");
+    }
+
+    #[test]
+    fn a_final_event_without_a_blank_line_still_counts() {
+        let mut a = StreamAssembler::default();
+        a.push(b"data: {\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]")
+            .unwrap();
+        assert!(!a.is_done());
+        let (r, _) = a.finish().unwrap();
+        assert_eq!(r.choices[0].message.content.as_deref(), Some("ok"));
+    }
+}

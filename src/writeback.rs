@@ -1,0 +1,204 @@
+//! Writeback stage, Redmine side: a REPORT file's text in, a note (and optionally an
+//! attachment) and a status change on the issue out, each verified by reading the issue back.
+//! Idempotent: the run id in the note is the marker, so a retry never posts twice.
+//! [`render_note`] is PURE; [`write_back`] is the adapter.
+
+use anyhow::{anyhow, bail, Context, Result};
+use tracing::info;
+
+use crate::config::RedmineConfig;
+use crate::intake::redmine::{marker_run, RedmineClient, REPORT_MARKER};
+use crate::report::Parsed;
+
+/// Characters of the reply kept in the note when the full REPORT is attached instead.
+const SUMMARY_CHARS: usize = 2000;
+
+/// The note for a REPORT; `attached` names the attached file when the reply is too long.
+pub fn render_note(report: &Parsed, max_chars: usize, attached: Option<&str>) -> String {
+    let f = &report.fields;
+    let num = |k: &str| {
+        f.get(k)
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "?".into())
+    };
+    let mut note = format!(
+        "{REPORT_MARKER} run={}\n**harness REPORT**: model `{}` (tier `{}`), {} tokens, {} rounds, stop reason `{}`",
+        report.str("run_id"),
+        report.str("model"),
+        report.str("tier"),
+        num("total_tokens"),
+        num("rounds"),
+        report.str("stop_reason"),
+    );
+    if let Some(cost) = f.get("cost_usd").and_then(|v| v.as_f64()) {
+        note.push_str(&format!(", cost ${cost:.4}"));
+    }
+    note.push('\n');
+    if !report.str("error").is_empty() {
+        note.push_str(&format!("**Error:** {}\n", report.str("error")));
+    }
+    note.push('\n');
+    let body = report.body.trim_end();
+    match attached {
+        Some(name) => {
+            let cut: String = body.chars().take(SUMMARY_CHARS).collect();
+            note.push_str(&cut);
+            note.push_str(&format!(
+                "\n\n_(The reply is {} characters, more than {max_chars}: the full REPORT is attached as `{name}`.)_\n",
+                body.chars().count()
+            ));
+        }
+        None => {
+            note.push_str(body);
+            note.push('\n');
+        }
+    }
+    note
+}
+
+/// Whether a REPORT's reply must go as an attachment.
+pub fn needs_attachment(report: &Parsed, max_chars: usize) -> bool {
+    report.body.trim_end().chars().count() > max_chars
+}
+
+/// The status a stop reason leads to, by name.
+pub fn target_status<'a>(cfg: &'a RedmineConfig, stop_reason: &str) -> Option<&'a str> {
+    match stop_reason {
+        "completed" => cfg.writeback.status_done.as_deref(),
+        _ => cfg.writeback.status_failed.as_deref(),
+    }
+}
+
+/// Posts the REPORT to its issue and moves the issue; safe to repeat.
+pub async fn write_back(
+    client: &RedmineClient,
+    cfg: &RedmineConfig,
+    report_text: &str,
+    file_name: &str,
+) -> Result<()> {
+    let report = crate::report::parse(report_text)?;
+    if report.str("source") != "redmine" {
+        bail!(
+            "this REPORT is from source {:?}, not a Redmine issue",
+            report.str("source")
+        );
+    }
+    let issue_id: u64 = report.str("task_id").parse().map_err(|_| {
+        anyhow!(
+            "the REPORT's task_id {:?} is not an issue number",
+            report.str("task_id")
+        )
+    })?;
+    let run_id = report.str("run_id").to_string();
+    if run_id.is_empty() {
+        bail!("the REPORT has no run_id");
+    }
+    let path = format!("/issues/{issue_id}.json");
+    let before = client.issue(issue_id).await?;
+    let posted = before
+        .journals
+        .iter()
+        .any(|j| marker_run(&j.notes, REPORT_MARKER).as_deref() == Some(run_id.as_str()));
+    let target = match target_status(cfg, report.str("stop_reason")) {
+        Some(name) => Some((name.to_string(), client.status_id(name).await?)),
+        None => None,
+    };
+    let mut fields = serde_json::Map::new();
+    if cfg.writeback.enabled && !posted {
+        let max = cfg.writeback.max_note_chars;
+        let attached = if needs_attachment(&report, max) {
+            let token = client
+                .upload(report_text.as_bytes().to_vec(), file_name)
+                .await
+                .context("attaching the REPORT")?;
+            fields.insert(
+                "uploads".into(),
+                serde_json::json!([{"token": token, "filename": file_name, "content_type": "text/markdown"}]),
+            );
+            Some(file_name)
+        } else {
+            None
+        };
+        fields.insert("notes".into(), render_note(&report, max, attached).into());
+    } else if posted {
+        info!("writeback: issue #{issue_id} already has the note of run {run_id}; not posting it again");
+    }
+    if let Some((_, id)) = &target {
+        if before.status.id != *id {
+            fields.insert("status_id".into(), (*id).into());
+        }
+    }
+    if fields.is_empty() {
+        info!("writeback: issue #{issue_id} is already up to date");
+        return Ok(());
+    }
+    client
+        .put_json(&path, &serde_json::json!({ "issue": fields }))
+        .await
+        .with_context(|| format!("writing back to issue #{issue_id}"))?;
+    let after = client.issue(issue_id).await?;
+    if fields.contains_key("notes")
+        && !after
+            .journals
+            .iter()
+            .any(|j| marker_run(&j.notes, REPORT_MARKER).as_deref() == Some(run_id.as_str()))
+    {
+        bail!("Redmine accepted the note for issue #{issue_id} but did not save it (the bot's role needs \"Add notes\")");
+    }
+    if let Some((name, id)) = &target {
+        if after.status.id != *id {
+            bail!(
+                "Redmine did not apply the status change {:?} -> {name:?} on issue #{issue_id}: the workflow does not allow this transition for the bot's role (Administration > Workflow)",
+                before.status.name
+            );
+        }
+    }
+    info!(
+        "writeback: issue #{issue_id}: {}{}",
+        if fields.contains_key("notes") {
+            "REPORT posted as a note"
+        } else {
+            "note already there"
+        },
+        match &target {
+            Some((name, _)) => format!(", status {name:?}"),
+            None => String::new(),
+        }
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn parsed(body: &str) -> Parsed {
+        let text = format!(
+            "---\nharness_report: 1\nrun_id: \"r-1\"\nsource: \"redmine\"\ntask_id: \"7\"\nmodel: \"glm-5.3\"\ntier: \"mopac-primary\"\ntotal_tokens: 120\nrounds: 2\nstop_reason: \"completed\"\nerror: null\n---\n\n{body}"
+        );
+        crate::report::parse(&text).unwrap()
+    }
+
+    #[test]
+    fn note_has_marker_header_and_reply() {
+        assert_eq!(
+            render_note(&parsed("All done.\n"), 100, None),
+            "[harness-report] run=r-1\n**harness REPORT**: model `glm-5.3` (tier `mopac-primary`), 120 tokens, 2 rounds, stop reason `completed`\n\nAll done.\n"
+        );
+    }
+
+    #[test]
+    fn long_replies_are_summarised_and_attached() {
+        let long = "x".repeat(3000);
+        let p = parsed(&long);
+        assert!(needs_attachment(&p, 500));
+        let note = render_note(&p, 500, Some("REPORT-a.md"));
+        assert!(
+            note.contains("full REPORT is attached as `REPORT-a.md`"),
+            "{note}"
+        );
+        assert!(note.len() < 2500);
+        assert_eq!(marker_run(&note, REPORT_MARKER).as_deref(), Some("r-1"));
+    }
+}

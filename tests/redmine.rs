@@ -1,0 +1,460 @@
+//! Integration tests against a REAL Redmine (Debian's package), started by
+//! `scripts/redmine-up.sh` from `scripts/test.sh`, which exports the `REDMINE_*` variables.
+//! The tests share one server, so they run one at a time and reset the seeded DB first.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Mutex;
+
+use common::*;
+use serde_json::{json, Value};
+
+static SERVER: Mutex<()> = Mutex::new(());
+
+fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
+}
+
+fn id(name: &str) -> u64 {
+    var(&format!("REDMINE_ISSUE_{name}_ID")).parse().unwrap()
+}
+
+/// Restores the pristine seeded DB (same ids and keys).
+fn reset() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redmine-up.sh");
+    let out = std::process::Command::new(script)
+        .arg("--reset")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "reset failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn rest(state: &str) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redmine-up.sh");
+    let out = std::process::Command::new(script)
+        .args(["--rest", state])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "rest {state} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An issue with journals, read with the admin key.
+fn issue(n: u64) -> Value {
+    let (status, body) = http(
+        "GET",
+        &format!(
+            "{}/issues/{n}.json?include=journals,attachments",
+            var("REDMINE_URL")
+        ),
+        &[("X-Redmine-API-Key", &var("REDMINE_ADMIN_API_KEY"))],
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str::<Value>(&body).unwrap()["issue"].clone()
+}
+
+fn notes(issue: &Value) -> Vec<String> {
+    issue["journals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["notes"].as_str().unwrap_or("").to_string())
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+fn status_name(issue: &Value) -> String {
+    issue["status"]["name"].as_str().unwrap().to_string()
+}
+
+/// A workspace whose config takes tasks from the real Redmine.
+fn workspace(llm: &str, redmine: &str) -> Workspace {
+    let redmine = redmine.to_string();
+    Workspace::new(llm, move |c| {
+        let c = c.replace(
+            "[models.classes]\nprimary = \"mopac-primary\"\ncode = \"mopac-code\"",
+            "[models.classes]\nprimary = \"mopac-primary\"\ncode = \"mopac-code\"\nstudy = \"mopac-primary\"\nread = \"mopac-primary\"\nreview = \"mopac-primary\"",
+        );
+        format!(
+            "{c}\n[redmine]\nurl = \"{}\"\nkey_ref = \"env:HARNESS_TEST_REDMINE_KEY\"\nclass_field = \"Class\"\ndefault_class = \"primary\"\ntimeout_secs = 20\n{redmine}\n",
+            var("REDMINE_URL")
+        )
+    })
+}
+
+fn run(ws: &Workspace, args: &[&str]) -> Run {
+    ws.run_env(
+        args,
+        &[
+            ("HARNESS_TEST_LLM_KEY", CANARY),
+            ("HARNESS_TEST_REDMINE_KEY", &var("REDMINE_BOT_API_KEY")),
+        ],
+    )
+}
+
+const SCOPE_NEW: &str = "scope_query = \"project_id=mopac&status_id=1&sort=priority:desc,id\"";
+const WRITEBACK: &str = "[redmine.claim]\nstatus = \"In Progress\"\n[redmine.writeback]\nstatus_done = \"Resolved\"\nstatus_failed = \"Feedback\"\n";
+
+macro_rules! real_redmine {
+    () => {{
+        if !real_server("HARNESS_TEST_REDMINE", "real Redmine") {
+            return;
+        }
+        let guard = SERVER.lock().unwrap_or_else(|e| e.into_inner());
+        reset();
+        guard
+    }};
+}
+
+#[test]
+fn full_path_claim_turn_report_note_status() {
+    let _g = real_redmine!();
+    let llm = Llm::start(&json!([
+        tool_call("c1", "echo looked"),
+        text("# Fixed\n\nThe bug is understood.")
+    ]));
+    let ws = workspace(&llm.base_url(), &format!("{SCOPE_NEW}\n{WRITEBACK}"));
+    let r = run(&ws, &["once"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let top = id("CODE2"); // Immediate priority: first in scope
+    let report = ws.latest();
+    assert_eq!(front(&report, "task_id"), top.to_string());
+    assert_eq!(front(&report, "source"), "redmine");
+    assert_eq!(front(&report, "class"), "code");
+    assert_eq!(front(&report, "model"), "glm-5.2");
+    // The model saw the issue and its discussion.
+    let bodies = llm.chat_bodies();
+    let user = bodies[0]["messages"][1]["content"].as_str().unwrap();
+    assert!(user.contains(&format!("Redmine issue #{top}")), "{user}");
+    assert!(user.contains("=== DISCUSSION (1 notes"), "{user}");
+    // Read back through the API.
+    let i = issue(top);
+    assert_eq!(status_name(&i), "Resolved");
+    assert_eq!(
+        i["assigned_to"]["id"].to_string(),
+        var("REDMINE_BOT_USER_ID")
+    );
+    let run_id = front(&report, "run_id");
+    let n = notes(&i);
+    let claims: Vec<&String> = n
+        .iter()
+        .filter(|x| x.starts_with("[harness-claim]"))
+        .collect();
+    let reports: Vec<&String> = n
+        .iter()
+        .filter(|x| x.starts_with("[harness-report]"))
+        .collect();
+    assert_eq!(claims.len(), 1, "{n:#?}");
+    assert_eq!(reports.len(), 1, "{n:#?}");
+    assert!(reports[0].contains(&format!("run={}", run_id.as_str().unwrap())));
+    assert!(reports[0].contains("The bug is understood."));
+    assert!(reports[0].contains("model `glm-5.2`"));
+    assert!(!r.stderr.contains(&var("REDMINE_BOT_API_KEY")));
+    assert!(!report.contains(&var("REDMINE_BOT_API_KEY")));
+}
+
+#[test]
+fn saved_query_scope_and_dry_run_change_nothing() {
+    let _g = real_redmine!();
+    let ws = workspace(
+        "http://127.0.0.1:9/v1",
+        &format!("scope_query_id = {}", var("REDMINE_QUERY_ID")),
+    );
+    let first: u64 = var("REDMINE_QUERY_ORDER")
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let before = notes(&issue(first)).len();
+    let r = run(&ws, &["once", "--dry-run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(&format!("task: [{first}] ")),
+        "{}",
+        r.stdout
+    );
+    let i = issue(first);
+    assert_eq!(status_name(&i), "New", "a dry run claims nothing");
+    assert_eq!(notes(&i).len(), before);
+}
+
+#[test]
+fn project_scoped_saved_query_needs_the_project() {
+    let _g = real_redmine!();
+    let q = var("REDMINE_PROJECT_QUERY_ID");
+    let ws = workspace(
+        "http://127.0.0.1:9/v1",
+        &format!("scope_query_id = {q}\nproject = \"mopac\""),
+    );
+    let r = run(&ws, &["once", "--dry-run"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let first = var("REDMINE_PROJECT_QUERY_ORDER")
+        .split(',')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        r.stdout.contains(&format!("task: [{first}] ")),
+        "{}",
+        r.stdout
+    );
+    // Without the project Redmine answers 404: an intake error that says what to check.
+    let ws = workspace("http://127.0.0.1:9/v1", &format!("scope_query_id = {q}"));
+    let r = run(&ws, &["once", "--dry-run"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("404"), "{}", r.stderr);
+    assert!(r.stderr.contains("[redmine].project"), "{}", r.stderr);
+}
+
+#[test]
+fn class_from_the_field_and_the_default() {
+    let _g = real_redmine!();
+    let ws = workspace("http://127.0.0.1:9/v1", SCOPE_NEW);
+    let r = run(
+        &ws,
+        &["once", "--dry-run", "--task-id", &id("NOCLASS").to_string()],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("routing: class \"primary\" -> tier mopac-primary"),
+        "{}",
+        r.stdout
+    );
+    let r = run(
+        &ws,
+        &["once", "--dry-run", "--task-id", &id("CODE").to_string()],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("routing: class \"code\" -> tier mopac-code -> model glm-5.2"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn task_id_must_be_in_scope_unless_forced() {
+    let _g = real_redmine!();
+    let ws = workspace("http://127.0.0.1:9/v1", SCOPE_NEW);
+    let n = id("INPROGRESS").to_string();
+    let r = run(&ws, &["once", "--dry-run", "--task-id", &n]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("is not in scope"), "{}", r.stderr);
+    assert!(r.stderr.contains("--force"), "{}", r.stderr);
+    let r = run(&ws, &["once", "--dry-run", "--task-id", &n, "--force"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains(&format!("task: [{n}] ")), "{}", r.stdout);
+}
+
+#[test]
+fn no_task_in_scope_is_exit_0() {
+    let _g = real_redmine!();
+    let llm = Llm::start(&json!([text("never")]));
+    let ws = workspace(
+        &llm.base_url(),
+        "scope_query = \"project_id=mopac&status_id=1&cf_1=nothing-has-this\"",
+    );
+    let r = run(&ws, &["once"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("no tasks in scope"), "{}", r.stderr);
+    assert_eq!(r.stdout, "");
+    assert_eq!(llm.state()["connections"], 0);
+}
+
+#[test]
+fn an_unroutable_issue_is_a_routing_error_and_is_not_claimed() {
+    let _g = real_redmine!();
+    let llm = Llm::start(&json!([text("never")]));
+    let ws = workspace(&llm.base_url(), &format!("{SCOPE_NEW}\n{WRITEBACK}"));
+    let n = id("BOGUS");
+    let before = notes(&issue(n)).len();
+    let r = run(&ws, &["once", "--task-id", &n.to_string()]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("unknown class \"bogus\""), "{}", r.stderr);
+    let i = issue(n);
+    assert_eq!(status_name(&i), "New");
+    assert_eq!(notes(&i).len(), before);
+    assert_eq!(llm.state()["connections"], 0);
+}
+
+#[test]
+fn a_refused_transition_is_an_error_and_writeback_can_be_retried_once() {
+    let _g = real_redmine!();
+    let llm = Llm::start(&json!([text("Done here.")]));
+    // In Progress -> Closed is not in the bot's workflow: Redmine answers 204 and changes nothing.
+    let cfg = format!("{SCOPE_NEW}\n[redmine.claim]\nstatus = \"In Progress\"\n[redmine.writeback]\nstatus_done = \"Closed\"\n");
+    let ws = workspace(&llm.base_url(), &cfg);
+    let n = id("CODE");
+    let r = run(&ws, &["once", "--task-id", &n.to_string()]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("did not apply the status change \"In Progress\" -> \"Closed\""),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("harness writeback"), "{}", r.stderr);
+    let files = ws.report_files();
+    assert_eq!(files.len(), 1, "the REPORT stays on disk");
+    assert_eq!(status_name(&issue(n)), "In Progress");
+    // Fix the config and retry: the note is not posted twice, the status moves.
+    let text = std::fs::read_to_string(ws.config())
+        .unwrap()
+        .replace("status_done = \"Closed\"", "status_done = \"Resolved\"");
+    std::fs::write(ws.config(), text).unwrap();
+    let report = files[0].to_str().unwrap();
+    for _ in 0..2 {
+        let r = run(&ws, &["writeback", report]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let i = issue(n);
+    assert_eq!(status_name(&i), "Resolved");
+    let reports = notes(&i)
+        .into_iter()
+        .filter(|x| x.starts_with("[harness-report]"))
+        .count();
+    assert_eq!(reports, 1);
+}
+
+#[test]
+fn a_long_reply_is_attached_with_a_summary() {
+    let _g = real_redmine!();
+    let long = format!("# Long\n\n{}", "All work and no play. ".repeat(200));
+    let llm = Llm::start(&json!([text(&long)]));
+    let ws = workspace(
+        &llm.base_url(),
+        &format!(
+            "{SCOPE_NEW}\n[redmine.writeback]\nmax_note_chars = 1000\nstatus_done = \"Resolved\"\n"
+        ),
+    );
+    let n = id("STUDY");
+    let r = run(&ws, &["once", "--task-id", &n.to_string()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let i = issue(n);
+    let attachments = i["attachments"].as_array().unwrap();
+    assert_eq!(attachments.len(), 1, "{i}");
+    assert!(attachments[0]["filename"]
+        .as_str()
+        .unwrap()
+        .starts_with("REPORT-test-"));
+    let note = notes(&i)
+        .into_iter()
+        .find(|x| x.starts_with("[harness-report]"))
+        .unwrap();
+    assert!(note.contains("the full REPORT is attached"), "{note}");
+}
+
+#[test]
+fn a_bad_key_is_an_intake_error_that_never_shows_the_key() {
+    let _g = real_redmine!();
+    let ws = workspace("http://127.0.0.1:9/v1", SCOPE_NEW);
+    let bad = "0123456789abcdef0123456789abcdef01234567";
+    let r = ws.run_env(&["once", "--dry-run"], &[("HARNESS_TEST_REDMINE_KEY", bad)]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("rejected the API key"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("env:HARNESS_TEST_REDMINE_KEY"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains(bad));
+}
+
+#[test]
+fn rest_disabled_is_an_intake_error_not_an_empty_scope() {
+    let _g = real_redmine!();
+    rest("off");
+    let ws = workspace(
+        "http://127.0.0.1:9/v1",
+        &format!("scope_query_id = {}", var("REDMINE_QUERY_ID")),
+    );
+    let r = run(&ws, &["once", "--dry-run"]);
+    rest("on");
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("REST API is disabled"), "{}", r.stderr);
+}
+
+#[test]
+fn many_workers_work_every_issue_exactly_once() {
+    let _g = real_redmine!();
+    let llm = Llm::start(&json!({"steps": [text("worked")], "loop": true}));
+    // Ten routable New issues (the empty and the bogus class are left out of scope).
+    let scope = "scope_query = \"project_id=mopac&status_id=1&cf_1=code|study|read|review|primary&sort=priority:desc,id\"";
+    let workers: Vec<Workspace> = (0..4)
+        .map(|_| workspace(&llm.base_url(), &format!("{scope}\n{WRITEBACK}")))
+        .collect();
+    let expected: Vec<u64> = [
+        "STUDY", "READ", "CODE", "REVIEW", "PRIMARY", "CODE2", "STUDY2", "READ2", "REVIEW2",
+        "CODE3",
+    ]
+    .iter()
+    .map(|k| id(k))
+    .collect();
+    // Waves of 4 simultaneous runs; each worker has its own report dir, as on separate hosts,
+    // so only the Redmine claim protocol keeps them apart.
+    for _wave in 0..4 {
+        let handles: Vec<_> = workers
+            .iter()
+            .map(|ws| {
+                let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_harness"));
+                cmd.args(["once", "--config", ws.config().to_str().unwrap()])
+                    .env("HARNESS_TEST_LLM_KEY", CANARY)
+                    .env("HARNESS_TEST_REDMINE_KEY", var("REDMINE_BOT_API_KEY"))
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped());
+                cmd.spawn().unwrap()
+            })
+            .collect();
+        for h in handles {
+            let out = h.wait_with_output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let mut worked: Vec<u64> = workers
+        .iter()
+        .flat_map(|ws| ws.report_files())
+        .map(|p| {
+            front(&std::fs::read_to_string(p).unwrap(), "task_id")
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    worked.sort();
+    let mut want = expected.clone();
+    want.sort();
+    assert_eq!(
+        worked, want,
+        "every issue worked exactly once (REPORT files)"
+    );
+    for n in expected {
+        let i = issue(n);
+        let reports = notes(&i)
+            .into_iter()
+            .filter(|x| x.starts_with("[harness-report]"))
+            .count();
+        assert_eq!(reports, 1, "issue #{n}: one report note");
+        assert_eq!(status_name(&i), "Resolved", "issue #{n}");
+    }
+}
