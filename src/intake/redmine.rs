@@ -89,7 +89,7 @@ impl RedmineClient {
                         Err(e) => Err(format!("the connection broke while reading the reply: {e}")),
                     }
                 }
-                Err(e) => Err(describe_transport(&e)),
+                Err(e) => Err(crate::llm::client::transport_message(&e)),
             };
             let retry_reason = match &result {
                 Ok(a) if a.status >= 500 => Some(format!("HTTP {}", a.status)),
@@ -233,27 +233,6 @@ impl RedmineClient {
         let statuses: Vec<Named> = serde_json::from_value(v["issue_statuses"].clone())
             .context("GET /issue_statuses.json: unexpected body")?;
         status_by_name(&statuses, name)
-    }
-}
-
-fn describe_transport(e: &reqwest::Error) -> String {
-    let what = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "could not connect"
-    } else {
-        "transport error"
-    };
-    let mut chain = Vec::new();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        chain.push(s.to_string());
-        source = s.source();
-    }
-    if chain.is_empty() {
-        what.to_string()
-    } else {
-        format!("{what}: {}", chain.join(": "))
     }
 }
 

@@ -346,7 +346,8 @@ impl Attempt {
     }
 }
 
-fn transport_message(e: &reqwest::Error) -> String {
+/// What a transport failure was (timeout, connect, broken body), with its cause chain.
+pub fn transport_message(e: &reqwest::Error) -> String {
     let what = if e.is_timeout() {
         "timed out"
     } else if e.is_connect() {
