@@ -206,3 +206,26 @@ fn the_example_config_loads_and_matches_the_spec_plan() {
         .contains("  tools: bash (allow=18 deny=7 default=deny timeout=60s)\n"));
     assert!(run.stdout.contains("  bound: max 8 rounds\n"));
 }
+
+#[test]
+fn redmine_down_is_an_intake_error_that_says_what_was_tried() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
+        format!("{c}\n[redmine]\nurl = \"http://127.0.0.1:{port}\"\nkey_ref = \"literal:rm-canary-5e1f\"\nscope_query = \"status_id=open\"\nmax_retries = 1\n")
+    });
+    let run = ws.run(&["once", "--dry-run"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "GET http://127.0.0.1:{port}/users/current.json: could not connect"
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("(after 2 attempts)"), "{}", run.stderr);
+    assert!(!run.stderr.contains("rm-canary-5e1f"));
+}

@@ -389,6 +389,59 @@ fn rest_disabled_is_an_intake_error_not_an_empty_scope() {
 }
 
 #[test]
+fn a_live_claim_is_respected_and_a_stale_one_taken_over() {
+    let _g = real_redmine!();
+    let llm = Llm::start(&json!({"steps": [text("taken over")], "loop": true}));
+    let ws = workspace(
+        &llm.base_url(),
+        &format!("{SCOPE_NEW}\n{WRITEBACK}\n[redmine.claim]\nstale_after_mins = 60\n")
+            .replace("[redmine.claim]\nstatus = \"In Progress\"\n", ""),
+    );
+    let n = id("CODE3");
+    // Another worker (here: the admin, by hand) claimed it and died.
+    let (status, body) = http(
+        "PUT",
+        &format!("{}/issues/{n}.json", var("REDMINE_URL")),
+        &[
+            ("X-Redmine-API-Key", &var("REDMINE_ADMIN_API_KEY")),
+            ("Content-Type", "application/json"),
+        ],
+        Some(
+            r#"{"issue":{"notes":"[harness-claim] run=dead-run host=elsewhere pid=1: harness is working on this issue."}}"#,
+        ),
+    );
+    assert_eq!(status, 204, "{body}");
+    let r = run(&ws, &["once", "--task-id", &n.to_string()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("is claimed by run dead-run"),
+        "{}",
+        r.stderr
+    );
+    assert!(ws.report_files().is_empty());
+    // Two hours later the claim is stale (the journal's time is moved back in the DB).
+    let sql = "UPDATE journals SET created_on = datetime(created_on, '-2 hours') WHERE notes LIKE '[harness-claim] run=dead-run%';";
+    let out = std::process::Command::new("sqlite3")
+        .args(["-cmd", ".timeout 5000", &var("REDMINE_DB_FILE"), sql])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = run(&ws, &["once", "--task-id", &n.to_string()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("is stale; taking it over"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(ws.report_files().len(), 1);
+    assert_eq!(status_name(&issue(n)), "Resolved");
+}
+
+#[test]
 fn many_workers_work_every_issue_exactly_once() {
     let _g = real_redmine!();
     let llm = Llm::start(&json!({"steps": [text("worked")], "loop": true}));
@@ -407,8 +460,10 @@ fn many_workers_work_every_issue_exactly_once() {
     // Waves of 4 simultaneous runs; each worker has its own report dir, as on separate hosts,
     // so only the Redmine claim protocol keeps them apart.
     for _wave in 0..4 {
+        // Two extra processes share workers 0 and 1's report dirs: the local lock's case.
         let handles: Vec<_> = workers
             .iter()
+            .chain(workers.iter().take(2))
             .map(|ws| {
                 let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_harness"));
                 cmd.args(["once", "--config", ws.config().to_str().unwrap()])
