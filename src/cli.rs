@@ -57,8 +57,19 @@ pub enum Command {
     Gate(GateArgs),
     /// Retry the Redmine write-back (note + status) of an existing REPORT file; idempotent.
     Writeback(WritebackArgs),
+    /// Run every no-cost check (config, key refs, report dir, gate, proxy and models,
+    /// Redmine) and print a checklist (exit 0 all ok, 1 otherwise). Sends no completion.
+    Check(CheckArgs),
     /// Print the version.
     Version,
+}
+
+/// Flags of `harness check`.
+#[derive(Debug, Args, Clone)]
+pub struct CheckArgs {
+    /// Config file (default $HARNESS_CONFIG, then ./harness.toml).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
 }
 
 /// Flags of `harness writeback`.

@@ -6,6 +6,7 @@
 
 #![deny(clippy::print_stdout)]
 
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod exit;
@@ -51,6 +52,7 @@ pub async fn run(cli: cli::Cli, interrupt: Arc<Interrupt>) -> Result<Success, Fa
         Command::Once(args) => once(args, &interrupt, &mut redactor).await,
         Command::Gate(args) => gate_command(args),
         Command::Writeback(args) => writeback_command(args, &mut redactor).await,
+        Command::Check(args) => check_command(args, &mut redactor).await,
         Command::Version => {
             emit(&format!("harness {}\n", env!("CARGO_PKG_VERSION")));
             Ok(Success::Done)
@@ -456,13 +458,7 @@ fn backend(
     };
     let key = key_ref.resolve("litellm key")?;
     redactor.add(&key);
-    let options = llm::client::ClientOptions {
-        timeout: cfg.litellm.timeout,
-        max_retries: cfg.litellm.max_retries,
-        streaming: cfg.litellm.streaming,
-        stream_idle_timeout: cfg.litellm.stream_idle_timeout,
-        key_label: key_ref.describe(),
-    };
+    let options = llm::client::ClientOptions::new(&cfg.litellm, key_ref);
     Ok(Backend::Http(llm::client::HttpClient::new(
         url,
         key,
@@ -514,6 +510,16 @@ async fn writeback_command(
         .with_context(|| format!("write-back of {}", args.report.display()))
         .stage(Stage::Writeback)?;
     Ok(Success::Done)
+}
+
+async fn check_command(args: cli::CheckArgs, redactor: &mut Redactor) -> Result<Success, Failure> {
+    let cfg = load_config(args.config)?;
+    let items = check::run(&cfg, redactor).await;
+    emit(&check::render(&items));
+    match check::failures(&items) {
+        0 => Ok(Success::Done),
+        n => Err(anyhow!("check: {n} of {} checks failed", items.len())).stage(Stage::Config),
+    }
 }
 
 fn gate_command(args: GateArgs) -> Result<Success, Failure> {

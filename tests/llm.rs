@@ -445,3 +445,72 @@ fn the_plan_shows_the_budget_and_the_llm_options() {
         run.stdout
     );
 }
+
+#[test]
+fn check_prints_a_checklist_and_sends_no_completion() {
+    let llm = Llm::start(&json!([text("never")]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let run = ws.run(&["check"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(
+        lines.iter().all(|l| !l.starts_with("FAIL")),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(lines.last(), Some(&"all 10 checks passed"));
+    for expected in [
+        "ok    litellm key: env:HARNESS_TEST_LLM_KEY resolves",
+        "ok    [models].mopac-primary: glm-5.3 listed",
+        "skip  redmine: no [redmine] section",
+        "warn  gate: allow rule `env`: `env` runs other commands; the gate judges the command it runs against the rules too",
+    ] {
+        assert!(lines.contains(&expected), "{expected}\n{}", run.stdout);
+    }
+    assert!(llm.chat_bodies().is_empty());
+    assert!(!run.stdout.contains(CANARY) && !run.stderr.contains(CANARY));
+}
+
+#[test]
+fn check_fails_on_every_broken_piece_and_exits_1() {
+    let llm = Llm::start(&json!([text("never")]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        with_chain(c, "[\"glm-5.3\", \"glm-9\"]")
+            + "\n[redmine]\nurl = \"http://127.0.0.1:9\"\nkey_ref = \"env:HARNESS_TEST_REDMINE_KEY\"\nscope_query = \"status_id=open\"\n"
+    });
+    std::fs::write(ws.path().join("reports"), "not a dir").unwrap();
+    let run = ws.run_env(
+        &["check"],
+        &[
+            ("HARNESS_TEST_LLM_KEY", CANARY),
+            ("HARNESS_TEST_REDMINE_KEY", "rm-key"),
+        ],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    for expected in [
+        "FAIL  report dir: cannot create report dir",
+        "FAIL  [models].mopac-primary: not listed by GET /models: \"glm-9\"",
+        "ok    redmine key: env:HARNESS_TEST_REDMINE_KEY resolves",
+        "FAIL  redmine: ",
+    ] {
+        assert!(run.stdout.contains(expected), "{expected}\n{}", run.stdout);
+    }
+    assert!(
+        run.stdout.ends_with("3 of 11 checks failed\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains("check: 3 of 11 checks failed"),
+        "{}",
+        run.stderr
+    );
+    let missing = ws.run_env(&["check"], &[]);
+    assert!(
+        missing.stdout.contains(
+            "FAIL  litellm key: litellm key: environment variable HARNESS_TEST_LLM_KEY is not set"
+        ),
+        "{}",
+        missing.stdout
+    );
+}

@@ -15,8 +15,8 @@ use tracing::{debug, info};
 use super::stream::StreamAssembler;
 use super::wire::{ChatRequest, ChatResponse};
 use super::{reply_from, LlmError, LlmErrorKind, Reply};
-use crate::config::ModelPrice;
-use crate::secrets::{Redactor, Secret};
+use crate::config::{LitellmConfig, ModelPrice};
+use crate::secrets::{KeyRef, Redactor, Secret};
 
 /// Longest wait a `Retry-After` header can impose; a longer ask is cut to this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -44,6 +44,19 @@ pub struct ClientOptions {
     pub stream_idle_timeout: Duration,
     /// Where the key came from (`env:NAME`), for "the key was rejected" messages.
     pub key_label: String,
+}
+
+impl ClientOptions {
+    /// The options `[litellm]` configures, for the key from `key_ref`.
+    pub fn new(cfg: &LitellmConfig, key_ref: &KeyRef) -> ClientOptions {
+        ClientOptions {
+            timeout: cfg.timeout,
+            max_retries: cfg.max_retries,
+            streaming: cfg.streaming,
+            stream_idle_timeout: cfg.stream_idle_timeout,
+            key_label: key_ref.describe(),
+        }
+    }
 }
 
 /// A client for one OpenAI-compatible endpoint.

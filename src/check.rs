@@ -1,0 +1,291 @@
+//! `harness check`: every check that costs no token, as a checklist. A loaded [`Config`] in,
+//! a list of [`Item`]s out; [`render`] is PURE. The checks are adapters: key refs are
+//! resolved (env, files), the report dir is written to and cleaned, the proxy gets
+//! `GET /models` (and `GET /model/info` with `prices = "proxy"`), Redmine gets
+//! `GET /users/current.json`. No chat completion is ever sent.
+
+use std::collections::BTreeMap;
+
+use crate::config::{Config, Prices};
+use crate::intake::redmine::RedmineClient;
+use crate::llm::client::{ClientOptions, HttpClient};
+use crate::secrets::Redactor;
+use crate::tools::gate;
+
+/// How one check went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Works.
+    Ok,
+    /// Works, but worth a look (a gate lint); does not fail the check.
+    Warn,
+    /// Broken: `harness once` would fail or misbehave.
+    Fail,
+    /// Not configured, so not checked.
+    Skip,
+}
+
+/// One line of the checklist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// The verdict.
+    pub status: Status,
+    /// What was checked (`proxy`, `redmine`, ...).
+    pub what: String,
+    /// What was found.
+    pub detail: String,
+}
+
+fn item(status: Status, what: &str, detail: impl Into<String>) -> Item {
+    Item {
+        status,
+        what: what.to_string(),
+        detail: detail.into(),
+    }
+}
+
+/// Runs every check of `cfg` in order. Secrets resolved on the way are added to `redactor`.
+pub async fn run(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
+    let tiers = cfg.models.tiers.len();
+    let mut items = vec![item(
+        Status::Ok,
+        "config",
+        format!(
+            "{} is valid (vertical {:?}, {tiers} tier{})",
+            cfg.path.display(),
+            cfg.vertical,
+            if tiers == 1 { "" } else { "s" }
+        ),
+    )];
+    items.push(match crate::report::prepare_dir(&cfg.report_dir) {
+        Ok(()) => item(
+            Status::Ok,
+            "report dir",
+            format!("{} is writable", cfg.report_dir.display()),
+        ),
+        Err(e) => item(Status::Fail, "report dir", format!("{e:#}")),
+    });
+    if cfg.bash.enabled {
+        items.push(if cfg.work_root.is_dir() {
+            item(
+                Status::Ok,
+                "work root",
+                format!("{} is a directory", cfg.work_root.display()),
+            )
+        } else {
+            item(
+                Status::Fail,
+                "work root",
+                format!("{} is not a directory", cfg.work_root.display()),
+            )
+        });
+        items.extend(gate_items(cfg));
+    }
+    items.extend(litellm_items(cfg, redactor).await);
+    items.extend(redmine_items(cfg, redactor).await);
+    for i in &mut items {
+        i.detail = redactor.redact(&i.detail);
+    }
+    items
+}
+
+fn gate_items(cfg: &Config) -> Vec<Item> {
+    let p = &cfg.bash.policy;
+    let default = match p.default {
+        gate::Verdict::Allow => "allow",
+        gate::Verdict::Deny => "deny",
+    };
+    let mut items = vec![item(
+        Status::Ok,
+        "gate",
+        format!(
+            "{} allow rules, {} deny rules, default {default}",
+            p.allow.len(),
+            p.deny.len()
+        ),
+    )];
+    items.extend(
+        gate::lint(p)
+            .into_iter()
+            .map(|w| item(Status::Warn, "gate", w)),
+    );
+    items
+}
+
+async fn litellm_items(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
+    if let Some(path) = &cfg.litellm.replay {
+        return vec![match crate::llm::cassette::Replayer::load(path) {
+            Ok(_) => item(
+                Status::Ok,
+                "llm",
+                format!("replay {} loads (no key, no network)", path.display()),
+            ),
+            Err(e) => item(Status::Fail, "llm", format!("{e:#}")),
+        }];
+    }
+    let (Some(url), Some(key_ref)) = (&cfg.litellm.base_url, &cfg.litellm.key_ref) else {
+        return vec![item(
+            Status::Fail,
+            "llm",
+            "[litellm] needs base_url and key_ref (or replay)",
+        )];
+    };
+    let key = match key_ref.resolve("litellm key") {
+        Ok(k) => k,
+        Err(e) => return vec![item(Status::Fail, "litellm key", format!("{e:#}"))],
+    };
+    redactor.add(&key);
+    let mut items = vec![item(
+        Status::Ok,
+        "litellm key",
+        format!("{} resolves", key_ref.describe()),
+    )];
+    let client = match HttpClient::new(
+        url,
+        key,
+        ClientOptions::new(&cfg.litellm, key_ref),
+        redactor.clone(),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            items.push(item(Status::Fail, "proxy", format!("{e:#}")));
+            return items;
+        }
+    };
+    let served = match client.list_models().await {
+        Ok(s) => s,
+        Err(e) => {
+            items.push(item(Status::Fail, "proxy", e.message));
+            return items;
+        }
+    };
+    items.push(item(
+        Status::Ok,
+        "proxy",
+        format!("{url} answers GET /models with {} models", served.len()),
+    ));
+    items.extend(model_items(&cfg.models.tiers, &served));
+    if cfg.prices == Prices::Proxy {
+        items.push(match client.model_prices().await {
+            Ok(p) => item(
+                Status::Ok,
+                "prices",
+                format!("GET /model/info prices {} models", p.len()),
+            ),
+            Err(e) => item(Status::Fail, "prices", e.message),
+        });
+    }
+    items
+}
+
+/// One item per tier: are its models listed by the proxy? PURE.
+pub fn model_items(tiers: &BTreeMap<String, Vec<String>>, served: &[String]) -> Vec<Item> {
+    tiers
+        .iter()
+        .map(|(tier, chain)| {
+            let missing: Vec<&String> = chain.iter().filter(|m| !served.contains(m)).collect();
+            let what = format!("[models].{tier}");
+            if missing.is_empty() {
+                item(Status::Ok, &what, format!("{} listed", chain.join(", ")))
+            } else {
+                let names: Vec<String> = missing.iter().map(|m| format!("{m:?}")).collect();
+                item(
+                    Status::Fail,
+                    &what,
+                    format!("not listed by GET /models: {}", names.join(", ")),
+                )
+            }
+        })
+        .collect()
+}
+
+async fn redmine_items(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
+    let Some(rm) = &cfg.redmine else {
+        return vec![item(Status::Skip, "redmine", "no [redmine] section")];
+    };
+    let key = match rm.key_ref.resolve("redmine key") {
+        Ok(k) => k,
+        Err(e) => return vec![item(Status::Fail, "redmine key", format!("{e:#}"))],
+    };
+    redactor.add(&key);
+    let mut items = vec![item(
+        Status::Ok,
+        "redmine key",
+        format!("{} resolves", rm.key_ref.describe()),
+    )];
+    let user = match RedmineClient::new(rm, key, redactor.clone()) {
+        Ok(client) => client.current_user().await,
+        Err(e) => Err(e),
+    };
+    items.push(match user {
+        Ok(u) => item(
+            Status::Ok,
+            "redmine",
+            format!(
+                "{} accepts the key (user {:?}, id {})",
+                rm.url, u.login, u.id
+            ),
+        ),
+        Err(e) => item(Status::Fail, "redmine", format!("{e:#}")),
+    });
+    items
+}
+
+/// The checklist as printed: one line per item, then a count.
+pub fn render(items: &[Item]) -> String {
+    let mut out = String::new();
+    for i in items {
+        let mark = match i.status {
+            Status::Ok => "ok  ",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+            Status::Skip => "skip",
+        };
+        out.push_str(&format!("{mark}  {}: {}\n", i.what, i.detail));
+    }
+    let failed = failures(items);
+    out.push_str(&if failed == 0 {
+        format!("all {} checks passed\n", items.len())
+    } else {
+        format!("{failed} of {} checks failed\n", items.len())
+    });
+    out
+}
+
+/// How many items failed.
+pub fn failures(items: &[Item]) -> usize {
+    items.iter().filter(|i| i.status == Status::Fail).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn tiers_are_checked_against_the_listing() {
+        let tiers: BTreeMap<String, Vec<String>> = [
+            ("a", vec!["glm-5.3", "glm-5.2"]),
+            ("b", vec!["glm-9", "glm-5.3"]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
+        .collect();
+        let served = vec!["glm-5.3".to_string(), "glm-5.2".to_string()];
+        let items = model_items(&tiers, &served);
+        assert_eq!(
+            render(&items),
+            "ok    [models].a: glm-5.3, glm-5.2 listed\nFAIL  [models].b: not listed by GET /models: \"glm-9\"\n1 of 2 checks failed\n"
+        );
+    }
+
+    #[test]
+    fn warnings_and_skips_do_not_fail() {
+        let items = vec![
+            item(Status::Warn, "gate", "rule x shadows y"),
+            item(Status::Skip, "redmine", "no [redmine] section"),
+        ];
+        assert_eq!(failures(&items), 0);
+        assert!(render(&items).ends_with("all 2 checks passed\n"));
+    }
+}
