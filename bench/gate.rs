@@ -75,7 +75,7 @@ fn main() {
         .count();
     let mix = rate(&policy, MIX, budget);
     println!(
-        "gate_mix\t{mix:.0}\tverdicts/s ({} commands, {allowed} allowed)",
+        "gate_mix\t{mix:.0}\t({} commands, {allowed} allowed)",
         MIX.len()
     );
 
@@ -87,7 +87,7 @@ fn main() {
     let verdict = judge(&policy, &long).verdict;
     let long_rate = rate(&policy, &[long.as_str()], budget);
     println!(
-        "gate_long\t{long_rate:.0}\tverdicts/s ({segments} segments, {} bytes, {verdict:?})",
+        "gate_long\t{long_rate:.0}\t({segments} segments, {} bytes, {verdict:?})",
         long.len()
     );
 }

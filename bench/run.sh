@@ -134,6 +134,17 @@ for n in 1 10 50; do
   [[ $(field fails "$r") == 0 ]] || echo "warning: $(field fails "$r") failed runs for the $n-round turn" >&2
   row "turn: $n round(s) of 'echo round-N'" "${WALL[$n]}" "${CPU[$n]}" "$(( $(field rss_max_kb "$r") / 1024 )) MiB" "rss max $(field rss_max_kb "$r") KiB"
 done
+# The fixed part of a turn is mostly the five fsyncs of the writeback (probe, two files, two
+# directory syncs); the same 1-round turn with report_dir on tmpfs shows what is left.
+if [[ -d /dev/shm && -w /dev/shm ]]; then
+  start_llm "$WORK/turn-1.json"
+  CFG=$(config turn-1-shm "$URL" 2 "")
+  SHM=$(mktemp -d /dev/shm/harness-bench.XXXXXX)
+  sed -i "s#^report_dir = .*#report_dir = \"$SHM\"#" "$CFG"
+  r=$($MEASURE -n "$RUNS" -- "$HARNESS" once --demo --config "$CFG")
+  rm -rf "$SHM"
+  row "turn: 1 round, report_dir on tmpfs" "$(field wall_ms "$r")" "$(field cpu_ms "$r")" "$(( $(field rss_max_kb "$r") / 1024 )) MiB" "no fsync latency"
+fi
 per_wall=$(awk -v a="${WALL[50]}" -v b="${WALL[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
 per_cpu=$(awk -v a="${CPU[50]}" -v b="${CPU[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
 per_harness=$(awk -v c="$per_cpu" -v b="$BASH_CPU" 'BEGIN{printf "%.2f", c-b}')

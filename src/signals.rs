@@ -12,6 +12,9 @@ use tokio::sync::Notify;
 pub struct Interrupt {
     signal: AtomicI32,
     notify: Notify,
+    /// Process group of the command running now (0: none). A second signal exits at once,
+    /// skipping the runner's own kill, so it kills this group first.
+    child_group: AtomicI32,
 }
 
 impl Interrupt {
@@ -36,6 +39,22 @@ impl Interrupt {
             .is_ok()
         {
             self.notify.notify_waiters();
+        }
+    }
+
+    /// Records the process group of the command now running (`None` once it has ended).
+    pub fn set_child_group(&self, pgid: Option<i32>) {
+        self.child_group.store(pgid.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// SIGKILLs the recorded command's process group, if one is running.
+    fn kill_child_group(&self) {
+        let pgid = self.child_group.swap(0, Ordering::SeqCst);
+        if pgid > 1 {
+            // SAFETY: killpg only sends a signal; a group that is already gone gives ESRCH.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
         }
     }
 
@@ -66,6 +85,7 @@ pub fn install(interrupt: Arc<Interrupt>) -> anyhow::Result<()> {
                 _ = term.recv() => libc::SIGTERM,
             };
             if interrupt.received().is_some() {
+                interrupt.kill_child_group();
                 std::process::exit(128 + sig);
             }
             tracing::warn!(

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::wire::ChatResponse;
 use super::{reply_from, LlmError, LlmErrorKind, Reply};
+use crate::secrets::Redactor;
 
 /// The cassette file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -91,12 +92,14 @@ impl Replayer {
 }
 
 /// Writes the replies of a live run as a cassette.
-pub fn save(path: &Path, replies: Vec<Recorded>) -> Result<()> {
+pub fn save(path: &Path, replies: Vec<Recorded>, redactor: &Redactor) -> Result<()> {
     let cassette = Cassette {
         harness_cassette: 1,
         replies,
     };
     let text = serde_json::to_string_pretty(&cassette).context("cannot encode cassette")?;
+    // A cassette is meant to be shared: a key the model echoed must not be in it.
+    let text = redactor.redact(&text);
     crate::report::write_atomic(path, text.as_bytes())
         .with_context(|| format!("cannot write cassette {}", path.display()))
 }
@@ -137,6 +140,7 @@ mod tests {
                 model: "m".into(),
                 response: resp,
             }],
+            &Redactor::default(),
         )
         .unwrap();
         let mut r = Replayer::load(&p).unwrap();
