@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::secrets::KeyRef;
-use crate::tools::gate::{Policy, Rule, Verdict};
+use crate::tools::gate::{self, Policy, Rule, Verdict};
 
 /// A validated configuration. Paths are absolute or relative to the process's cwd, already
 /// resolved against the config file's directory.
@@ -127,6 +127,25 @@ pub struct BashConfig {
     pub max_output_bytes: usize,
     /// The gate's rules.
     pub policy: Policy,
+    /// Kernel confinement of the command (default `auto`).
+    pub sandbox: SandboxMode,
+    /// Whether a confined command may open TCP connections or bind ports (default false;
+    /// needs Landlock ABI 4 to be enforced).
+    pub network: bool,
+    /// Directories a confined command may write besides the work root and its private temp
+    /// dir (absolute, resolved against the config's directory; default none).
+    pub write_roots: Vec<PathBuf>,
+}
+
+/// `[tools.bash].sandbox`: whether commands run under Landlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxMode {
+    /// Landlock when the kernel has it, otherwise unconfined (said in the PLAN and REPORT).
+    Auto,
+    /// Landlock or refuse to run (exit 1 before any LLM call).
+    Landlock,
+    /// Never confine.
+    Off,
 }
 
 /// `[demo]`: the built-in issue.
@@ -330,6 +349,11 @@ struct RawBash {
     allow: Option<Vec<String>>,
     deny: Option<Vec<String>>,
     write_redirects: Option<bool>,
+    examples_allow: Option<Vec<String>>,
+    examples_deny: Option<Vec<String>>,
+    sandbox: Option<String>,
+    network: Option<bool>,
+    write_roots: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -710,8 +734,49 @@ impl Validator {
                 Verdict::Deny
             }
         };
+        let before = self.problems.len();
         let allow = self.rules("[tools.bash].allow", raw.allow.unwrap_or_default());
         let deny = self.rules("[tools.bash].deny", raw.deny.unwrap_or_default());
+        let policy = Policy {
+            default,
+            allow,
+            deny,
+            write_redirects: raw.write_redirects.unwrap_or(false),
+        };
+        // With a broken rule the policy is not the one the user wrote: its examples would
+        // fail for the wrong reason.
+        if self.problems.len() == before {
+            self.examples(
+                &policy,
+                "examples_allow",
+                raw.examples_allow,
+                Verdict::Allow,
+            );
+            self.examples(&policy, "examples_deny", raw.examples_deny, Verdict::Deny);
+        }
+        let sandbox = match raw.sandbox.as_deref() {
+            None | Some("auto") => SandboxMode::Auto,
+            Some("landlock") => SandboxMode::Landlock,
+            Some("off") => SandboxMode::Off,
+            Some(other) => {
+                self.problem(
+                    "[tools.bash].sandbox",
+                    format!("must be \"auto\", \"landlock\" or \"off\", got {other:?}"),
+                );
+                SandboxMode::Auto
+            }
+        };
+        let mut write_roots = Vec::new();
+        for (i, root) in raw.write_roots.unwrap_or_default().into_iter().enumerate() {
+            if root.trim().is_empty() {
+                self.problem(
+                    &format!("[tools.bash].write_roots[{i}]"),
+                    "must not be empty",
+                );
+                continue;
+            }
+            write_roots.push(self.path(Some(root), "."));
+        }
         BashConfig {
             enabled: raw.enabled.unwrap_or(true),
             timeout: secs(self.int_in("[tools.bash].timeout_secs", raw.timeout_secs, 60, 1, 86400)),
@@ -722,12 +787,33 @@ impl Validator {
                 256,
                 64 * 1024 * 1024,
             ) as usize,
-            policy: Policy {
-                default,
-                allow,
-                deny,
-                write_redirects: raw.write_redirects.unwrap_or(false),
-            },
+            policy,
+            sandbox,
+            network: raw.network.unwrap_or(false),
+            write_roots,
+        }
+    }
+
+    /// Policy self-tests: each example must get the verdict its list promises.
+    fn examples(
+        &mut self,
+        policy: &Policy,
+        key: &str,
+        examples: Option<Vec<String>>,
+        want: Verdict,
+    ) {
+        for (i, example) in examples.unwrap_or_default().iter().enumerate() {
+            let judgement = gate::judge(policy, example);
+            if judgement.verdict != want {
+                let got = match judgement.verdict {
+                    Verdict::Allow => "allowed",
+                    Verdict::Deny => "denied",
+                };
+                self.problem(
+                    &format!("[tools.bash].{key}[{i}]"),
+                    format!("{example:?} was {got}: {}", judgement.reason),
+                );
+            }
         }
     }
 
@@ -1171,6 +1257,59 @@ max_output_bytes = 1
             e.to_string()
                 .starts_with("config /etc/h/harness.toml: 1 problem"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn policy_examples_are_checked_at_load() {
+        let text = format!(
+            "{MINIMAL}\n[tools.bash]\nallow = [\"git status\", \"git diff *\", \"ls *\"]\ndeny = [\"rm *\"]\n\
+             examples_allow = [\"git status\", \"git diff HEAD~1\", \"git push\", \"ls -la | wc -l\"]\n\
+             examples_deny = [\"rm -rf /\", \"ls; git difftool\", \"ls src\"]\n"
+        );
+        assert_eq!(
+            problems(&text),
+            vec![
+                "[tools.bash].examples_allow[2]: \"git push\" was denied: no allow rule matches `git`".to_string(),
+                "[tools.bash].examples_allow[3]: \"ls -la | wc -l\" was denied: no allow rule matches `wc`".to_string(),
+                "[tools.bash].examples_deny[2]: \"ls src\" was allowed: all 1 segment allowed".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn examples_are_skipped_when_a_rule_is_broken() {
+        let text =
+            format!("{MINIMAL}\n[tools.bash]\nallow = [\"l*s *\"]\nexamples_allow = [\"ls\"]\n");
+        let p = problems(&text);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with("[tools.bash].allow[0]"), "{p:?}");
+    }
+
+    #[test]
+    fn sandbox_keys_default_and_validate() {
+        let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+        assert_eq!(c.bash.sandbox, SandboxMode::Auto);
+        assert!(!c.bash.network);
+        assert!(c.bash.write_roots.is_empty());
+        let text = format!(
+            "{MINIMAL}\n[tools.bash]\nsandbox = \"landlock\"\nnetwork = true\nwrite_roots = [\"cache\", \"/var/tmp/x\"]\n"
+        );
+        let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
+        assert_eq!(c.bash.sandbox, SandboxMode::Landlock);
+        assert!(c.bash.network);
+        assert_eq!(
+            c.bash.write_roots,
+            vec![PathBuf::from("/etc/h/cache"), PathBuf::from("/var/tmp/x")]
+        );
+        let text = format!("{MINIMAL}\n[tools.bash]\nsandbox = \"yes\"\nwrite_roots = [\"\"]\n");
+        assert_eq!(
+            problems(&text),
+            vec![
+                "[tools.bash].sandbox: must be \"auto\", \"landlock\" or \"off\", got \"yes\""
+                    .to_string(),
+                "[tools.bash].write_roots[0]: must not be empty".to_string(),
+            ]
         );
     }
 }

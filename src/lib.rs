@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
 use chrono::Utc;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use cli::{Command, GateArgs, OnceArgs};
 use config::Config;
@@ -92,6 +92,7 @@ async fn once(
     let run_id = run_id(started);
     let cfg = load_config(args.config.clone())?;
     let replay = args.replay.clone().or_else(|| cfg.litellm.replay.clone());
+    let sandbox = sandbox_status(&cfg)?;
 
     // Everything that can fail without the model is checked before an issue is claimed and
     // before the first token: report dir, work root, the LLM key.
@@ -106,6 +107,16 @@ async fn once(
                 cfg.path.display()
             ))
             .stage(Stage::Config);
+        }
+        for root in cfg.bash.write_roots.iter().filter(|_| cfg.bash.enabled) {
+            if !root.is_dir() {
+                return Err(anyhow!(
+                    "[tools.bash].write_roots: {} is not a directory (config {})",
+                    root.display(),
+                    cfg.path.display()
+                ))
+                .stage(Stage::Config);
+            }
         }
         Some(backend(&cfg, replay.as_deref(), redactor).stage(Stage::Config)?)
     };
@@ -135,6 +146,7 @@ async fn once(
             &task,
             &route,
             replay.as_deref(),
+            sandbox,
         )));
         info!("dry-run complete, no LLM call made");
         return Ok(Success::Done);
@@ -154,12 +166,25 @@ async fn once(
         Backend::Http(_) | Backend::Replay(_) => (route, Vec::new()),
     };
     let prices = llm::preflight::prices(&cfg.prices, &backend).await;
-    let bash = cfg.bash.enabled.then(|| tools::BashTool {
-        config: cfg.bash.clone(),
-        work_root: cfg.work_root.clone(),
-        env: tools::bash::scrubbed_env(std::env::vars()),
-        redactor: redactor.clone(),
+    let bash = cfg.bash.enabled.then(|| {
+        tools::BashTool::prepare(
+            cfg.bash.clone(),
+            cfg.work_root.clone(),
+            tools::bash::scrubbed_env(std::env::vars()),
+            sandbox,
+            redactor.clone(),
+        )
     });
+    let bash = match bash.transpose().stage(Stage::Config) {
+        Ok(b) => b,
+        Err(f) => {
+            release_claim(redmine.as_ref(), &task, &run_id, &f).await;
+            return Err(f);
+        }
+    };
+    if bash.is_some() {
+        info!("sandbox: {}", sandbox.plan_line(cfg.bash.write_roots.len()));
+    }
     info!(
         "turn: {} (max {} rounds)",
         backend.describe(),
@@ -188,7 +213,7 @@ async fn once(
 
     // writeback
     if let Some(path) = &args.record {
-        llm::cassette::save(path, turn.recorded.clone(), redactor).stage(Stage::Writeback)?;
+        llm::cassette::save(path, turn.recorded.clone()).stage(Stage::Writeback)?;
         info!(
             "recorded {} replies to {}",
             turn.recorded.len(),
@@ -231,6 +256,7 @@ async fn once(
         started,
         finished,
         backend: backend.describe(),
+        sandbox: sandbox.describe(),
         round_log: turn.log.clone(),
         reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
     };
@@ -387,7 +413,31 @@ fn route_line(route: &routing::Route) -> String {
     )
 }
 
-fn plan(cfg: &Config, task: &Task, route: &routing::Route, replay: Option<&Path>) -> report::Plan {
+/// How this run's commands are confined; warns about escape-hatch allow rules. Fails (exit 1)
+/// where `sandbox = "landlock"` cannot be had.
+fn sandbox_status(cfg: &Config) -> Result<tools::sandbox::Status, Failure> {
+    if !cfg.bash.enabled {
+        return Ok(tools::sandbox::Status::Off);
+    }
+    for w in gate::lint(&cfg.bash.policy) {
+        warn!("[tools.bash]: {w}");
+    }
+    tools::sandbox::decide(
+        cfg.bash.sandbox,
+        tools::sandbox::kernel_abi(),
+        cfg.bash.network,
+    )
+    .with_context(|| format!("config {}", cfg.path.display()))
+    .stage(Stage::Config)
+}
+
+fn plan(
+    cfg: &Config,
+    task: &Task,
+    route: &routing::Route,
+    replay: Option<&Path>,
+    sandbox: tools::sandbox::Status,
+) -> report::Plan {
     let tools = if cfg.bash.enabled {
         let default = match cfg.bash.policy.default {
             gate::Verdict::Allow => "allow",
@@ -433,6 +483,11 @@ fn plan(cfg: &Config, task: &Task, route: &routing::Route, replay: Option<&Path>
         ),
         routing: route.describe(),
         tools,
+        sandbox: if cfg.bash.enabled {
+            sandbox.plan_line(cfg.bash.write_roots.len())
+        } else {
+            "none (no bash tool)".to_string()
+        },
         max_rounds: cfg.max_rounds,
         max_total_tokens: cfg.budget.max_total_tokens,
         max_cost_usd: cfg.budget.max_cost_usd,

@@ -58,6 +58,8 @@ pub struct Report {
     pub finished: DateTime<Utc>,
     /// `replay <file>` or the endpoint URL.
     pub backend: String,
+    /// How commands were confined: `landlock (ABI 7)`, `off`, `unavailable`.
+    pub sandbox: String,
     /// Per-round telemetry.
     pub round_log: Vec<RoundRecord>,
     /// The model's final reply (or the last text of a failed turn).
@@ -98,6 +100,7 @@ pub fn render(r: &Report) -> String {
         ("finished", json(&ts(&r.finished))),
         ("duration_ms", duration_ms.to_string()),
         ("backend", json(&r.backend)),
+        ("sandbox", json(&r.sandbox)),
         ("harness_version", json(&env!("CARGO_PKG_VERSION"))),
         ("round_log", json(&r.round_log)),
     ];
@@ -297,6 +300,7 @@ mod tests {
             started: at("2026-11-30T12:00:00Z"),
             finished: at("2026-11-30T12:00:03.5Z"),
             backend: "replay cassette.json".into(),
+            sandbox: "landlock (ABI 7)".into(),
             round_log: vec![RoundRecord {
                 round: 1,
                 model: "glm-5.2".into(),
@@ -347,6 +351,7 @@ started: "2026-11-30T12:00:00Z"
 finished: "2026-11-30T12:00:03Z"
 duration_ms: 3500
 backend: "replay cassette.json"
+sandbox: "landlock (ABI 7)"
 harness_version: "{version}"
 round_log: [{{"round":1,"model":"glm-5.2","usage":{{"prompt_tokens":50,"completion_tokens":10,"total_tokens":60}},"cost_usd":0.00007,"latency_ms":12,"retries":0,"tools":[{{"outcome":"ran","command":"ls","ending":"exit 0","output_bytes":3}}]}}]
 ---
@@ -424,6 +429,8 @@ pub struct Plan {
     pub routing: String,
     /// `bash (allow=N deny=M default=deny timeout=60s)` or `none`.
     pub tools: String,
+    /// How commands would be confined, e.g. `landlock (ABI 7): writes only under ...`.
+    pub sandbox: String,
     /// Round cap.
     pub max_rounds: u32,
     /// `[budget] max_total_tokens`, if set.
@@ -446,8 +453,8 @@ pub fn render_plan(p: &Plan) -> String {
         bound.push_str(&format!(", max {c} USD"));
     }
     format!(
-        "PLAN (dry-run)\n  vertical: {}\n  task: {}\n  routing: {}\n  tools: {}\n  bound: {bound}\n  llm: {}\n  report: {}\n",
-        p.vertical, p.task, p.routing, p.tools, p.llm, p.report_dir
+        "PLAN (dry-run)\n  vertical: {}\n  task: {}\n  routing: {}\n  tools: {}\n  sandbox: {}\n  bound: {bound}\n  llm: {}\n  report: {}\n",
+        p.vertical, p.task, p.routing, p.tools, p.sandbox, p.llm, p.report_dir
     )
 }
 
@@ -463,6 +470,7 @@ mod plan_tests {
             task: "[demo-1] MVP demo: GLM self-description (source demo)".into(),
             routing: "class \"primary\" -> tier mopac-primary -> model glm-5.3".into(),
             tools: "bash (allow=18 deny=7 default=deny timeout=60s)".into(),
+            sandbox: "landlock (ABI 7): writes only under work_root".into(),
             max_rounds: 8,
             max_total_tokens: None,
             max_cost_usd: None,
@@ -476,6 +484,7 @@ mod plan_tests {
   task: [demo-1] MVP demo: GLM self-description (source demo)
   routing: class \"primary\" -> tier mopac-primary -> model glm-5.3
   tools: bash (allow=18 deny=7 default=deny timeout=60s)
+  sandbox: landlock (ABI 7): writes only under work_root
   bound: max 8 rounds
   llm: http://127.0.0.1:4000/v1/chat/completions (key env:HARNESS_LITELLM_KEY)
   report: reports
@@ -563,6 +572,7 @@ mod parse_tests {
             started: Utc::now(),
             finished: Utc::now(),
             backend: "b".into(),
+            sandbox: "off".into(),
             round_log: vec![],
             reply: Some("hello\n---\nworld".into()),
         };

@@ -7,16 +7,6 @@ mod common;
 use common::*;
 use serde_json::json;
 
-fn tool_results(body: &serde_json::Value) -> Vec<String> {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn two_round_demo_runs_a_real_bash_call() {
     let llm = Llm::start(&json!([
@@ -267,10 +257,12 @@ fn dry_run_prints_the_plan_and_makes_no_connection() {
   task: [demo-1] Test demo (source demo)
   routing: class \"primary\" -> tier mopac-primary -> model glm-5.3
   tools: bash (allow=8 deny=1 default=deny timeout=10s)
+  sandbox: {}
   bound: max 4 rounds
   llm: {}/chat/completions (key env:HARNESS_TEST_LLM_KEY)
   report: {}
 ",
+            sandbox_plan_line(),
             llm.base_url(),
             ws.reports().display()
         )

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::io::AsyncReadExt;
 
+use super::sandbox::Landlock;
 use crate::secrets::Redactor;
 use crate::signals::Interrupt;
 
@@ -56,13 +57,14 @@ pub fn scrubbed_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String
     env
 }
 
-/// Runs `command` with `bash -c` in `work_root`.
+/// Runs `command` with `bash -c` in `work_root`, confined by `landlock` when given.
 pub async fn run(
     command: &str,
     work_root: &Path,
     timeout: Duration,
     max_output: usize,
     env: &[(String, String)],
+    landlock: Option<&Landlock>,
     interrupt: &Interrupt,
 ) -> Result<Finished> {
     let (reader, writer) = std::io::pipe().context("cannot create the output pipe")?;
@@ -80,14 +82,15 @@ pub async fn run(
         .stderr(Stdio::from(OwnedFd::from(writer_err)))
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(landlock) = landlock {
+        landlock.confine(&mut cmd);
+    }
     let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot start bash in {}", work_root.display()))?;
     // The parent's copies of the write end must close, or the read side never sees EOF.
     drop(cmd);
     let pgid = child.id().map(|p| p as i32);
-    interrupt.set_child_group(pgid);
-    let _forget_group = ForgetGroup(interrupt);
     let mut rx = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
         .context("cannot read the output pipe")?;
 
@@ -136,15 +139,6 @@ pub async fn run(
         ending: ending.unwrap_or(Ending::TimedOut),
         output: capture,
     })
-}
-
-/// Clears the interrupt's record of the running group on every way out of [`run`].
-struct ForgetGroup<'a>(&'a Interrupt);
-
-impl Drop for ForgetGroup<'_> {
-    fn drop(&mut self) {
-        self.0.set_child_group(None);
-    }
 }
 
 fn ending_of(status: std::process::ExitStatus) -> Ending {
@@ -350,6 +344,7 @@ mod tests {
             Duration::from_secs(10),
             1000,
             &env,
+            /*landlock*/ None,
             &Interrupt::default(),
         )
         .await
@@ -368,6 +363,7 @@ mod tests {
             Duration::from_millis(300),
             1000,
             &env,
+            /*landlock*/ None,
             &Interrupt::default(),
         )
         .await
@@ -386,6 +382,7 @@ mod tests {
             Duration::from_secs(20),
             1000,
             &env,
+            /*landlock*/ None,
             &Interrupt::default(),
         )
         .await
@@ -403,6 +400,7 @@ mod tests {
             Duration::from_secs(30),
             1000,
             &env,
+            /*landlock*/ None,
             &Interrupt::default(),
         )
         .await

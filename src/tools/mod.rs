@@ -4,8 +4,11 @@
 
 pub mod bash;
 pub mod gate;
+pub mod sandbox;
 
 use std::path::{Path, PathBuf};
+
+use anyhow::Context;
 
 use serde::Serialize;
 
@@ -26,6 +29,10 @@ pub struct BashTool {
     pub env: Vec<(String, String)>,
     /// Masks secrets in what commands print.
     pub redactor: Redactor,
+    /// The Landlock ruleset every command applies to itself, when the run is confined.
+    pub landlock: Option<sandbox::Landlock>,
+    /// The run's private temp dir (the commands' `TMPDIR`), removed when the tool is dropped.
+    pub tmp: tempfile::TempDir,
 }
 
 /// One handled tool call.
@@ -108,6 +115,41 @@ struct BashArgs {
 }
 
 impl BashTool {
+    /// Sets the tool up for one run: a private temp dir as `TMPDIR` in the scrubbed `env`
+    /// and, when `status` says so, the Landlock ruleset (writes under the work root, the temp
+    /// dir and `write_roots`). Fails when the temp dir or the ruleset cannot be made.
+    pub fn prepare(
+        config: BashConfig,
+        work_root: PathBuf,
+        mut env: Vec<(String, String)>,
+        status: sandbox::Status,
+        redactor: Redactor,
+    ) -> anyhow::Result<BashTool> {
+        let tmp = tempfile::Builder::new()
+            .prefix("harness-tmp-")
+            .tempdir()
+            .context("cannot create the commands' private temp dir")?;
+        env.retain(|(k, _)| k != "TMPDIR");
+        env.push(("TMPDIR".to_string(), tmp.path().display().to_string()));
+        env.sort();
+        let landlock = match status {
+            sandbox::Status::Landlock { network, .. } => {
+                let mut roots = vec![work_root.clone(), tmp.path().to_path_buf()];
+                roots.extend(config.write_roots.iter().cloned());
+                Some(sandbox::Landlock::build(&roots, network)?)
+            }
+            sandbox::Status::Off | sandbox::Status::Unavailable => None,
+        };
+        Ok(BashTool {
+            config,
+            work_root,
+            env,
+            redactor,
+            landlock,
+            tmp,
+        })
+    }
+
     /// Handles one call: parse, gate, run, render the result.
     pub async fn dispatch(&self, call: &ToolCall, interrupt: &Interrupt) -> ToolRun {
         if call.function.name != "bash" {
@@ -127,15 +169,12 @@ impl BashTool {
             }
         };
         let judgement = gate::judge(&self.config.policy, &command);
-        // The command as narrated and recorded in the REPORT: a model that echoes a key
-        // must not put it into stderr or the round log.
-        let shown = self.redactor.redact(&command);
         if judgement.verdict == Verdict::Deny {
-            return denied(shown, self.redactor.redact(&judgement.reason));
+            return denied(command, judgement.reason);
         }
         for (path, prefix) in &judgement.runtime_path_checks {
             if let Err(reason) = stays_under(&self.work_root, path, prefix) {
-                return denied(shown, self.redactor.redact(&reason));
+                return denied(command, reason);
             }
         }
         let finished = bash::run(
@@ -144,6 +183,7 @@ impl BashTool {
             self.config.timeout,
             self.config.max_output_bytes,
             &self.env,
+            self.landlock.as_ref(),
             interrupt,
         )
         .await;
@@ -177,7 +217,7 @@ impl BashTool {
                 ToolRun {
                     result: format!("{body}{status_line}"),
                     event: ToolEvent::Ran {
-                        command: shown,
+                        command,
                         ending,
                         output_bytes: f.output.total(),
                     },

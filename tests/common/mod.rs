@@ -268,6 +268,17 @@ pub fn body(report: &str) -> String {
         .to_string()
 }
 
+/// The tool results (`role: tool` contents) of a chat request body, in order.
+pub fn tool_results(body: &serde_json::Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// Script steps.
 pub fn tool_call(id: &str, command: &str) -> Value {
     serde_json::json!({"type": "tool_call", "id": id, "command": command})
@@ -345,4 +356,16 @@ pub fn real_server(flag: &str, what: &str) -> bool {
         "\n!!!!! SKIPPED: {what} tests: {flag} is not set; run them with scripts/test.sh !!!!!\n"
     );
     false
+}
+
+/// The PLAN's `sandbox:` line for the standard config on this kernel (Landlock when it has it).
+pub fn sandbox_plan_line() -> String {
+    use harness::tools::sandbox;
+    sandbox::decide(
+        harness::config::SandboxMode::Auto,
+        sandbox::kernel_abi(),
+        /*network*/ false,
+    )
+    .unwrap()
+    .plan_line(0)
 }

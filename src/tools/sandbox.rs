@@ -1,0 +1,254 @@
+//! Tools adapter: kernel confinement of the bash child with Landlock (defence in depth behind
+//! the gate). In: `[tools.bash] sandbox`, `network`, the write roots. Out: a [`Status`] for the
+//! PLAN and the REPORT ([`decide`], pure) and a built ruleset ([`Landlock`]) that each child
+//! applies to itself between fork and exec. I/O: Landlock syscalls, opening the write roots.
+//!
+//! Reads stay allowed everywhere; writes are allowed only beneath the write roots (the work
+//! root, the run's private temp dir, `[tools.bash].write_roots`) and to `/dev/null`; with
+//! `network = false`, TCP connect and bind are denied (Landlock ABI 4+). Signals to processes
+//! outside the sandbox are denied (ABI 6+).
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context, Result};
+use landlock::{
+    Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    Scope, ABI,
+};
+
+use crate::config::SandboxMode;
+
+/// The Landlock ABI this code is written and tested against; newer kernels are used at this
+/// level, older ones at theirs (the crate's best-effort mode).
+const TARGET_ABI: ABI = ABI::V7;
+/// Network restriction needs this ABI (Linux 6.7).
+const NET_ABI: i32 = 4;
+
+/// How the commands of one run are confined, as the PLAN and the REPORT say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Under Landlock at this kernel ABI; `network` says whether TCP is allowed (denying it
+    /// needs ABI 4).
+    Landlock {
+        /// The kernel's Landlock ABI.
+        abi: i32,
+        /// `[tools.bash].network`.
+        network: bool,
+    },
+    /// `sandbox = "off"`, or no bash tool.
+    Off,
+    /// `sandbox = "auto"` on a kernel without Landlock: commands run unconfined.
+    Unavailable,
+}
+
+impl Status {
+    /// `landlock (ABI 7)`, `off`, `unavailable`: the REPORT's `sandbox` value.
+    pub fn describe(&self) -> String {
+        match self {
+            Status::Landlock { abi, network } if !network && *abi < NET_ABI => {
+                format!("landlock (ABI {abi}, network not confined)")
+            }
+            Status::Landlock { abi, .. } => format!("landlock (ABI {abi})"),
+            Status::Off => "off".to_string(),
+            Status::Unavailable => "unavailable".to_string(),
+        }
+    }
+
+    /// One line for the PLAN: the status and what it confines.
+    pub fn plan_line(&self, write_roots: usize) -> String {
+        match self {
+            Status::Landlock { network, .. } => {
+                let roots = match write_roots {
+                    0 => String::new(),
+                    1 => ", 1 write_roots entry".to_string(),
+                    n => format!(", {n} write_roots entries"),
+                };
+                format!(
+                    "{}: writes only under work_root{roots} and a private TMPDIR; network {}",
+                    self.describe(),
+                    if *network {
+                        "allowed"
+                    } else {
+                        "denied (no TCP connect or bind)"
+                    }
+                )
+            }
+            Status::Off => {
+                "off: commands run unconfined ([tools.bash] sandbox = \"off\")".to_string()
+            }
+            Status::Unavailable => {
+                "unavailable: this kernel has no Landlock; commands run unconfined".to_string()
+            }
+        }
+    }
+}
+
+/// The confinement `mode` gets on a kernel whose Landlock ABI is `kernel` (or why it has none).
+/// PURE. `sandbox = "landlock"` fails where Landlock is missing, or where `network = false`
+/// cannot be enforced.
+pub fn decide(mode: SandboxMode, kernel: Result<i32, String>, network: bool) -> Result<Status> {
+    match (mode, kernel) {
+        (SandboxMode::Off, _) => Ok(Status::Off),
+        (SandboxMode::Auto, Err(_)) => Ok(Status::Unavailable),
+        (SandboxMode::Landlock, Err(why)) => Err(anyhow!(
+            "[tools.bash].sandbox = \"landlock\" but {why}; use sandbox = \"auto\" to run unconfined where Landlock is missing"
+        )),
+        (SandboxMode::Landlock, Ok(abi)) if !network && abi < NET_ABI => Err(anyhow!(
+            "[tools.bash].sandbox = \"landlock\" with network = false needs Landlock ABI {NET_ABI} (Linux 6.7); this kernel has ABI {abi}"
+        )),
+        (SandboxMode::Auto | SandboxMode::Landlock, Ok(abi)) => {
+            Ok(Status::Landlock { abi, network })
+        }
+    }
+}
+
+/// The running kernel's Landlock ABI version, or why there is none.
+pub fn kernel_abi() -> Result<i32, String> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute, size 0 and the VERSION flag, the call only returns a number.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v >= 1 {
+        return Ok(v as i32);
+    }
+    let err = std::io::Error::last_os_error();
+    Err(match err.raw_os_error() {
+        Some(libc::EOPNOTSUPP) => {
+            "Landlock is built into this kernel but not enabled at boot".to_string()
+        }
+        Some(libc::ENOSYS) => {
+            "this kernel has no Landlock (Linux 5.13+ with CONFIG_SECURITY_LANDLOCK)".to_string()
+        }
+        _ => format!("the Landlock version query failed ({err})"),
+    })
+}
+
+/// A built Landlock ruleset, shared by every command of the run.
+#[derive(Debug, Clone)]
+pub struct Landlock {
+    ruleset: Arc<OwnedFd>,
+}
+
+impl Landlock {
+    /// Builds the ruleset: writes beneath `write_roots` and to `/dev/null`, TCP only when
+    /// `network`. Fails when a write root cannot be opened or the kernel refuses the ruleset.
+    pub fn build(write_roots: &[PathBuf], network: bool) -> Result<Landlock> {
+        let write = AccessFs::from_write(TARGET_ABI);
+        let mut ruleset = Ruleset::default()
+            .handle_access(write)
+            .context("landlock: cannot handle write access")?
+            .scope(Scope::Signal)
+            .context("landlock: cannot scope signals")?;
+        if !network {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(TARGET_ABI))
+                .context("landlock: cannot handle network access")?
+                .scope(Scope::AbstractUnixSocket)
+                .context("landlock: cannot scope abstract unix sockets")?;
+        }
+        let mut created = ruleset
+            .create()
+            .context("landlock: cannot create a ruleset")?;
+        for root in write_roots {
+            let fd = PathFd::new(root)
+                .with_context(|| format!("landlock: cannot open write root {}", root.display()))?;
+            created = created
+                .add_rule(PathBeneath::new(fd, write))
+                .with_context(|| format!("landlock: cannot add write root {}", root.display()))?;
+        }
+        let null =
+            PathFd::new(Path::new("/dev/null")).context("landlock: cannot open /dev/null")?;
+        created = created
+            .add_rule(PathBeneath::new(
+                null,
+                write & AccessFs::from_file(TARGET_ABI),
+            ))
+            .context("landlock: cannot add /dev/null")?;
+        let fd: Option<OwnedFd> = created.into();
+        let ruleset =
+            fd.ok_or_else(|| anyhow!("landlock: this kernel does not enforce rulesets"))?;
+        Ok(Landlock {
+            ruleset: Arc::new(ruleset),
+        })
+    }
+
+    /// Makes `cmd`'s child confine itself before it runs bash.
+    pub fn confine(&self, cmd: &mut tokio::process::Command) {
+        let ruleset = Arc::clone(&self.ruleset);
+        // SAFETY: between fork and exec the closure makes two raw syscalls and nothing else: no
+        // allocation, no lock (io::Error::last_os_error stores the errno inline). The ruleset fd
+        // is CLOEXEC and stays open in the parent (the Arc) until the spawn returns.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let flags: libc::c_uint = 0;
+                if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), flags) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn decide_follows_the_mode() {
+        let none = || Err("no landlock".to_string());
+        assert_eq!(decide(SandboxMode::Off, Ok(7), false).unwrap(), Status::Off);
+        assert_eq!(
+            decide(SandboxMode::Auto, none(), false).unwrap(),
+            Status::Unavailable
+        );
+        assert_eq!(
+            decide(SandboxMode::Auto, Ok(7), false).unwrap(),
+            Status::Landlock {
+                abi: 7,
+                network: false
+            }
+        );
+        assert_eq!(
+            decide(SandboxMode::Auto, Ok(3), false).unwrap().describe(),
+            "landlock (ABI 3, network not confined)"
+        );
+        assert_eq!(
+            decide(SandboxMode::Landlock, none(), true).unwrap_err().to_string(),
+            "[tools.bash].sandbox = \"landlock\" but no landlock; use sandbox = \"auto\" to run unconfined where Landlock is missing"
+        );
+        assert!(decide(SandboxMode::Landlock, Ok(3), false).is_err());
+        assert!(decide(SandboxMode::Landlock, Ok(3), true).is_ok());
+    }
+
+    #[test]
+    fn status_strings() {
+        assert_eq!(
+            Status::Landlock {
+                abi: 7,
+                network: true
+            }
+            .describe(),
+            "landlock (ABI 7)"
+        );
+        assert_eq!(Status::Off.describe(), "off");
+        assert_eq!(Status::Unavailable.describe(), "unavailable");
+        assert_eq!(
+            Status::Landlock { abi: 7, network: false }.plan_line(1),
+            "landlock (ABI 7): writes only under work_root, 1 write_roots entry and a private TMPDIR; network denied (no TCP connect or bind)"
+        );
+    }
+}

@@ -1,0 +1,230 @@
+//! End-to-end tests of `harness gate`: the shared case table (tests/data/gate_cases.txt, also
+//! the gate's unit table) through the built binary, plus the output shapes and exit codes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+const POLICIES: &str = include_str!("data/gate_policies.toml");
+const CASES: &str = include_str!("data/gate_cases.txt");
+
+/// A config that `harness gate` loads: the required keys plus one `[tools.bash]` table.
+fn config_text(bash: &toml::Table) -> String {
+    format!(
+        "vertical = \"gate-test\"\n[litellm]\nbase_url = \"http://127.0.0.1:9/v1\"\nkey_ref = \"env:HARNESS_GATE_TEST_UNUSED\"\n[models]\nt = \"m\"\n[tools.bash]\n{}",
+        toml::to_string(bash).unwrap()
+    )
+}
+
+struct Gate {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn gate(config: &Path, args: &[&str], command: &str) -> Gate {
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("gate")
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .arg("--")
+        .arg(command)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Gate {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+struct Case {
+    policy: String,
+    verdict: String,
+    name: String,
+    command: String,
+}
+
+fn cases() -> Vec<Case> {
+    CASES
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|line| {
+            let f: Vec<&str> = line.splitn(4, ' ').collect();
+            Case {
+                policy: f[0].to_string(),
+                verdict: f[1].to_string(),
+                name: f[2].to_string(),
+                command: serde_json::from_str(f[3]).unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// One config file per policy of gate_policies.toml, in `dir`.
+fn policy_configs(dir: &Path) -> std::collections::BTreeMap<String, PathBuf> {
+    let all: toml::Table = POLICIES.parse().unwrap();
+    all.iter()
+        .map(|(name, table)| {
+            let path = dir.join(format!("{name}.toml"));
+            std::fs::write(&path, config_text(table.as_table().unwrap())).unwrap();
+            (name.clone(), path)
+        })
+        .collect()
+}
+
+#[test]
+fn the_case_table_holds_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let configs = policy_configs(dir.path());
+    // argv cannot carry a NUL byte; the unit table covers that case through `judge`.
+    let cases: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| !c.command.contains('\0'))
+        .collect();
+    assert!(cases.len() >= 400, "only {} cases", cases.len());
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let workers: Vec<_> = cases
+            .chunks(cases.len().div_ceil(8))
+            .map(|chunk| {
+                let configs = &configs;
+                s.spawn(move || {
+                    let mut failures = Vec::new();
+                    for c in chunk {
+                        let g = gate(&configs[&c.policy], &["--json"], &c.command);
+                        let want_code = if c.verdict == "allow" { 0 } else { 3 };
+                        let v: Value = serde_json::from_str(&g.stdout).unwrap_or(Value::Null);
+                        if g.code != want_code || v["verdict"] != c.verdict.as_str() {
+                            failures.push(format!(
+                                "{} ({}): want {} (exit {want_code}), got exit {}: {}{}",
+                                c.name, c.policy, c.verdict, g.code, g.stdout, g.stderr
+                            ));
+                        }
+                        if v["command"] != c.command.as_str() {
+                            failures
+                                .push(format!("{}: the JSON does not echo the command", c.name));
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn json_output_has_the_documented_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let configs = policy_configs(dir.path());
+    let g = gate(&configs["policy"], &["--json"], "ls -la | wc -l; rm -rf /");
+    assert_eq!(g.code, 3, "{}{}", g.stdout, g.stderr);
+    assert!(g.stdout.ends_with("}\n") && g.stdout.lines().count() == 1);
+    let v: Value = serde_json::from_str(&g.stdout).unwrap();
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        vec![
+            "command",
+            "reason",
+            "runtime_path_checks",
+            "segments",
+            "verdict",
+            "warnings"
+        ]
+    );
+    assert_eq!(v["verdict"], "deny");
+    let segments = v["segments"].as_array().unwrap();
+    assert_eq!(segments.len(), 3);
+    assert_eq!(segments[0]["command_word"], "ls");
+    assert_eq!(segments[0]["verdict"], "allow");
+    assert_eq!(segments[0]["rule"], "ls *");
+    assert_eq!(segments[2]["command_word"], "rm");
+    assert_eq!(segments[2]["verdict"], "deny");
+    assert_eq!(segments[2]["rule"], "rm *");
+    assert!(v["reason"].as_str().unwrap().contains("rm *"), "{v}");
+    // `find *`, `sed *`, `awk *`, `xargs *`, `timeout *` are escape hatches: linted.
+    let warnings = v["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("`xargs *`")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn text_output_is_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let configs = policy_configs(dir.path());
+    let g = gate(&configs["policy"], &[], "git status && rm -rf /");
+    assert_eq!(g.code, 3);
+    assert_eq!(
+        g.stdout.lines().take(3).collect::<Vec<_>>(),
+        vec![
+            "DENY: denied by rule `rm *` (1 of 2 segments denied)",
+            "  allow  git status  rule `git status`",
+            "  deny   rm -rf /    denied by rule `rm *`",
+        ],
+        "{}",
+        g.stdout
+    );
+    assert!(
+        g.stdout.contains("\nwarning: allow rule `find *`"),
+        "{}",
+        g.stdout
+    );
+
+    let g = gate(&configs["star"], &[], "echo 'a && b'");
+    assert_eq!(g.code, 0);
+    assert_eq!(
+        g.stdout,
+        "ALLOW: the command is allowed\n  allow  echo 'a && b'  rule `*`\nwarning: allow rule `*` allows every command; only deny rules and the always-denied constructs still apply\n"
+    );
+}
+
+#[test]
+fn a_config_error_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = toml::Table::new();
+    table.insert("allow".into(), toml::Value::from(vec!["git *", "l*s"]));
+    table.insert("examples_deny".into(), toml::Value::from(vec!["git push"]));
+    let path = dir.path().join("bad-rule.toml");
+    std::fs::write(&path, config_text(&table)).unwrap();
+    let g = gate(&path, &["--json"], "ls");
+    assert_eq!(g.code, 1, "{}{}", g.stdout, g.stderr);
+    assert_eq!(g.stdout, "");
+    assert!(g.stderr.contains("[tools.bash].allow[1]"), "{}", g.stderr);
+
+    // A violated policy self-test is a config error naming the example and its verdict.
+    table.insert("allow".into(), toml::Value::from(vec!["git *"]));
+    std::fs::write(&path, config_text(&table)).unwrap();
+    let g = gate(&path, &[], "ls");
+    assert_eq!(g.code, 1, "{}{}", g.stdout, g.stderr);
+    assert!(
+        g.stderr
+            .contains("[tools.bash].examples_deny[0]: \"git push\" was allowed: "),
+        "{}",
+        g.stderr
+    );
+
+    let g = gate(&dir.path().join("missing.toml"), &[], "ls");
+    assert_eq!(g.code, 1);
+}

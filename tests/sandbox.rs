@@ -1,0 +1,183 @@
+//! End-to-end tests of the Landlock confinement: commands the gate allows still cannot write
+//! outside the work root or open TCP connections (network = false), and the failure reaches
+//! the model as tool output. Needs a kernel with Landlock (CI's has ABI 7).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::json;
+
+/// Whether this kernel has Landlock; says so loudly when it does not (CI's kernel has it).
+fn landlock() -> bool {
+    match harness::tools::sandbox::kernel_abi() {
+        Ok(_) => true,
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run on a kernel with Landlock: {why}"
+            );
+            eprintln!("SKIPPED: Landlock tests: {why}");
+            false
+        }
+    }
+}
+
+/// The standard config plus `touch`, `./scripts/**` and these `[tools.bash]` keys.
+fn workspace(llm: &Llm, bash_keys: &str) -> Workspace {
+    let keys = bash_keys.to_string();
+    let ws = Workspace::new(&llm.base_url(), move |c| {
+        c.replace(
+            "allow = [\"ls *\",",
+            "allow = [\"touch *\", \"./scripts/**\", \"ls *\",",
+        )
+        .replace("deny = [\"rm *\"]", &format!("deny = [\"rm *\"]\n{keys}"))
+        .replace("max_rounds = 4", "max_rounds = 8")
+    });
+    let scripts = ws.path().join("work/scripts");
+    std::fs::create_dir(&scripts).unwrap();
+    // Scripts run code the gate cannot see: exactly what confinement is for.
+    script(
+        &scripts.join("write.sh"),
+        "echo data > \"${1:-$TMPDIR/probe}\" && echo \"wrote ${1:-TMPDIR/probe}\"",
+    );
+    script(
+        &scripts.join("connect.sh"),
+        "exec 3<>\"/dev/tcp/127.0.0.1/$1\" && echo connected",
+    );
+    std::fs::create_dir(ws.path().join("outside")).unwrap();
+    std::os::unix::fs::symlink(ws.path().join("outside"), ws.path().join("work/link")).unwrap();
+    ws
+}
+
+fn script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/bash\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn confined_commands_cannot_write_outside_the_work_root() {
+    if !landlock() {
+        return;
+    }
+    let llm = Llm::start(&json!([
+        tool_call("c1", "touch inside.txt"),
+        tool_call("c2", "touch link/through-symlink.txt"),
+        tool_call("c3", "./scripts/write.sh ../outside/direct.txt"),
+        tool_call("c4", "./scripts/write.sh"),
+        tool_call("c5", "env"),
+        text("done"),
+    ]));
+    let ws = workspace(&llm, "");
+    let outside = ws.path().join("outside");
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert_eq!(results.len(), 5, "{results:#?}");
+    assert_eq!(results[0], "(no output)\n[exit status: 0]");
+    assert!(ws.path().join("work/inside.txt").exists());
+    // The symlink leads out of the work root: the kernel refuses, the model reads why.
+    assert!(
+        results[1].contains("Permission denied") && results[1].ends_with("[exit status: 1]"),
+        "{}",
+        results[1]
+    );
+    assert!(
+        results[2].contains("Permission denied") && results[2].ends_with("[exit status: 1]"),
+        "{}",
+        results[2]
+    );
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    // The private temp dir is writable and is the commands' TMPDIR; it is gone after the run.
+    assert_eq!(results[3], "wrote TMPDIR/probe\n[exit status: 0]");
+    let tmpdir = results[4]
+        .lines()
+        .find_map(|l| l.strip_prefix("TMPDIR="))
+        .unwrap_or_else(|| panic!("no TMPDIR in {}", results[4]))
+        .to_string();
+    assert!(tmpdir.contains("harness-tmp-"), "{tmpdir}");
+    assert!(!Path::new(&tmpdir).exists(), "{tmpdir} was not removed");
+
+    let report = ws.latest();
+    let sandbox = front(&report, "sandbox");
+    assert!(
+        sandbox.as_str().unwrap().starts_with("landlock (ABI "),
+        "{sandbox}"
+    );
+    assert!(
+        run.stderr.contains("harness: sandbox: landlock (ABI "),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn network_off_denies_tcp_connect_and_network_on_allows_it() {
+    if !landlock() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let command = format!("./scripts/connect.sh {port}");
+
+    let llm = Llm::start(&json!([tool_call("c1", &command), text("done")]));
+    let ws = workspace(&llm, "network = false\nsandbox = \"landlock\"");
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert!(
+        results[0].contains("Permission denied") && results[0].ends_with("[exit status: 1]"),
+        "{}",
+        results[0]
+    );
+    assert!(listener.accept().is_err(), "a connection got through");
+
+    let llm = Llm::start(&json!([tool_call("c1", &command), text("done")]));
+    let ws = workspace(&llm, "network = true");
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert_eq!(results[0], "connected\n[exit status: 0]");
+}
+
+#[test]
+fn sandbox_off_runs_unconfined_and_says_so() {
+    let llm = Llm::start(&json!([
+        tool_call("c1", "./scripts/write.sh ../outside/direct.txt"),
+        text("done"),
+    ]));
+    let ws = workspace(&llm, "sandbox = \"off\"");
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(ws.path().join("outside/direct.txt").exists());
+    assert_eq!(front(&ws.latest(), "sandbox"), "off");
+
+    let dry = ws.run(&["once", "--demo", "--dry-run"]);
+    assert!(
+        dry.stdout.contains(
+            "\n  sandbox: off: commands run unconfined ([tools.bash] sandbox = \"off\")\n"
+        ),
+        "{}",
+        dry.stdout
+    );
+}
+
+#[test]
+fn a_missing_write_root_fails_before_any_request() {
+    let llm = Llm::start(&json!([text("never")]));
+    let ws = workspace(&llm, "write_roots = [\"cache\"]");
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("[tools.bash].write_roots:") && run.stderr.contains("cache"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(llm.state()["connections"], 0);
+}
