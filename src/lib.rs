@@ -213,7 +213,7 @@ async fn once(
 
     // writeback
     if let Some(path) = &args.record {
-        llm::cassette::save(path, turn.recorded.clone()).stage(Stage::Writeback)?;
+        llm::cassette::save(path, turn.recorded.clone(), redactor).stage(Stage::Writeback)?;
         info!(
             "recorded {} replies to {}",
             turn.recorded.len(),

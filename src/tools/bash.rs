@@ -91,6 +91,8 @@ pub async fn run(
     // The parent's copies of the write end must close, or the read side never sees EOF.
     drop(cmd);
     let pgid = child.id().map(|p| p as i32);
+    interrupt.set_child_group(pgid);
+    let _forget_group = ForgetGroup(interrupt);
     let mut rx = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
         .context("cannot read the output pipe")?;
 
@@ -139,6 +141,15 @@ pub async fn run(
         ending: ending.unwrap_or(Ending::TimedOut),
         output: capture,
     })
+}
+
+/// Clears the interrupt's record of the running group on every way out of [`run`].
+struct ForgetGroup<'a>(&'a Interrupt);
+
+impl Drop for ForgetGroup<'_> {
+    fn drop(&mut self) {
+        self.0.set_child_group(None);
+    }
 }
 
 fn ending_of(status: std::process::ExitStatus) -> Ending {

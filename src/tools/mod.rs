@@ -169,12 +169,15 @@ impl BashTool {
             }
         };
         let judgement = gate::judge(&self.config.policy, &command);
+        // The command as narrated and recorded in the REPORT: a model that echoes a key
+        // must not put it into stderr or the round log.
+        let shown = self.redactor.redact(&command);
         if judgement.verdict == Verdict::Deny {
-            return denied(command, judgement.reason);
+            return denied(shown, self.redactor.redact(&judgement.reason));
         }
         for (path, prefix) in &judgement.runtime_path_checks {
             if let Err(reason) = stays_under(&self.work_root, path, prefix) {
-                return denied(command, reason);
+                return denied(shown, self.redactor.redact(&reason));
             }
         }
         let finished = bash::run(
@@ -217,7 +220,7 @@ impl BashTool {
                 ToolRun {
                     result: format!("{body}{status_line}"),
                     event: ToolEvent::Ran {
-                        command,
+                        command: shown,
                         ending,
                         output_bytes: f.output.total(),
                     },
