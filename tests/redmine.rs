@@ -513,3 +513,33 @@ fn many_workers_work_every_issue_exactly_once() {
         assert_eq!(status_name(&i), "Resolved", "issue #{n}");
     }
 }
+
+#[test]
+fn the_redmine_key_is_masked_in_tool_output() {
+    let _g = real_redmine!();
+    let key = var("REDMINE_BOT_API_KEY");
+    // The model echoes both keys of the run: each comes back masked, and neither reaches
+    // the REPORT, the note or stderr.
+    let llm = Llm::start(&json!([
+        tool_call("c1", &format!("echo rm={key} llm={CANARY}")),
+        text("# Done\n\nNothing to report.")
+    ]));
+    let ws = workspace(&llm.base_url(), &format!("{SCOPE_NEW}\n{WRITEBACK}"));
+    let r = run(&ws, &["once"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let results = tool_results(&llm.chat_bodies()[1]);
+    assert_eq!(
+        results,
+        vec!["rm=[redacted] llm=[redacted]\n[exit status: 0]".to_string()]
+    );
+    let report = ws.latest();
+    let notes = notes(&issue(id("CODE2"))).join("\n");
+    for (what, text) in [
+        ("stderr", &r.stderr),
+        ("REPORT", &report),
+        ("notes", &notes),
+    ] {
+        assert!(!text.contains(&key), "the Redmine key leaked into {what}");
+        assert!(!text.contains(CANARY), "the LLM key leaked into {what}");
+    }
+}
