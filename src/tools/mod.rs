@@ -108,6 +108,36 @@ fn quote(command: &str) -> String {
     format!("{:?}{more}", one_line)
 }
 
+/// Prefix of the commands' private temp dirs: `harness-tmp-<pid>-<random>`.
+const TEMP_DIR_PREFIX: &str = "harness-tmp-";
+
+/// Removes private temp dirs left by runs that were killed (SIGKILL, a second signal): the
+/// owning pid is gone and the dir has not changed for ten minutes.
+fn sweep_dead_temp_dirs(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let cutoff = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(TEMP_DIR_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let dead = !Path::new(&format!("/proc/{pid}")).exists();
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t < cutoff);
+        if dead && old {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BashArgs {
@@ -125,8 +155,9 @@ impl BashTool {
         status: sandbox::Status,
         redactor: Redactor,
     ) -> anyhow::Result<BashTool> {
+        sweep_dead_temp_dirs(&std::env::temp_dir());
         let tmp = tempfile::Builder::new()
-            .prefix("harness-tmp-")
+            .prefix(&format!("{TEMP_DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
             .context("cannot create the commands' private temp dir")?;
         env.retain(|(k, _)| k != "TMPDIR");
@@ -270,5 +301,35 @@ fn stays_under(work_root: &Path, path: &str, prefix: &str) -> Result<(), String>
         Err(format!(
             "{path:?} resolves outside {prefix:?} (a symlink leaves the allowed directory)"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dead_runs_temp_dirs_are_swept_live_ones_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        let dead = parent
+            .path()
+            .join(format!("{TEMP_DIR_PREFIX}999999999-abc"));
+        let live = parent
+            .path()
+            .join(format!("{TEMP_DIR_PREFIX}{}-abc", std::process::id()));
+        let fresh_dead = parent
+            .path()
+            .join(format!("{TEMP_DIR_PREFIX}999999998-abc"));
+        for d in [&dead, &live, &fresh_dead] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for d in [&dead, &live] {
+            std::fs::File::open(d).unwrap().set_modified(old).unwrap();
+        }
+        sweep_dead_temp_dirs(parent.path());
+        assert!(!dead.exists());
+        assert!(live.exists());
+        assert!(fresh_dead.exists(), "recent dirs are kept");
     }
 }
