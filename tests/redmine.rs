@@ -165,6 +165,53 @@ fn full_path_claim_turn_report_note_status() {
 }
 
 #[test]
+fn an_answered_issue_is_not_worked_again_until_someone_writes() {
+    let _g = real_redmine!();
+    let llm = Llm::start(&json!({"steps": [text("answer")], "loop": true}));
+    // No claim status and no write-back status: the issue stays New, in scope.
+    let ws = workspace(
+        &llm.base_url(),
+        &format!("{SCOPE_NEW}\n[redmine.claim]\nassign = false\nstatus = \"New\"\n"),
+    );
+    let first = id("CODE2");
+    let r = run(&ws, &["once"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(front(&ws.latest(), "task_id"), first.to_string());
+    let r = run(&ws, &["once"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains(&format!("issue #{first} was answered by run")),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        front(&ws.latest(), "task_id"),
+        id("PRIMARY").to_string(),
+        "the next issue in scope"
+    );
+    // A human follow-up puts it back in play.
+    let (status, body) = http(
+        "PUT",
+        &format!("{}/issues/{first}.json", var("REDMINE_URL")),
+        &[
+            ("X-Redmine-API-Key", &var("REDMINE_ADMIN_API_KEY")),
+            ("Content-Type", "application/json"),
+        ],
+        Some(r#"{"issue":{"notes":"Thanks. And the second page?"}}"#),
+    );
+    assert_eq!(status, 204, "{body}");
+    let r = run(&ws, &["once"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(front(&ws.latest(), "task_id"), first.to_string());
+    let user = llm.chat_bodies().last().unwrap()["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(user.contains("And the second page?"), "{user}");
+}
+
+#[test]
 fn saved_query_scope_and_dry_run_change_nothing() {
     let _g = real_redmine!();
     let ws = workspace(

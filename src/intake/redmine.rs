@@ -346,11 +346,18 @@ pub async fn take(
     if candidates.is_empty() {
         return Ok(Intake::NothingInScope);
     }
+    let explicit = task_id.is_some();
     if !claim {
-        let issue = client.issue(candidates[0].id).await?;
-        let task = task(&issue, cfg);
-        route(&task)?;
-        return Ok(Intake::Task(Box::new(Taken { issue, task })));
+        for listed in candidates {
+            let issue = client.issue(listed.id).await?;
+            if !explicit && skip_answered(&issue) {
+                continue;
+            }
+            let task = task(&issue, cfg);
+            route(&task)?;
+            return Ok(Intake::Task(Box::new(Taken { issue, task })));
+        }
+        return Ok(Intake::NothingInScope);
     }
     let claim_status = match &cfg.claim.status {
         Some(name) => Some((name.clone(), client.status_id(name).await?)),
@@ -365,6 +372,9 @@ pub async fn take(
                 "intake: issue #{} changed since it was listed; skipping it this run",
                 fresh.id
             );
+            continue;
+        }
+        if !explicit && skip_answered(&fresh) {
             continue;
         }
         if let Some((holder, at)) = active_claim(&fresh.journals) {
@@ -432,6 +442,20 @@ pub async fn take(
         return Ok(Intake::Task(Box::new(Taken { issue: after, task })));
     }
     Ok(Intake::NothingInScope)
+}
+
+/// Whether to pass over an issue that harness already answered, saying so.
+fn skip_answered(issue: &Issue) -> bool {
+    match answered_by(issue) {
+        Some(run) => {
+            info!(
+                "intake: issue #{} was answered by run {run} and nothing happened since; skipping",
+                issue.id
+            );
+            true
+        }
+        None => false,
+    }
 }
 
 /// Checks that Redmine applied the claim (it answers 204 to changes it silently refuses).
@@ -706,6 +730,14 @@ pub fn active_claim(journals: &[Journal]) -> Option<(String, DateTime<Utc>)> {
     holder
 }
 
+/// The run whose REPORT note is the issue's latest journal: the issue was answered and
+/// nobody has written or changed anything since, so working it again would only repeat the
+/// answer (with the default write-back, which leaves the status, it stays in scope).
+pub fn answered_by(issue: &Issue) -> Option<String> {
+    let last = issue.journals.iter().max_by_key(|j| j.id)?;
+    marker_run(&last.notes, REPORT_MARKER)
+}
+
 /// Claim arbitration: among the claim notes written after journal `since` (the last journal
 /// seen before claiming), the earliest wins. Returns the winning run id.
 pub fn claim_winner(journals: &[Journal], since: u64) -> Option<String> {
@@ -858,6 +890,18 @@ Seen on prod too.
             ]),
             None
         );
+    }
+
+    #[test]
+    fn an_issue_is_answered_until_someone_adds_to_it() {
+        let mut i = issue();
+        assert_eq!(answered_by(&i), None);
+        i.journals
+            .push(journal(4, "[harness-report] run=r9\nThe answer."));
+        assert_eq!(answered_by(&i).as_deref(), Some("r9"));
+        i.journals
+            .push(journal(5, "Thanks, but what about page 3?"));
+        assert_eq!(answered_by(&i), None);
     }
 
     #[test]
