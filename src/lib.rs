@@ -212,14 +212,6 @@ async fn once(
     turn.skipped.splice(0..0, preflight_skips);
 
     // writeback
-    if let Some(path) = &args.record {
-        llm::cassette::save(path, turn.recorded.clone(), redactor).stage(Stage::Writeback)?;
-        info!(
-            "recorded {} replies to {}",
-            turn.recorded.len(),
-            path.display()
-        );
-    }
     let error = match &turn.outcome {
         turn::TurnOutcome::LlmFailed { error } => Some(redactor.redact(&error.message)),
         turn::TurnOutcome::Budget { stop } => Some(redactor.redact(&stop.describe())),
@@ -269,6 +261,17 @@ async fn once(
         turn.usage.total_tokens
     );
     emit(&format!("{}\n", path.display()));
+    // The cassette comes after the REPORT, so a bad --record path cannot cost the REPORT.
+    if let Some(cassette) = &args.record {
+        llm::cassette::save(cassette, turn.recorded.clone(), redactor)
+            .with_context(|| format!("the REPORT is on disk at {}", path.display()))
+            .stage(Stage::Writeback)?;
+        info!(
+            "recorded {} replies to {}",
+            turn.recorded.len(),
+            cassette.display()
+        );
+    }
     if let (Some(client), Some(rm)) = (redmine.as_ref(), cfg.redmine.as_ref()) {
         let name = path
             .file_name()

@@ -457,3 +457,19 @@ fn the_demo_example_runs_offline_on_its_cassette() {
         run.stderr
     );
 }
+
+#[test]
+fn a_record_path_that_cannot_be_written_does_not_cost_the_report() {
+    let llm = Llm::start(&json!([text("kept")]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    std::fs::write(ws.path().join("blocker"), "a file").unwrap();
+    let bad = ws.path().join("blocker/cassette.json");
+    let run = ws.run(&["once", "--demo", "--record", bad.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(body(&ws.latest()), "kept\n");
+    assert!(
+        run.stderr.contains("the REPORT is on disk at"),
+        "{}",
+        run.stderr
+    );
+}
