@@ -109,6 +109,19 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
             .into_iter()
             .map(|w| item(Status::Warn, "gate", w)),
     );
+    let sandbox = crate::tools::sandbox::decide(
+        cfg.bash.sandbox,
+        crate::tools::sandbox::kernel_abi(),
+        cfg.bash.network,
+    );
+    items.push(match sandbox {
+        Ok(s) => item(
+            Status::Ok,
+            "sandbox",
+            s.plan_line(cfg.bash.write_roots.len()),
+        ),
+        Err(e) => item(Status::Fail, "sandbox", format!("{e:#}")),
+    });
     items
 }
 
