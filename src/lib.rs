@@ -95,30 +95,11 @@ async fn once(
     let sandbox = sandbox_status(&cfg)?;
 
     // Everything that can fail without the model is checked before an issue is claimed and
-    // before the first token: report dir, work root, the LLM key.
+    // before the first token: report dir, work root, write roots, the LLM key.
     let mut backend = if args.dry_run {
         None
     } else {
-        report::prepare_dir(&cfg.report_dir).stage(Stage::Writeback)?;
-        if cfg.bash.enabled && !cfg.work_root.is_dir() {
-            return Err(anyhow!(
-                "work_root {} is not a directory (config {})",
-                cfg.work_root.display(),
-                cfg.path.display()
-            ))
-            .stage(Stage::Config);
-        }
-        for root in cfg.bash.write_roots.iter().filter(|_| cfg.bash.enabled) {
-            if !root.is_dir() {
-                return Err(anyhow!(
-                    "[tools.bash].write_roots: {} is not a directory (config {})",
-                    root.display(),
-                    cfg.path.display()
-                ))
-                .stage(Stage::Config);
-            }
-        }
-        Some(backend(&cfg, replay.as_deref(), redactor).stage(Stage::Config)?)
+        Some(ready_backend(&cfg, replay.as_deref(), redactor)?)
     };
 
     // intake
@@ -212,46 +193,14 @@ async fn once(
     turn.skipped.splice(0..0, preflight_skips);
 
     // writeback
-    let error = match &turn.outcome {
-        turn::TurnOutcome::LlmFailed { error } => Some(redactor.redact(&error.message)),
-        turn::TurnOutcome::Budget { stop } => Some(redactor.redact(&stop.describe())),
-        turn::TurnOutcome::Interrupted { signal } => {
-            Some(format!("interrupted by signal {signal}"))
-        }
-        turn::TurnOutcome::Completed | turn::TurnOutcome::MaxRounds => None,
-    };
-    let report = report::Report {
+    let run = RunInfo {
         run_id: run_id.clone(),
-        vertical: cfg.vertical.clone(),
-        task_id: task.id.clone(),
-        source: task.source.as_str().to_string(),
-        subject: task.subject.clone(),
-        class: route.class.clone(),
-        tier: route.tier.clone(),
-        model: turn.model.clone(),
-        models_skipped: turn
-            .skipped
-            .iter()
-            .map(|s| turn::SkippedModel {
-                model: s.model.clone(),
-                reason: redactor.redact(&s.reason),
-            })
-            .collect(),
-        usage: turn.usage,
-        cost_usd: turn.cost_usd,
-        rounds: turn.rounds,
-        max_rounds: cfg.max_rounds,
-        max_total_tokens: cfg.budget.max_total_tokens,
-        max_cost_usd: cfg.budget.max_cost_usd,
-        stop_reason: turn.outcome.stop_reason().to_string(),
-        error: error.clone(),
         started,
         finished,
         backend: backend.describe(),
         sandbox: sandbox.describe(),
-        round_log: turn.log.clone(),
-        reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
     };
+    let report = report_of(&cfg, &task, &route, &turn, run, redactor);
     let path = report::write_reports(&cfg.report_dir, &report).stage(Stage::Writeback)?;
     info!(
         "REPORT written: {} (stop reason {}, {} rounds, {} tokens)",
@@ -278,7 +227,7 @@ async fn once(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         if let Err(e) = writeback::write_back(client, rm, &report::render(&report), &name).await {
-            if let Some(err) = &error {
+            if let Some(err) = report.error.as_ref().filter(|_| turn.outcome.is_failure()) {
                 error!("llm: {err}");
             }
             return Err(anyhow!(
@@ -290,23 +239,111 @@ async fn once(
             .stage(Stage::Writeback);
         }
     }
-    Ok(match turn.outcome {
-        // A configured limit is a bounded, expected stop like max_rounds; the proxy refusing
-        // for budget is a failure, since every later run would be refused too.
-        turn::TurnOutcome::Completed
-        | turn::TurnOutcome::MaxRounds
-        | turn::TurnOutcome::Budget {
-            stop: turn::BudgetStop::Tokens { .. } | turn::BudgetStop::Cost { .. },
-        } => Success::Done,
-        turn::TurnOutcome::LlmFailed { .. }
-        | turn::TurnOutcome::Budget {
-            stop: turn::BudgetStop::Proxy { .. },
-        } => {
-            error!("llm: {}", error.unwrap_or_default());
-            Success::LlmFailedAfterReport
+    if let Some(err) = report.error.as_ref().filter(|_| turn.outcome.is_failure()) {
+        error!("llm: {err}");
+    }
+    Ok(success_of(&turn.outcome))
+}
+
+/// Checks everything a turn needs that costs no token, then builds the reply source.
+fn ready_backend(
+    cfg: &Config,
+    replay: Option<&Path>,
+    redactor: &mut Redactor,
+) -> Result<Backend, Failure> {
+    report::prepare_dir(&cfg.report_dir).stage(Stage::Writeback)?;
+    if cfg.bash.enabled && !cfg.work_root.is_dir() {
+        return Err(anyhow!(
+            "work_root {} is not a directory (config {})",
+            cfg.work_root.display(),
+            cfg.path.display()
+        ))
+        .stage(Stage::Config);
+    }
+    for root in cfg.bash.write_roots.iter().filter(|_| cfg.bash.enabled) {
+        if !root.is_dir() {
+            return Err(anyhow!(
+                "[tools.bash].write_roots: {} is not a directory (config {})",
+                root.display(),
+                cfg.path.display()
+            ))
+            .stage(Stage::Config);
         }
-        turn::TurnOutcome::Interrupted { signal } => Success::Interrupted { signal },
-    })
+    }
+    backend(cfg, replay, redactor).stage(Stage::Config)
+}
+
+/// What the REPORT says about the run itself, beside the task and the turn.
+struct RunInfo {
+    run_id: String,
+    started: chrono::DateTime<Utc>,
+    finished: chrono::DateTime<Utc>,
+    backend: String,
+    sandbox: String,
+}
+
+/// The REPORT of a finished turn, with every text that may hold a secret masked.
+fn report_of(
+    cfg: &Config,
+    task: &Task,
+    route: &routing::Route,
+    turn: &turn::Turn,
+    run: RunInfo,
+    redactor: &Redactor,
+) -> report::Report {
+    let error = match &turn.outcome {
+        turn::TurnOutcome::LlmFailed { error } => Some(redactor.redact(&error.message)),
+        turn::TurnOutcome::Budget { stop } => Some(redactor.redact(&stop.describe())),
+        turn::TurnOutcome::Interrupted { signal } => {
+            Some(format!("interrupted by signal {signal}"))
+        }
+        turn::TurnOutcome::Completed | turn::TurnOutcome::MaxRounds => None,
+    };
+    report::Report {
+        run_id: run.run_id,
+        vertical: cfg.vertical.clone(),
+        task_id: task.id.clone(),
+        source: task.source.as_str().to_string(),
+        subject: task.subject.clone(),
+        class: route.class.clone(),
+        tier: route.tier.clone(),
+        model: turn.model.clone(),
+        models_skipped: turn
+            .skipped
+            .iter()
+            .map(|s| turn::SkippedModel {
+                model: s.model.clone(),
+                reason: redactor.redact(&s.reason),
+            })
+            .collect(),
+        usage: turn.usage,
+        cost_usd: turn.cost_usd,
+        rounds: turn.rounds,
+        max_rounds: cfg.max_rounds,
+        max_total_tokens: cfg.budget.max_total_tokens,
+        max_cost_usd: cfg.budget.max_cost_usd,
+        stop_reason: turn.outcome.stop_reason().to_string(),
+        error,
+        started: run.started,
+        finished: run.finished,
+        backend: run.backend,
+        sandbox: run.sandbox,
+        round_log: turn.log.clone(),
+        reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
+    }
+}
+
+/// The exit of a turn whose REPORT is written. A configured limit is a bounded, expected
+/// stop like max_rounds; the proxy refusing for budget is a failure, since every later run
+/// would be refused too.
+fn success_of(outcome: &turn::TurnOutcome) -> Success {
+    if let turn::TurnOutcome::Interrupted { signal } = outcome {
+        Success::Interrupted { signal: *signal }
+    } else if outcome.is_failure() {
+        Success::LlmFailedAfterReport
+    } else {
+        Success::Done
+    }
 }
 
 /// The Redmine client for a run that takes its task from Redmine (not `--demo`).

@@ -47,6 +47,22 @@ pub enum TurnOutcome {
 }
 
 impl TurnOutcome {
+    /// Whether the turn failed (exit 4): an llm error or the proxy's budget refusal.
+    pub fn is_failure(&self) -> bool {
+        match self {
+            TurnOutcome::LlmFailed { .. }
+            | TurnOutcome::Budget {
+                stop: BudgetStop::Proxy { .. },
+            } => true,
+            TurnOutcome::Completed
+            | TurnOutcome::MaxRounds
+            | TurnOutcome::Interrupted { .. }
+            | TurnOutcome::Budget {
+                stop: BudgetStop::Tokens { .. } | BudgetStop::Cost { .. },
+            } => false,
+        }
+    }
+
     /// The REPORT's `stop_reason`.
     pub fn stop_reason(&self) -> &'static str {
         match self {
