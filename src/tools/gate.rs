@@ -250,6 +250,8 @@ struct Segment {
     redirs: Vec<Redir>,
     /// Ended with `|&`, which bash (and brush) treat as an added `2>&1`.
     pipe_amp: bool,
+    /// Ended with `|` or `|&`: the next segment reads this one's output on stdin.
+    pipe_out: bool,
 }
 
 impl Segment {
@@ -372,6 +374,7 @@ impl<'a> Lexer<'a> {
             };
         }
         self.cur.pipe_amp = sep == Sep::PipeAmp;
+        self.cur.pipe_out = matches!(sep, Sep::Pipe | Sep::PipeAmp);
         self.segs.push(std::mem::take(&mut self.cur));
         if self.segs.len() > MAX_SEGMENTS {
             return Err(format!("the command has more than {MAX_SEGMENTS} segments"));
@@ -571,6 +574,17 @@ impl<'a> Lexer<'a> {
                 w.vars.push(c.to_string());
                 self.i = j + 1;
                 Ok(())
+            }
+            // zsh expands `$=x`, `$~x`, `$^x` and `$+x` (reached through `zsh -c`).
+            Some('=' | '~' | '^' | '+')
+                if self
+                    .at(self.skip_cont(j + 1))
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || "_{@*#?-$!".contains(c)) =>
+            {
+                Err(
+                    "zsh expansions (`$=x`, `$~x`, `$^x`, `$+x`) are not understood by the gate"
+                        .into(),
+                )
             }
             _ => {
                 self.word_mut().value.push('$');
@@ -892,6 +906,24 @@ const STATE_BUILTINS: &[&str] = &[
     "jobs",
     "caller",
     "dirs",
+    // zsh precommand modifiers and builtins, reached through `zsh -c`.
+    "-",
+    "noglob",
+    "nocorrect",
+    "repeat",
+    "foreach",
+    "autoload",
+    "zmodload",
+    "emulate",
+    "setopt",
+    "unsetopt",
+    "sched",
+    "vared",
+    "zle",
+    "ztcp",
+    "zsocket",
+    "zpty",
+    "sysopen",
 ];
 
 /// Variables whose expansion in an argument is harmless: the runner sets them itself.
@@ -947,6 +979,10 @@ const INTERPRETERS: &[&str] = &[
     "sbcl",
     "ghci",
     "swift",
+    "dc",
+    "gnuplot",
+    "octave",
+    "r",
 ];
 
 /// Programs that run another command in a way the gate does not parse.
@@ -1008,6 +1044,68 @@ const OPAQUE_RUNNERS: &[&str] = &[
     "pnpx",
     "bunx",
     "git-lfs",
+    "ssh-agent",
+    "toybox",
+    "setpriv",
+    "capsh",
+    "prlimit",
+    "cpulimit",
+    "trickle",
+    "nocache",
+    "eatmydata",
+    "gosu",
+    "su-exec",
+    "chpst",
+    "envdir",
+    "setuidgid",
+    "daemonize",
+    "start-stop-daemon",
+    "logsave",
+    "tsp",
+    "nq",
+    "dbus-run-session",
+    "setarch",
+    "linux32",
+    "linux64",
+    "sshpass",
+    "hyperfine",
+    "watchexec",
+    "nodemon",
+    "concurrently",
+    "xterm",
+    "systemd-nspawn",
+    "machinectl",
+    "nerdctl",
+    "distrobox",
+    "flatpak",
+    "uv",
+    "poetry",
+    "pipenv",
+    "pdm",
+    "hatch",
+    "conda",
+    "mamba",
+    "micromamba",
+    "pixi",
+    "bundle",
+    "npm",
+    "yarn",
+    "pnpm",
+    "mise",
+    "asdf",
+    "devbox",
+    "aws-vault",
+    "doppler",
+    "dotenv",
+    "foreman",
+    "honcho",
+    "stack",
+    "opam",
+    "rbenv",
+    "pyenv",
+    "volta",
+    "fnm",
+    "scl",
 ];
 
 /// Commands whose options the gate checks (and which therefore may not take unseen
@@ -1018,6 +1116,40 @@ const CHECKED: &[&str] = &[
     "xargs", "command", "builtin", "nice", "nohup", "timeout", "stdbuf", "setsid", "busybox",
     "watch", "sudo", "doas",
 ];
+
+/// The lowercased program name, without a version suffix when that names a known shell,
+/// interpreter or checked command (`python3.11` -> `python`, `bash5` -> `bash`).
+fn canonical(base: &str) -> String {
+    let lc = base.to_ascii_lowercase();
+    let known = |b: &str| {
+        SHELLS.contains(&b)
+            || INTERPRETERS.contains(&b)
+            || OPAQUE_RUNNERS.contains(&b)
+            || CHECKED.contains(&b)
+    };
+    if known(&lc) {
+        return lc;
+    }
+    let stripped = lc.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
+    if !stripped.is_empty() && known(stripped) {
+        return stripped.to_string();
+    }
+    lc
+}
+
+/// Is this command path inside /proc or /dev (`/proc/self/exe` is the calling shell)?
+fn through_proc_or_dev(path: &str) -> bool {
+    let comps: Vec<&str> = path
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let climbs = comps.contains(&"..");
+    comps.iter().enumerate().any(|(k, c)| match *c {
+        "proc" => true,
+        "dev" => (k == 0 && path.starts_with('/')) || climbs,
+        _ => false,
+    }) || (path.starts_with('/') && comps.first().is_some_and(|c| *c == ".."))
+}
 
 fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
@@ -1055,8 +1187,10 @@ fn judge_program(
     }
     let segs = Lexer::new(src).run()?;
     let mut out = Vec::with_capacity(segs.len());
+    let mut piped_in = false;
     for seg in &segs {
-        out.push(judge_segment(policy, src, seg, depth, checks));
+        out.push(judge_segment(policy, src, seg, piped_in, depth, checks));
+        piped_in = seg.pipe_out;
     }
     if out.iter().all(|s| s.verdict == Verdict::Allow) {
         let shape = brush_shape(src)?;
@@ -1099,6 +1233,7 @@ fn judge_segment(
     policy: &Policy,
     src: &str,
     seg: &Segment,
+    piped_in: bool,
     depth: usize,
     checks: &mut Vec<(String, String)>,
 ) -> SegmentJudgement {
@@ -1112,7 +1247,7 @@ fn judge_segment(
         .first()
         .filter(|w| w.literal() && !is_assignment(w))
         .map(|w| w.value.clone());
-    let outcome = judge_segment_outcome(policy, seg, depth, checks);
+    let outcome = judge_segment_outcome(policy, seg, piped_in, depth, checks);
     let (verdict, rule, reason) = match outcome {
         Outcome::Allow { rule, reason } => (Verdict::Allow, rule, reason),
         Outcome::Deny { rule, reason } => (Verdict::Deny, rule, reason),
@@ -1129,6 +1264,7 @@ fn judge_segment(
 fn judge_segment_outcome(
     policy: &Policy,
     seg: &Segment,
+    piped_in: bool,
     depth: usize,
     checks: &mut Vec<(String, String)>,
 ) -> Outcome {
@@ -1149,7 +1285,19 @@ fn judge_segment_outcome(
             first.raw
         ));
     }
-    let outcome = judge_invocation(policy, &seg.words, depth, false, checks);
+    let stdin = Stdin {
+        piped: piped_in,
+        texts: seg
+            .redirs
+            .iter()
+            .filter_map(|r| match (&r.heredoc, r.op) {
+                (Some((_, body)), _) => Some(body.clone()),
+                (None, "<<<") => Some(r.target.value.clone()),
+                _ => None,
+            })
+            .collect(),
+    };
+    let outcome = judge_invocation(policy, &seg.words, &stdin, depth, false, checks);
     if matches!(outcome, Outcome::Allow { .. }) {
         checks.extend(redirect_checks);
     }
@@ -1244,11 +1392,18 @@ fn unsafe_var(w: &Word) -> Option<&str> {
         .find(|v| !SAFE_VARS.contains(v))
 }
 
+/// What a command reads on stdin: another segment's output, and/or heredoc and here-string text.
+struct Stdin {
+    piped: bool,
+    texts: Vec<String>,
+}
+
 /// Judges one command (a segment, or the command a wrapper runs). `open_tail` means more
 /// arguments the gate cannot see will be appended (`xargs`).
 fn judge_invocation(
     policy: &Policy,
     words: &[Word],
+    stdin: &Stdin,
     depth: usize,
     open_tail: bool,
     checks: &mut Vec<(String, String)>,
@@ -1275,6 +1430,18 @@ fn judge_invocation(
     if cmd.value.is_empty() {
         return deny("the command word is empty");
     }
+    if through_proc_or_dev(&cmd.value) {
+        return deny(format!(
+            "the command word `{}` runs a program through /proc or /dev, which hides what runs; denied",
+            cmd.raw
+        ));
+    }
+    if cmd.value.starts_with('=') {
+        return deny(format!(
+            "the command word `{}` starts with `=`, which zsh expands to a program's path; denied",
+            cmd.raw
+        ));
+    }
     if STATE_BUILTINS.contains(&cmd.value.as_str()) {
         return deny(format!(
             "`{}` evaluates text or changes the shell's state; always denied",
@@ -1288,7 +1455,7 @@ fn judge_invocation(
         ));
     }
     let base = basename(&cmd.value);
-    let base_lc = base.to_ascii_lowercase();
+    let base_lc = canonical(base);
     for rule in &policy.deny {
         if deny_matches(rule, words) {
             return Outcome::Deny {
@@ -1302,11 +1469,17 @@ fn judge_invocation(
             "`xargs` would append unseen arguments to `{base}`, whose arguments the gate must see"
         ));
     }
+    if let Some(reason) = expansion_into_options(&base_lc, args) {
+        return deny(reason);
+    }
     if let Some(reason) = dangerous_args(&base_lc, args) {
         return deny(reason);
     }
     if !policy.deny.is_empty() {
-        if let Some(reason) = opaque_mentions(policy, &base_lc, args) {
+        let found = opaque_mentions(policy, &base_lc, args)
+            .or_else(|| stdin_code(policy, &base_lc, args, stdin))
+            .or_else(|| inline_code_can_run_programs(&base_lc, args));
+        if let Some(reason) = found {
             return deny(reason);
         }
     }
@@ -1321,7 +1494,7 @@ fn judge_invocation(
                     _ => continue,
                 };
                 if let Outcome::Deny { rule, reason } =
-                    judge_invocation(policy, &inner, depth + 1, tail, checks)
+                    judge_invocation(policy, &inner, stdin, depth + 1, tail, checks)
                 {
                     return Outcome::Deny {
                         rule,
@@ -1433,7 +1606,9 @@ fn deny_matches(rule: &Rule, words: &[Word]) -> bool {
     let Some(cmd) = words.first() else {
         return false;
     };
-    let base = basename(&cmd.value);
+    // Loose: `RM` is `rm` on a case-insensitive file system.
+    let base_lc = basename(&cmd.value).to_ascii_lowercase();
+    let base = base_lc.as_str();
     let subsequence = |rule_words: &[String]| {
         let mut want = rule_words.iter().peekable();
         for w in &words[1..] {
@@ -1450,7 +1625,7 @@ fn deny_matches(rule: &Rule, words: &[Word]) -> bool {
     match &rule.kind {
         RuleKind::Universal => true,
         RuleKind::Exact(ws) | RuleKind::Words(ws) => match ws.split_first() {
-            Some((head, rest)) => basename(head) == base && subsequence(rest),
+            Some((head, rest)) => basename(head).eq_ignore_ascii_case(base) && subsequence(rest),
             None => false,
         },
         RuleKind::Raw(prefix) => {
@@ -1461,7 +1636,9 @@ fn deny_matches(rule: &Rule, words: &[Word]) -> bool {
             let full = std::iter::once(cmd.value.as_str())
                 .chain(tail.iter().copied())
                 .collect::<Vec<_>>();
-            by_base.join(" ").starts_with(prefix.as_str())
+            by_base
+                .join(" ")
+                .starts_with(prefix.to_ascii_lowercase().as_str())
                 || full.join(" ").starts_with(prefix.as_str())
         }
         RuleKind::Path(prefix) => path_under(&cmd.value, prefix, true),
@@ -1651,7 +1828,7 @@ fn inner_command(policy: &Policy, base: &str, words: &[Word], open_tail: bool) -
             )
             .map(to_end)
         }
-        "busybox" => Ok(if n > 1 && !words[1].value.starts_with('-') {
+        "busybox" | "toybox" => Ok(if n > 1 && !words[1].value.starts_with('-') {
             to_end(1)
         } else {
             Inner::None
@@ -1871,7 +2048,7 @@ fn xargs_inner(words: &[Word]) -> Result<Inner, String> {
             if cmd.value.contains(&r) {
                 return Err("`xargs -I` substitutes input into the command word; denied".into());
             }
-            let b = basename(&cmd.value).to_ascii_lowercase();
+            let b = canonical(basename(&cmd.value));
             if (SHELLS.contains(&b.as_str()) || INTERPRETERS.contains(&b.as_str()))
                 && words[i..].iter().any(|w| w.value.contains(&r))
             {
@@ -2021,7 +2198,9 @@ fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Option<String>
             .filter(|t| !t.is_empty())
         {
             let b = basename(tok);
-            if denied.contains(&b) {
+            let kind = canonical(b);
+            let b = kind.as_str();
+            if denied.contains(&b) || denied.iter().any(|d| canonical(d) == b) {
                 return Some(format!(
                     "`{base}` would run code mentioning `{b}`, which a deny rule forbids; the gate cannot follow it"
                 ));
@@ -2037,9 +2216,194 @@ fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Option<String>
     None
 }
 
+/// Interpreters whose stdin is always commands (editors, REPLs, `at`), even with a file operand.
+const STDIN_COMMANDS: &[&str] = &[
+    "ed", "ex", "vi", "vim", "nvim", "emacs", "sqlite3", "psql", "mysql", "gdb", "expect",
+    "jshell", "irb", "tclsh", "wish", "ghci", "guile", "racket", "sbcl", "dc", "gnuplot", "octave",
+    "r",
+];
+
+fn is_stdin_path(v: &str) -> bool {
+    matches!(v, "-" | "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0")
+}
+
+/// Does an interpreter read its program from stdin? True unless a program is given inline
+/// (`-c`, `-e`, `-ne`, `-m`, `-r`, `--eval`, `deno eval`) or as a file operand.
+fn program_from_stdin(args: &[Word]) -> bool {
+    for w in args {
+        let v = w.value.as_str();
+        if is_stdin_path(v) {
+            return true;
+        }
+        if v == "--" {
+            continue;
+        }
+        if let Some(long) = v.strip_prefix("--") {
+            if matches!(
+                long.split('=').next(),
+                Some("eval" | "command" | "print" | "execute")
+            ) {
+                return false;
+            }
+            continue;
+        }
+        if let Some(cluster) = v.strip_prefix('-') {
+            if cluster.chars().any(|c| "ceErmp".contains(c)) {
+                return false;
+            }
+            continue;
+        }
+        return false;
+    }
+    true
+}
+
+/// With deny rules in force: an interpreter or runner fed code on stdin (a pipe, heredoc or
+/// here-string) runs text the rules cannot follow; heredoc and here-string text is checked
+/// like an argument.
+fn stdin_code(policy: &Policy, base: &str, args: &[Word], stdin: &Stdin) -> Option<String> {
+    let opaque = OPAQUE_RUNNERS.contains(&base);
+    if !(opaque || INTERPRETERS.contains(&base)) {
+        return None;
+    }
+    let texts: Vec<Word> = stdin.texts.iter().map(|t| Word::synthetic(t)).collect();
+    if let Some(reason) =
+        opaque_mentions(policy, base, &texts).or_else(|| inline_code_can_run_programs(base, &texts))
+    {
+        return Some(format!("on stdin: {reason}"));
+    }
+    if !stdin.piped && stdin.texts.is_empty() {
+        return None;
+    }
+    let reads_code = opaque
+        || STDIN_COMMANDS.contains(&base)
+        || (!matches!(base, "awk" | "gawk" | "mawk" | "nawk" | "make") && program_from_stdin(args));
+    reads_code.then(|| {
+        format!("`{base}` would run commands from its stdin, which the deny rules cannot see into")
+    })
+}
+
+/// Names of interpreter features that run programs or build code at run time; inline code
+/// containing one could reach a denied command without naming it (`'r'+'m'`).
+const CODE_CAPABILITIES: &[&str] = &[
+    "system",
+    "exec",
+    "spawn",
+    "popen",
+    "fork",
+    "process",
+    "import",
+    "require",
+    "open",
+    "eval",
+    "`",
+    "qx",
+    "pty",
+    "shell",
+    "syscall",
+    "ctypes",
+    "ffi",
+    "dlopen",
+    "load",
+    "pipe",
+    "kernel",
+    "send",
+    "__",
+    "getattr",
+    "globals",
+    "vars(",
+    "compile",
+    "function",
+    "constructor",
+    "deno.",
+    "bun.",
+    "passthru",
+    "proc_",
+    "os.",
+    "io.",
+    "%x",
+    "&$",
+    "&{",
+    "$(",
+    "run(",
+    "readpipe",
+    "command",
+    "invoke",
+    "call(",
+    "apply(",
+    "new ",
+    "do ",
+    "dofile",
+    "sh ",
+    "::",
+];
+
+/// With deny rules in force, inline interpreter code (an argument that looks like code) that
+/// uses a feature able to run programs is denied: the rules cannot follow what it runs.
+fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<String> {
+    if !INTERPRETERS.contains(&base) || matches!(base, "awk" | "gawk" | "mawk" | "nawk") {
+        return None;
+    }
+    for w in args {
+        let code = w
+            .value
+            .contains(|c: char| " ()'\";{}$@`[]=&|<>\n".contains(c));
+        if !code {
+            continue;
+        }
+        let lc = w.value.to_ascii_lowercase();
+        // `$f(...)`: PHP and Perl call a function named by a string.
+        let variable_call = lc.match_indices('$').any(|(k, _)| {
+            let rest =
+                lc[k + 1..].trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_');
+            rest.len() < lc.len() - k - 1 && rest.trim_start().starts_with('(')
+        });
+        if variable_call {
+            return Some(format!(
+                "`{base}` code calls a function through a variable, which can run programs the deny rules cannot see"
+            ));
+        }
+        if let Some(cap) = CODE_CAPABILITIES.iter().find(|c| lc.contains(*c)) {
+            return Some(format!(
+                "`{base}` code uses `{}`, which can run programs the deny rules cannot see",
+                cap.trim()
+            ));
+        }
+    }
+    None
+}
+
 // ---------------------------------------------------------------------------------------------
 // Options that turn a reading command into one that runs code or writes files.
 // ---------------------------------------------------------------------------------------------
+
+/// For commands whose options the gate checks, an unquoted glob that could match a file named
+/// like an option (`*` matches `--checkpoint-action=exec=sh`), or a brace expansion, would
+/// hand the command options the gate never saw.
+fn expansion_into_options(base: &str, args: &[Word]) -> Option<String> {
+    let checked = CHECKED.contains(&base)
+        || INTERPRETERS.contains(&base)
+        || SHELLS.contains(&base)
+        || matches!(
+            base,
+            "xxd" | "go" | "gmake" | "tee" | "cp" | "mv" | "ln" | "chmod" | "chown"
+        );
+    if !checked {
+        return None;
+    }
+    for w in args.iter().take_while(|w| w.value != "--") {
+        let braces = w.brace && (w.value.contains(',') || w.value.contains(".."));
+        let leading_glob = w.glob && w.value.starts_with(['*', '?', '[']);
+        if braces || leading_glob {
+            return Some(format!(
+                "`{base}`: `{}` could expand into options the gate cannot check (write `./{}` for files)",
+                w.raw,
+                w.raw.trim_start_matches("./")
+            ));
+        }
+    }
+    None
+}
 
 /// `--name[=…]` where `name` is an abbreviation (GNU getopt_long accepts any unambiguous
 /// prefix) of one of `names`.
@@ -2125,11 +2489,56 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
             }
             None
         }
-        "uniq" => {
-            let positional = args.iter().filter(|w| !w.value.starts_with('-')).count();
+        "uniq" | "xxd" => {
+            // Options that take a separate value, whose value is not an operand.
+            let valued: &[&str] = if base == "uniq" {
+                &["-f", "-s", "-w"]
+            } else {
+                &[
+                    "-c",
+                    "-g",
+                    "-l",
+                    "-o",
+                    "-s",
+                    "-n",
+                    "-R",
+                    "-cols",
+                    "-groupsize",
+                    "-len",
+                    "-offset",
+                    "-seek",
+                    "-name",
+                ]
+            };
+            let mut positional = 0;
+            let mut i = 0;
+            while let Some(w) = args.get(i) {
+                let v = w.value.as_str();
+                i += 1;
+                if valued.contains(&v) {
+                    i += 1;
+                } else if v == "-" || !v.starts_with('-') {
+                    positional += 1;
+                }
+            }
             (positional >= 2)
                 .then(|| format!("`{base}` with two file operands writes the second; denied"))
         }
+        "go" => {
+            let all: Vec<&str> = options(args).collect();
+            if all.first() == Some(&"env") && all.iter().any(|v| matches!(*v, "-w" | "-u")) {
+                return hit("`env -w`/`-u` writes settings (GOFLAGS can name programs to run)");
+            }
+            for v in all {
+                let name = v.trim_start_matches('-').split('=').next().unwrap_or("");
+                if v.starts_with('-') && matches!(name, "exec" | "toolexec" | "vettool" | "overlay")
+                {
+                    return hit(&format!("`-{name}` runs a program the rules did not name"));
+                }
+            }
+            None
+        }
+        "make" | "gmake" => make_check(args).map(|e| format!("`{base}`: {e}; denied")),
         "sed" | "gsed" => sed_check(args)
             .err()
             .map(|e| format!("`{base}`: {e}; denied")),
@@ -2205,6 +2614,14 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
                 ) {
                     return hit(&format!("`--{n}` runs a program"));
                 }
+                let remote = v
+                    .strip_prefix("--file=")
+                    .or_else(|| (!v.starts_with('-')).then_some(v))
+                    .and_then(|f| f.split_once(':'))
+                    .is_some_and(|(host, _)| !host.is_empty() && !host.contains('/'));
+                if remote && !args.iter().any(|w| w.value == "--force-local") {
+                    return hit("a `host:file` archive runs a remote shell command");
+                }
                 let old_style =
                     k == 0 && !v.starts_with('-') && (v.contains('I') || v.contains('F'));
                 if old_style || short_has(v, "IF", "bCfgHKLNTVX") {
@@ -2215,7 +2632,9 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
         }
         "rg" => {
             for v in options(args) {
-                if v == "--pre" || v.starts_with("--pre=") || v.starts_with("--hostname-bin") {
+                if long_abbrev(v, &["pre", "hostname-bin"]).is_some()
+                    && !v.starts_with("--pre-glob")
+                {
                     return hit("`--pre` runs a program");
                 }
             }
@@ -2298,6 +2717,49 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
     }
 }
 
+/// `make` runs its Makefile's recipes (what a `make *` rule authorises), but not code given on
+/// the command line or on stdin.
+fn make_check(args: &[Word]) -> Option<String> {
+    let all: Vec<&str> = options(args).collect();
+    for (k, v) in all.iter().enumerate() {
+        if long_abbrev(v, &["eval"]).is_some() || short_has(v, "E", "CfIjlWo") {
+            return Some("`--eval` runs code given on the command line".into());
+        }
+        let makefile = if matches!(*v, "-f" | "--file" | "--makefile") {
+            all.get(k + 1).copied()
+        } else if let Some(rest) = v.strip_prefix("-f").filter(|_| !v.starts_with("--")) {
+            Some(rest)
+        } else if long_abbrev(v, &["file", "makefile"]).is_some() {
+            v.split_once('=').map(|(_, x)| x)
+        } else {
+            None
+        };
+        if makefile
+            .is_some_and(|m| is_stdin_path(m) || m.starts_with("/dev/") || m.starts_with("/proc/"))
+        {
+            return Some("a Makefile read from stdin cannot be checked".into());
+        }
+        if let Some((name, value)) = v.split_once('=').filter(|_| !v.starts_with('-')) {
+            let risky_name = matches!(
+                name,
+                "SHELL"
+                    | "MAKESHELL"
+                    | ".SHELLFLAGS"
+                    | "MAKEFLAGS"
+                    | "MFLAGS"
+                    | "MAKEFILES"
+                    | "GNUMAKEFLAGS"
+            );
+            if risky_name || value.contains(|c: char| " \t;|&$`()<>\n".contains(c)) {
+                return Some(format!(
+                    "the variable override `{name}=…` can change the commands recipes run"
+                ));
+            }
+        }
+    }
+    None
+}
+
 fn git_check(args: &[Word]) -> Option<String> {
     let mut i = 0;
     // Global options before the subcommand.
@@ -2342,6 +2804,31 @@ fn git_check(args: &[Word]) -> Option<String> {
             | "credential"
     ) {
         return Some(format!("`git {sub}` runs programs"));
+    }
+    if rest
+        .iter()
+        .any(|w| w.value.starts_with("ext::") || w.value.starts_with("fd::"))
+    {
+        return Some("the `ext::`/`fd::` transports run programs".into());
+    }
+    if sub == "help"
+        && options(rest).any(|v| short_has(v, "w", "") || long_abbrev(v, &["web"]).is_some())
+    {
+        return Some("`git help --web` starts a browser".into());
+    }
+    if matches!(sub, "clone" | "init" | "submodule") {
+        for v in options(rest) {
+            if v == "-c" || (v.starts_with("-c") && !v.starts_with("--")) {
+                return Some(format!(
+                    "`git {sub} -c` sets configuration (programs git runs)"
+                ));
+            }
+            if let Some(n) = long_abbrev(v, &["config", "template", "separate-git-dir"]) {
+                return Some(format!(
+                    "`git {sub} --{n}` sets configuration or hooks (programs git runs)"
+                ));
+            }
+        }
     }
     if sub == "submodule" && rest.iter().any(|w| w.value == "foreach") {
         return Some("`git submodule foreach` runs shell commands".into());
@@ -2395,6 +2882,7 @@ fn git_check(args: &[Word]) -> Option<String> {
                 "header-cmd",
                 "config-env",
                 "run",
+                "output-directory",
             ],
         ) {
             if !(n == "run" && sub != "rebase") {
@@ -2403,7 +2891,8 @@ fn git_check(args: &[Word]) -> Option<String> {
         }
         let short_bad = match sub {
             "grep" => short_has(v, "O", "efABCm"),
-            "fetch" | "clone" | "ls-remote" | "pull" | "archive" => short_has(v, "u", "objc"),
+            "fetch" | "clone" | "ls-remote" | "pull" => short_has(v, "u", "objc"),
+            "archive" => short_has(v, "uo", ""),
             "rebase" => short_has(v, "x", "sXC"),
             "difftool" => short_has(v, "xt", ""),
             "log" | "diff" | "show" | "format-patch" | "whatchanged" => {
@@ -2698,8 +3187,20 @@ fn awk_check(args: &[Word]) -> Result<(), String> {
     if !p.literal() {
         return Err(format!("the program `{}` contains an expansion", p.raw));
     }
-    for bad in ["system", "|", ">", "getline", "@", "ENVIRON"] {
-        if p.value.contains(bad) {
+    // `||` is logical or; `>` is a comparison unless it follows `print`/`printf` in the same
+    // statement, where it redirects output to a file.
+    let code = p.value.replace("||", " ");
+    let redirects = code.match_indices("print").any(|(k, _)| {
+        code[k..]
+            .split([';', '}', '\n'])
+            .next()
+            .is_some_and(|stmt| stmt.contains('>'))
+    });
+    if redirects {
+        return Err("the program redirects `print` output to a file".into());
+    }
+    for bad in ["system", "|", "getline", "@", "ENVIRON"] {
+        if code.contains(bad) {
             return Err(format!(
                 "the program contains `{bad}` (running commands, pipes or writing files)"
             ));
