@@ -3277,6 +3277,19 @@ pub fn lint(policy: &Policy) -> Vec<String> {
     out
 }
 
+/// Control characters (a CR hidden in a command word) shown as escapes, so a person sees them.
+fn visible(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' {
+                c.escape_debug().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// Human-readable rendering for `harness gate`: the verdict with its reason, one line per
 /// segment (verdict, the segment as written, the rule or the reason), run-time checks, then
 /// lint warnings.
@@ -3294,9 +3307,9 @@ pub fn render_human(judgement: &Judgement, warnings: &[String]) -> String {
         Verdict::Deny if total > 1 && denied > 0 => writeln!(
             out,
             "DENY: {} ({denied} of {total} segments denied)",
-            judgement.reason
+            visible(&judgement.reason)
         ),
-        Verdict::Deny => writeln!(out, "DENY: {}", judgement.reason),
+        Verdict::Deny => writeln!(out, "DENY: {}", visible(&judgement.reason)),
     };
     let shown: Vec<String> = judgement
         .segments
@@ -3341,6 +3354,7 @@ pub fn render_human(judgement: &Judgement, warnings: &[String]) -> String {
             _ => String::new(),
         };
         let pad = width - text.chars().count();
+        let (why, word) = (visible(&why), visible(&word));
         let _ = writeln!(out, "  {mark}  {text}{:pad$}  {why}{word}", "");
     }
     for (path, prefix) in &judgement.runtime_path_checks {
