@@ -473,3 +473,37 @@ fn a_record_path_that_cannot_be_written_does_not_cost_the_report() {
         run.stderr
     );
 }
+
+#[test]
+fn a_path_rule_refuses_a_script_that_a_symlink_leads_out_of_the_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let llm = Llm::start(&json!([
+        tool_call("c1", "./scripts/ok.sh"),
+        tool_call("c2", "./scripts/evil.sh"),
+        text("done"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace("allow = [\"ls *\"", "allow = [\"./scripts/**\", \"ls *\"")
+    });
+    let scripts = ws.path().join("work/scripts");
+    std::fs::create_dir(&scripts).unwrap();
+    for (path, body) in [
+        (scripts.join("ok.sh"), "#!/bin/sh\necho inside\n"),
+        (ws.path().join("evil.sh"), "#!/bin/sh\necho escaped\n"),
+    ] {
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::os::unix::fs::symlink(ws.path().join("evil.sh"), scripts.join("evil.sh")).unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bodies = llm.chat_bodies();
+    let first = tool_results(&bodies[1]);
+    assert_eq!(first, vec!["inside\n[exit status: 0]".to_string()]);
+    let second = tool_results(&bodies[2]);
+    assert!(
+        second[1].starts_with("denied by the command gate, not run: "),
+        "{second:?}"
+    );
+    assert!(second[1].contains("resolves outside"), "{second:?}");
+}
