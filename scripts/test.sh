@@ -29,7 +29,13 @@ if [[ -z "${HARNESS_TEST_QUICK:-}" ]]; then
     # tests/litellm.rs uses these custom-auth keys: a plain user key, and one whose budget
     # (0 USD) is already spent, so the proxy answers 422 budget_exceeded on every request.
     export LITELLM_TEST_KEYS=${LITELLM_TEST_KEYS:-sk-harness-user,sk-harness-spent:0}
-    eval "$(SCRIPTED_LLM="$root/target/debug/scripted-llm" scripts/litellm-up.sh tests/litellm/idle.json)"
+    # Ports away from LiteLLM's usual 4000, so a developer's own proxy is left alone.
+    export LITELLM_PORT=${LITELLM_PORT:-14000} SCRIPTED_LLM_PORT=${SCRIPTED_LLM_PORT:-14001}
+    up=$(SCRIPTED_LLM="$root/target/debug/scripted-llm" scripts/litellm-up.sh tests/litellm/idle.json) || {
+      echo "test.sh: the real LiteLLM proxy did not start (see above)" >&2
+      exit 1
+    }
+    eval "$up"
     export LITELLM_BASE_URL LITELLM_KEY SCRIPTED_LLM_URL
     export HARNESS_TEST_LITELLM=1
   fi
