@@ -63,22 +63,7 @@ impl Proxy {
 
     /// The chat requests the upstream received, in order.
     fn upstream_chats(&self) -> Vec<Value> {
-        let (_, body) = http(
-            "GET",
-            &format!("{}/_fake/requests", self.upstream),
-            &[],
-            None,
-        );
-        let all: Vec<Value> = serde_json::from_str(&body).unwrap();
-        all.into_iter()
-            .filter(|r| {
-                r["path"]
-                    .as_str()
-                    .unwrap_or("")
-                    .ends_with("/chat/completions")
-            })
-            .map(|r| r["body"].clone())
-            .collect()
+        chat_bodies_at(&self.upstream)
     }
 
     fn workspace(&self, edit: impl FnOnce(String) -> String) -> Workspace {

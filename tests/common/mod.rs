@@ -64,16 +64,7 @@ impl Llm {
 
     /// The chat requests' bodies, in order.
     pub fn chat_bodies(&self) -> Vec<Value> {
-        self.requests()
-            .into_iter()
-            .filter(|r| {
-                r["path"]
-                    .as_str()
-                    .unwrap_or("")
-                    .ends_with("/chat/completions")
-            })
-            .map(|r| r["body"].clone())
-            .collect()
+        chat_bodies_at(&self.url)
     }
 
     /// `{pos, steps, requests, connections}`.
@@ -368,4 +359,19 @@ pub fn sandbox_plan_line() -> String {
     )
     .unwrap()
     .plan_line(0)
+}
+
+/// The chat request bodies a `scripted-llm` at `url` received, in order.
+pub fn chat_bodies_at(url: &str) -> Vec<Value> {
+    let all: Vec<Value> =
+        serde_json::from_str(&http_get(&format!("{url}/_fake/requests"))).unwrap();
+    all.into_iter()
+        .filter(|r| {
+            r["path"]
+                .as_str()
+                .unwrap_or("")
+                .ends_with("/chat/completions")
+        })
+        .map(|r| r["body"].clone())
+        .collect()
 }
