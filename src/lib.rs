@@ -109,6 +109,11 @@ async fn once(
         return Ok(Success::Done);
     };
 
+    // The client only when this run holds a claim on the task, so only then is one released.
+    let claimed = redmine
+        .as_ref()
+        .filter(|_| cfg.redmine.as_ref().is_some_and(|r| r.claim.enabled));
+
     // routing
     let route = routing::route(&cfg.models, task.class.as_deref())
         .map_err(|e| anyhow!("routing task {}: {e}", task.id))
@@ -139,7 +144,7 @@ async fn once(
             match llm::preflight::route(client, &route).await {
                 Ok(v) => v,
                 Err(f) => {
-                    release_claim(redmine.as_ref(), &task, &run_id, &f).await;
+                    release_claim(claimed, &task, &run_id, &f, redactor).await;
                     return Err(f);
                 }
             }
@@ -159,7 +164,7 @@ async fn once(
     let bash = match bash.transpose().stage(Stage::Config) {
         Ok(b) => b,
         Err(f) => {
-            release_claim(redmine.as_ref(), &task, &run_id, &f).await;
+            release_claim(claimed, &task, &run_id, &f, redactor).await;
             return Err(f);
         }
     };
@@ -428,12 +433,14 @@ async fn release_claim(
     task: &Task,
     run_id: &str,
     failure: &Failure,
+    redactor: &Redactor,
 ) {
     let Some(client) = redmine else { return };
+    // The note is public on the issue: the error is masked like every other output.
     let note = format!(
-        "{} run={run_id}: giving the claim up: {:#}",
+        "{} run={run_id}: giving the claim up: {}",
         intake::redmine::RELEASE_MARKER,
-        failure.error
+        redactor.redact(&format!("{:#}", failure.error))
     );
     let body = serde_json::json!({"issue": {"notes": note}});
     if let Err(e) = client

@@ -489,6 +489,36 @@ fn a_live_claim_is_respected_and_a_stale_one_taken_over() {
 }
 
 #[test]
+fn a_failure_after_the_claim_releases_it() {
+    let _g = real_redmine!();
+    let llm = Llm::start(&json!({"steps": [text("worked after all")], "loop": true}));
+    // The code tier's model is not served: the preflight fails after the claim.
+    let ws = workspace(&llm.base_url(), &format!("{SCOPE_NEW}\n{WRITEBACK}"));
+    let good = std::fs::read_to_string(ws.config()).unwrap();
+    let bad = good
+        .replace("mopac-code = \"glm-5.2\"", "mopac-code = \"glm-9\"")
+        .replace("max_retries = 2\n", "max_retries = 2\npreflight = true\n");
+    std::fs::write(ws.config(), &bad).unwrap();
+    let n = id("CODE");
+    let r = run(&ws, &["once", "--task-id", &n.to_string()]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(ws.report_files().is_empty());
+    let released: Vec<String> = notes(&issue(n))
+        .into_iter()
+        .filter(|x| x.starts_with("[harness-release]"))
+        .collect();
+    assert_eq!(released.len(), 1, "{released:?}");
+    assert!(released[0].contains("glm-9"), "{released:?}");
+    assert!(!released[0].contains(CANARY));
+    // Released, so a run may take the issue at once instead of waiting for staleness (it is
+    // In Progress now, out of the New scope, hence --force).
+    std::fs::write(ws.config(), good).unwrap();
+    let r = run(&ws, &["once", "--task-id", &n.to_string(), "--force"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(ws.report_files().len(), 1);
+}
+
+#[test]
 fn many_workers_work_every_issue_exactly_once() {
     let _g = real_redmine!();
     let llm = Llm::start(&json!({"steps": [text("worked")], "loop": true}));
