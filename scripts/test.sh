@@ -42,4 +42,4 @@ if [[ -z "${HARNESS_TEST_QUICK:-}" ]]; then
 fi
 
 # One test binary at a time keeps the real-server tests from racing each other.
-cargo test --all-targets -- --test-threads="${HARNESS_TEST_THREADS:-2}"
+cargo test --all-targets --no-fail-fast -- --test-threads="${HARNESS_TEST_THREADS:-2}"

@@ -78,6 +78,31 @@ fn status_name(issue: &Value) -> String {
     issue["status"]["name"].as_str().unwrap().to_string()
 }
 
+/// The seed's expected order of a saved query (priority desc, id asc), checked against what
+/// the server answers the bot for `params`, so a wrong expectation fails here, by name.
+fn seeded_order(name: &str, params: &str) -> Vec<u64> {
+    let seeded: Vec<u64> = var(name).split(',').map(|n| n.parse().unwrap()).collect();
+    let (status, body) = http(
+        "GET",
+        &format!("{}/issues.json?{params}&limit=100", var("REDMINE_URL")),
+        &[("X-Redmine-API-Key", &var("REDMINE_BOT_API_KEY"))],
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    let served: Vec<u64> = serde_json::from_str::<Value>(&body).unwrap()["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        seeded, served,
+        "{name} disagrees with the server's answer to ?{params}"
+    );
+    assert!(!seeded.is_empty(), "{name} is empty");
+    seeded
+}
+
 /// A workspace whose config takes tasks from the real Redmine.
 fn workspace(llm: &str, redmine: &str) -> Workspace {
     let redmine = redmine.to_string();
@@ -218,12 +243,14 @@ fn saved_query_scope_and_dry_run_change_nothing() {
         "http://127.0.0.1:9/v1",
         &format!("scope_query_id = {}", var("REDMINE_QUERY_ID")),
     );
-    let first: u64 = var("REDMINE_QUERY_ORDER")
-        .split(',')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let order = seeded_order(
+        "REDMINE_QUERY_ORDER",
+        &format!("query_id={}", var("REDMINE_QUERY_ID")),
+    );
+    let mut by_id = order.clone();
+    by_id.sort_unstable();
+    assert_ne!(order, by_id, "the seed must make the query's sort visible");
+    let first = order[0];
     let before = notes(&issue(first)).len();
     let r = run(&ws, &["once", "--dry-run"]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -247,11 +274,10 @@ fn project_scoped_saved_query_needs_the_project() {
     );
     let r = run(&ws, &["once", "--dry-run"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let first = var("REDMINE_PROJECT_QUERY_ORDER")
-        .split(',')
-        .next()
-        .unwrap()
-        .to_string();
+    let first = seeded_order(
+        "REDMINE_PROJECT_QUERY_ORDER",
+        &format!("project_id={}&query_id={q}", var("REDMINE_PROJECT")),
+    )[0];
     assert!(
         r.stdout.contains(&format!("task: [{first}] ")),
         "{}",
