@@ -983,6 +983,25 @@ const INTERPRETERS: &[&str] = &[
     "gnuplot",
     "octave",
     "r",
+    "pypy",
+    "pypy3",
+    "ipython",
+    "ts-node",
+    "tsx",
+    "groovy",
+    "kotlin",
+    "scala",
+    "elixir",
+    "erl",
+    "escript",
+    "ocaml",
+    "runghc",
+    "runhaskell",
+    "m4",
+    "cmake",
+    "lldb",
+    "duckdb",
+    "mongosh",
 ];
 
 /// Programs that run another command in a way the gate does not parse.
@@ -1106,6 +1125,49 @@ const OPAQUE_RUNNERS: &[&str] = &[
     "volta",
     "fnm",
     "scl",
+    "abduco",
+    "dtach",
+    "softlimit",
+    "fakechroot",
+    "retry",
+    "lckdo",
+    "pee",
+    "xe",
+    "mispipe",
+    "run-one",
+    "x-terminal-emulator",
+    "gnome-terminal",
+    "konsole",
+    "kitty",
+    "alacritty",
+    "wezterm",
+    "foot",
+    "byobu",
+    "zellij",
+    "bpftrace",
+    "uftrace",
+    "rr",
+    "systemd-inhibit",
+    "flatpak-spawn",
+    "toolbox",
+    "distrobox-enter",
+    "lxc-attach",
+    "lxc-execute",
+    "schroot",
+    "apptainer",
+    "singularity",
+    "socat",
+    "heaptrack",
+    "dumb-init",
+    "tini",
+    "mpirun",
+    "srun",
+    "pdsh",
+    "pssh",
+    "env-cmd",
+    "cross-env",
+    "dotenvx",
+    "vipe",
 ];
 
 /// Commands whose options the gate checks (and which therefore may not take unseen
@@ -1114,7 +1176,8 @@ const CHECKED: &[&str] = &[
     "find", "sort", "sed", "gsed", "git", "man", "less", "more", "most", "tar", "rg", "zip",
     "rsync", "scp", "sftp", "tcpdump", "cargo", "printf", "uniq", "shuf", "iconv", "tree", "env",
     "xargs", "command", "builtin", "nice", "nohup", "timeout", "stdbuf", "setsid", "busybox",
-    "watch", "sudo", "doas",
+    "watch", "sudo", "doas", "fd", "fdfind", "split", "pandoc", "exiftool", "gpg", "gpg2", "nc",
+    "ncat", "netcat", "crontab", "pdflatex", "latex", "xelatex", "lualatex", "latexmk",
 ];
 
 /// The lowercased program name, without a version suffix when that names a known shell,
@@ -1836,6 +1899,7 @@ fn inner_command(policy: &Policy, base: &str, words: &[Word], open_tail: bool) -
         "env" => env_inner(words, open_tail),
         "xargs" => xargs_inner(words),
         "find" => find_inner(words),
+        "fd" | "fdfind" => fd_inner(words),
         "watch" => {
             let exec = words[1..]
                 .iter()
@@ -2084,6 +2148,61 @@ fn find_inner(words: &[Word]) -> Result<Inner, String> {
     Ok(Inner::Commands(list))
 }
 
+/// `fd -x CMD…` / `-X CMD…` runs CMD on every match, up to a `;` or the end, with the paths
+/// appended (an open tail: file names the gate cannot see become arguments).
+fn fd_inner(words: &[Word]) -> Result<Inner, String> {
+    // fd's short options that take a value: the rest of their cluster is that value.
+    const VALUED: &str = "edtEcjSoC";
+    let mut list = Vec::new();
+    let mut i = 1;
+    while let Some(w) = words.get(i) {
+        let v = w.value.as_str();
+        if v == "--" {
+            break;
+        }
+        let exec = if matches!(v, "--exec" | "--exec-batch") {
+            true
+        } else if long_abbrev(v, &["exec", "exec-batch"]).is_some() {
+            return Err(format!(
+                "`fd` option `{v}` is abbreviated or carries its command in the same word; denied"
+            ));
+        } else if let Some(cluster) = v.strip_prefix('-').filter(|c| !c.starts_with('-')) {
+            let mut found = false;
+            for (k, c) in cluster.char_indices() {
+                if c == 'x' || c == 'X' {
+                    if k + 1 != cluster.len() {
+                        return Err(format!(
+                            "`fd` option `{v}` carries its command in the same word; denied"
+                        ));
+                    }
+                    found = true;
+                }
+                if VALUED.contains(c) {
+                    break;
+                }
+            }
+            found
+        } else {
+            false
+        };
+        if exec {
+            let start = i + 1;
+            let end = words[start.min(words.len())..]
+                .iter()
+                .position(|w| w.value == ";")
+                .map_or(words.len(), |p| start + p);
+            if end <= start {
+                return Err(format!("`fd {v}` has no command"));
+            }
+            list.push((start..end, true));
+            i = end + 1;
+        } else {
+            i += 1;
+        }
+    }
+    Ok(Inner::Commands(list))
+}
+
 fn shell_inner(policy: &Policy, words: &[Word], base: &str) -> Result<Inner, String> {
     let mut i = 1;
     let mut command_mode = false;
@@ -2220,7 +2339,7 @@ fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Option<String>
 const STDIN_COMMANDS: &[&str] = &[
     "ed", "ex", "vi", "vim", "nvim", "emacs", "sqlite3", "psql", "mysql", "gdb", "expect",
     "jshell", "irb", "tclsh", "wish", "ghci", "guile", "racket", "sbcl", "dc", "gnuplot", "octave",
-    "r",
+    "r", "lldb", "duckdb", "m4", "mongosh",
 ];
 
 fn is_stdin_path(v: &str) -> bool {
@@ -2481,6 +2600,44 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
             }
             None
         }
+        "split" => options(args)
+            .any(|v| long_abbrev(v, &["filter"]).is_some())
+            .then(|| format!("`{base}` `--filter` runs a shell command; denied whatever the rules say")),
+        "pandoc" => options(args)
+            .any(|v| {
+                long_abbrev(v, &["filter", "lua-filter", "pdf-engine"]).is_some()
+                    || short_has(v, "FL", "otfrwMVdcHABDT")
+            })
+            .then(|| format!("`{base}` `--filter`/`--lua-filter`/`--pdf-engine` runs a program; denied whatever the rules say")),
+        "pdflatex" | "latex" | "xelatex" | "lualatex" | "tex" | "pdftex" | "luatex" | "xetex"
+        | "etex" | "latexmk" => args
+            .iter()
+            .map(|w| w.value.trim_start_matches('-'))
+            .any(|v| {
+                v.starts_with("shell-escape")
+                    || v.starts_with("enable-write18")
+                    || v.starts_with("shell-restricted")
+                    || (base == "latexmk" && (v == "e" || v == "r" || v.contains('=')))
+            })
+            .then(|| format!("`{base}` with shell escape (or latexmk code and commands) runs programs; denied whatever the rules say")),
+        "exiftool" => args
+            .iter()
+            .any(|w| {
+                let v = w.value.to_ascii_lowercase();
+                v.starts_with("-if") || v.contains("${") || v == "-@" || v.starts_with("-config")
+            })
+            .then(|| format!("`{base}` `-if`, `${{…}}` expressions and argument/config files evaluate Perl; denied whatever the rules say")),
+        "gpg" | "gpg2" => options(args)
+            .any(|v| long_abbrev(v, &["photo-viewer", "exec-path", "load-extension"]).is_some())
+            .then(|| format!("`{base}` `--photo-viewer`/`--exec-path` runs programs; denied whatever the rules say")),
+        "nc" | "ncat" | "netcat" | "nc.traditional" | "nc.openbsd" => options(args)
+            .any(|v| {
+                long_abbrev(v, &["exec", "sh-exec", "lua-exec"]).is_some()
+                    || short_has(v, "ec", "pswiqIOTVXbgGmPx")
+            })
+            .then(|| format!("`{base}` `-e`/`-c`/`--exec` runs a program on the connection; denied whatever the rules say")),
+        "crontab" => (args.is_empty() || args.iter().any(|w| !matches!(w.value.as_str(), "-l")))
+            .then(|| format!("`{base}` installs commands that run later, outside this turn and its sandbox; only `crontab -l` is allowed")),
         "shuf" | "iconv" | "tree" => {
             for v in options(args) {
                 if long_abbrev(v, &["output"]).is_some() || short_has(v, "o", "ntiIPLx") {
@@ -2810,6 +2967,11 @@ fn git_check(args: &[Word]) -> Option<String> {
         .any(|w| w.value.starts_with("ext::") || w.value.starts_with("fd::"))
     {
         return Some("the `ext::`/`fd::` transports run programs".into());
+    }
+    if options(rest).any(|v| v.starts_with("--ext-d")) {
+        return Some(
+            "`--ext-diff` runs the external diff program the repository configures".into(),
+        );
     }
     if sub == "help"
         && options(rest).any(|v| short_has(v, "w", "") || long_abbrev(v, &["web"]).is_some())
