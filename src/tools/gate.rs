@@ -815,8 +815,18 @@ fn brush_shape(src: &str) -> Result<Vec<(usize, usize)>, String> {
                 ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
             });
             for pipeline in std::iter::once(&and_or.first).chain(rest) {
-                if pipeline.bang || pipeline.timed.is_some() {
-                    return Err("`!` and `time` pipelines are not understood by the gate".into());
+                if pipeline.bang {
+                    return Err("`!` pipelines are not understood by the gate".into());
+                }
+                // `time [-p]` belongs to the pipeline here; the tokenizer keeps its words in
+                // the first command, where the judge strips them.
+                let mut timed_words = match &pipeline.timed {
+                    None => 0,
+                    Some(t) if t.is_posix_output() => 2,
+                    Some(_) => 1,
+                };
+                if timed_words > 0 && pipeline.seq.is_empty() {
+                    return Err("`time` with no command to run".into());
                 }
                 for cmd in &pipeline.seq {
                     let ast::Command::Simple(sc) = cmd else {
@@ -838,7 +848,8 @@ fn brush_shape(src: &str) -> Result<Vec<(usize, usize)>, String> {
                             }
                         }
                     }
-                    words += usize::from(sc.word_or_name.is_some());
+                    words += usize::from(sc.word_or_name.is_some()) + timed_words;
+                    timed_words = 0;
                     shape.push((words, redirs));
                 }
             }
@@ -1339,7 +1350,26 @@ fn judge_segment_outcome(
             Ok(None) => {}
         }
     }
-    let Some(first) = seg.words.first() else {
+    // The reserved word `time` (unquoted, at the start of a pipeline; after `|` it is the
+    // external /usr/bin/time) only measures what follows: judge the rest as the command.
+    let mut words: &[Word] = &seg.words;
+    if !piped_in && words.first().is_some_and(|w| w.raw == "time") {
+        words = &words[1..];
+        if words.first().is_some_and(|w| w.raw == "-p") {
+            words = &words[1..];
+        }
+        match words.first() {
+            None => return deny("`time` with no command to run"),
+            Some(w) if w.value.starts_with('-') => {
+                return deny(format!(
+                    "`time` option `{}` is not understood by the gate (only `time -p`)",
+                    w.raw
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    let Some(first) = words.first() else {
         return deny("a redirection without a command creates or truncates a file; denied");
     };
     if is_assignment(first) {
@@ -1360,7 +1390,7 @@ fn judge_segment_outcome(
             })
             .collect(),
     };
-    let outcome = judge_invocation(policy, &seg.words, &stdin, depth, false, checks);
+    let outcome = judge_invocation(policy, words, &stdin, depth, false, checks);
     if matches!(outcome, Outcome::Allow { .. }) {
         checks.extend(redirect_checks);
     }
