@@ -1179,6 +1179,7 @@ const OPAQUE_RUNNERS: &[&str] = &[
     "cross-env",
     "dotenvx",
     "vipe",
+    "ld.so",
 ];
 
 /// Commands whose options the gate checks (and which therefore may not take unseen
@@ -1188,13 +1189,17 @@ const CHECKED: &[&str] = &[
     "rsync", "scp", "sftp", "tcpdump", "cargo", "printf", "uniq", "shuf", "iconv", "tree", "env",
     "xargs", "command", "builtin", "nice", "nohup", "timeout", "stdbuf", "setsid", "busybox",
     "watch", "sudo", "doas", "fd", "fdfind", "split", "pandoc", "exiftool", "gpg", "gpg2", "nc",
-    "ncat", "netcat", "crontab", "pdflatex", "latex", "xelatex", "lualatex", "latexmk",
+    "ncat", "netcat", "crontab", "pdflatex", "latex", "xelatex", "lualatex", "latexmk", "time",
 ];
 
 /// The lowercased program name, without a version suffix when that names a known shell,
 /// interpreter or checked command (`python3.11` -> `python`, `bash5` -> `bash`).
 fn canonical(base: &str) -> String {
     let lc = base.to_ascii_lowercase();
+    // The dynamic loader runs the program named by its argument (`ld-linux-x86-64.so.2 /bin/rm`).
+    if lc.starts_with("ld-linux") || lc.starts_with("ld-musl") || lc.starts_with("ld.so") {
+        return "ld.so".into();
+    }
     let known = |b: &str| {
         SHELLS.contains(&b)
             || INTERPRETERS.contains(&b)
@@ -1283,7 +1288,9 @@ fn judge_program(
 }
 
 fn is_assignment(w: &Word) -> bool {
-    let raw = w.raw.as_str();
+    // bash removes backslash-newline before it recognises `NAME=`.
+    let raw = w.raw.replace("\\\n", "");
+    let raw = raw.as_str();
     let name_len = raw
         .char_indices()
         .take_while(|&(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()))
@@ -1822,6 +1829,12 @@ fn skip_options(
             continue;
         }
         if with_arg.contains(&v) {
+            if words.get(i + 1).is_some_and(|w| !w.literal()) {
+                return Err(format!(
+                    "`{wrapper}` option `{v}` has a value the gate cannot read: `{}`",
+                    words[i + 1].raw
+                ));
+            }
             i += 2;
             continue;
         }
@@ -2161,13 +2174,22 @@ fn find_inner(words: &[Word]) -> Result<Inner, String> {
     while let Some(w) = words.get(i) {
         if matches!(w.value.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
             let start = i + 1;
-            let end = words[start.min(words.len())..]
-                .iter()
-                .position(|w| w.value == ";" || w.value == "+")
-                .map(|p| start + p)
-                .ok_or_else(|| format!("`find {}` has no terminating `;` or `+`", w.value))?;
+            // GNU find ends the command at `;`, or at a `+` only right after `{}`; any other
+            // `+` is an argument of the command.
+            let end = (start..words.len())
+                .find(|&k| {
+                    words[k].value == ";"
+                        || (words[k].value == "+" && k > start && words[k - 1].value == "{}")
+                })
+                .ok_or_else(|| format!("`find {}` has no terminating `;` or `{{}} +`", w.value))?;
             if end == start {
                 return Err(format!("`find {}` has no command", w.value));
+            }
+            if words[start].value.contains("{}") {
+                return Err(format!(
+                    "`find {}` runs a command named by the file it finds (`{}`); denied",
+                    w.value, words[start].raw
+                ));
             }
             list.push((start..end, false));
             i = end + 1;
@@ -2223,6 +2245,12 @@ fn fd_inner(words: &[Word]) -> Result<Inner, String> {
                 .map_or(words.len(), |p| start + p);
             if end <= start {
                 return Err(format!("`fd {v}` has no command"));
+            }
+            if words[start].value.contains('{') {
+                return Err(format!(
+                    "`fd {v}` runs a command named by the file it finds (`{}`); denied",
+                    words[start].raw
+                ));
             }
             list.push((start..end, true));
             i = end + 1;
@@ -2282,7 +2310,14 @@ fn shell_inner(policy: &Policy, words: &[Word], base: &str) -> Result<Inner, Str
             if flags.contains('i') {
                 return Err(format!("interactive `{base} -i` is denied"));
             }
-            i += 1;
+            // Each `o`/`O` in a cluster (`-co posix`) takes the next word as its value.
+            let values = flags.chars().filter(|c| matches!(c, 'o' | 'O')).count();
+            if words[i + 1..].iter().take(values).any(|w| !w.literal()) {
+                return Err(format!(
+                    "`{base}` option `{v}` takes a value the gate cannot read"
+                ));
+            }
+            i += 1 + values;
             continue;
         }
         break;
@@ -2699,13 +2734,19 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
             };
             let mut positional = 0;
             let mut i = 0;
+            // After `--`, and for xxd after the first operand (it stops reading options
+            // there), every word is an operand, even one that starts with `-`.
+            let mut operands_only = false;
             while let Some(w) = args.get(i) {
                 let v = w.value.as_str();
                 i += 1;
-                if valued.contains(&v) {
-                    i += 1;
-                } else if v == "-" || !v.starts_with('-') {
+                if operands_only || v == "-" || !v.starts_with('-') {
                     positional += 1;
+                    operands_only |= base == "xxd";
+                } else if v == "--" {
+                    operands_only = true;
+                } else if valued.contains(&v) {
+                    i += 1;
                 }
             }
             (positional >= 2)
@@ -2927,17 +2968,22 @@ fn make_check(args: &[Word]) -> Option<String> {
             return Some("a Makefile read from stdin cannot be checked".into());
         }
         if let Some((name, value)) = v.split_once('=').filter(|_| !v.starts_with('-')) {
-            let risky_name = matches!(
-                name,
-                "SHELL"
-                    | "MAKESHELL"
-                    | ".SHELLFLAGS"
-                    | "MAKEFLAGS"
-                    | "MFLAGS"
-                    | "MAKEFILES"
-                    | "GNUMAKEFLAGS"
-            );
-            if risky_name || value.contains(|c: char| " \t;|&$`()<>\n".contains(c)) {
+            // Any other variable may name a program a built-in or project rule runs
+            // (`CC=rm`): only flag variables and a few switches, with plain values.
+            let safe_name = (name.ends_with("FLAGS")
+                && !matches!(
+                    name,
+                    "MAKEFLAGS" | "MFLAGS" | "GNUMAKEFLAGS" | ".SHELLFLAGS"
+                ))
+                || matches!(
+                    name,
+                    "V" | "VERBOSE" | "Q" | "DEBUG" | "NDEBUG" | "J" | "JOBS" | "RELEASE"
+                );
+            let bad_value = value.contains(|c: char| ";|&$`()<>\n\\'\"*?[]{}~#!".contains(c))
+                || ["plugin", "wrapper", "specs", "-B", "load", "exec"]
+                    .iter()
+                    .any(|b| value.contains(b));
+            if !safe_name || bad_value {
                 return Some(format!(
                     "the variable override `{name}=…` can change the commands recipes run"
                 ));
@@ -2965,10 +3011,34 @@ fn git_check(args: &[Word]) -> Option<String> {
                 "`--{n}` changes where git finds programs or configuration"
             ));
         }
-        i += if matches!(v, "-C" | "--namespace" | "--super-prefix") {
+        // Only global options whose arity the gate knows: an unknown one might take a value,
+        // and then the gate would judge the wrong word as the subcommand.
+        i += if matches!(v, "-C" | "--namespace") {
             2
-        } else {
+        } else if matches!(
+            v,
+            "-p" | "-P"
+                | "--paginate"
+                | "--no-pager"
+                | "--bare"
+                | "--no-replace-objects"
+                | "--no-lazy-fetch"
+                | "--no-optional-locks"
+                | "--no-advice"
+                | "--literal-pathspecs"
+                | "--glob-pathspecs"
+                | "--noglob-pathspecs"
+                | "--icase-pathspecs"
+                | "--version"
+                | "--help"
+                | "--html-path"
+                | "--man-path"
+                | "--info-path"
+        ) || v.starts_with("--namespace=")
+        {
             1
+        } else {
+            return Some(format!("global option `{v}` is not understood by the gate"));
         };
     }
     let sub = args.get(i).map(|w| w.value.as_str()).unwrap_or("");
@@ -3029,35 +3099,26 @@ fn git_check(args: &[Word]) -> Option<String> {
         return Some("`git bisect run` runs a program".into());
     }
     if sub == "config" {
-        let reads = rest.iter().any(|w| {
-            let v = w.value.as_str();
-            v.starts_with("--get") || matches!(v, "-l" | "--list" | "get" | "list")
-        });
-        let positional = rest.iter().filter(|w| !w.value.starts_with('-')).count();
-        let writes = rest.iter().any(|w| {
-            let v = w.value.as_str();
-            matches!(
-                v,
-                "set" | "unset" | "-e" | "--edit" | "edit" | "rename-section" | "remove-section"
-            ) || long_abbrev(
-                v,
-                &[
-                    "unset",
-                    "unset-all",
-                    "add",
-                    "replace-all",
-                    "rename-section",
-                    "remove-section",
-                    "edit",
-                ],
-            )
-            .is_some()
-        });
-        if writes || (!reads && positional >= 2) {
-            return Some("`git config` writing configuration".into());
-        }
+        return git_config_check(rest);
+    }
+    if matches!(sub, "send-pack" | "http-push") {
+        return Some(format!("`git {sub}` pushes to a remote"));
+    }
+    if matches!(sub, "apply" | "am")
+        && !options(rest).any(|v| matches!(v, "--check" | "--stat" | "--numstat" | "--summary"))
+    {
+        return Some(format!(
+            "`git {sub}` writes the files a patch names (only --check/--stat/--numstat/--summary)"
+        ));
     }
     for v in options(rest) {
+        // Exact names of harmless options that are also prefixes of dangerous ones.
+        if matches!(v, "--cc" | "--to" | "--header" | "--exec-path")
+            || v.starts_with("--to=")
+            || v.starts_with("--cc=")
+        {
+            continue;
+        }
         if let Some(n) = long_abbrev(
             v,
             &[
@@ -3099,6 +3160,76 @@ fn git_check(args: &[Word]) -> Option<String> {
         }
     }
     None
+}
+
+/// `git config` is allowed only as a read: `get`/`list` (new style) or `--get*`/`--list`, with
+/// options whose arity the gate knows.
+fn git_config_check(rest: &[Word]) -> Option<String> {
+    const FLAGS: &[&str] = &[
+        "--global",
+        "--system",
+        "--local",
+        "--worktree",
+        "--show-origin",
+        "--show-scope",
+        "--null",
+        "-z",
+        "--name-only",
+        "--includes",
+        "--no-includes",
+        "--bool",
+        "--int",
+        "--path",
+        "--bool-or-int",
+        "--expiry-date",
+        "--all",
+        "--regexp",
+        "--fixed-value",
+        "--list",
+        "-l",
+        "--get",
+        "--get-all",
+        "--get-regexp",
+        "--get-urlmatch",
+        "--get-color",
+        "--get-colorbool",
+    ];
+    const VALUED: &[&str] = &["--file", "-f", "--blob", "--type", "--default", "--url"];
+    let mut positional = Vec::new();
+    let mut old_style_read = false;
+    let mut i = 0;
+    while let Some(w) = rest.get(i) {
+        let v = w.value.as_str();
+        i += 1;
+        if !v.starts_with('-') {
+            positional.push(v);
+            continue;
+        }
+        if FLAGS.contains(&v) {
+            old_style_read |= v.starts_with("--get") || matches!(v, "--list" | "-l");
+            continue;
+        }
+        if VALUED.contains(&v) {
+            i += 1;
+            continue;
+        }
+        if VALUED
+            .iter()
+            .any(|o| o.starts_with("--") && v.starts_with(&format!("{o}=")))
+        {
+            continue;
+        }
+        return Some(format!(
+            "`git config` option `{v}` is not understood by the gate (only reads are allowed)"
+        ));
+    }
+    let reads = if old_style_read {
+        true
+    } else {
+        matches!(positional.first(), Some(&"get") | Some(&"list"))
+            || (positional.len() == 1 && positional[0] != "edit")
+    };
+    (!reads).then(|| "`git config` writing configuration; only reads are allowed".into())
 }
 
 /// Allows only sed scripts without `e`, `w`, `W` (commands or `s///` flags), no `-i`, no `-f`.
@@ -3211,11 +3342,41 @@ fn sed_script_ok(script: &str) -> Result<(), String> {
             *i += 1;
         }
     };
-    // Reads a delimited field (regex or replacement), honouring backslash escapes.
-    let field = |i: &mut usize, d: char| -> Result<(), String> {
+    // Reads a delimited field (regex or replacement), honouring backslash escapes. In a
+    // regex, GNU sed reads a bracket expression whole: the delimiter inside `[/]` is literal.
+    let field = |i: &mut usize, d: char, regex: bool| -> Result<(), String> {
         while *i < c.len() {
             if c[*i] == '\\' {
                 *i += 2;
+                continue;
+            }
+            if regex && c[*i] == '[' {
+                let mut j = *i + 1;
+                if c.get(j) == Some(&'^') {
+                    j += 1;
+                }
+                if c.get(j) == Some(&']') {
+                    j += 1;
+                }
+                loop {
+                    match c.get(j) {
+                        None => return Err("unterminated bracket expression in a sed regex".into()),
+                        Some('[') if matches!(c.get(j + 1), Some(':' | '.' | '=')) => {
+                            let kind = c[j + 1];
+                            j += 2;
+                            while j + 1 < c.len() && !(c[j] == kind && c[j + 1] == ']') {
+                                j += 1;
+                            }
+                            j += 2;
+                        }
+                        Some(']') => {
+                            j += 1;
+                            break;
+                        }
+                        Some(_) => j += 1,
+                    }
+                }
+                *i = j;
                 continue;
             }
             if c[*i] == d {
@@ -3235,7 +3396,7 @@ fn sed_script_ok(script: &str) -> Result<(), String> {
                 '/'
             };
             *i += 1;
-            field(i, d)?;
+            field(i, d, true)?;
             while *i < c.len() && (c[*i] == 'I' || c[*i] == 'M') {
                 *i += 1;
             }
@@ -3302,8 +3463,8 @@ fn sed_script_ok(script: &str) -> Result<(), String> {
                     return Err("unusual sed delimiter".into());
                 }
                 i += 1;
-                field(&mut i, d)?;
-                field(&mut i, d)?;
+                field(&mut i, d, cmd == 's')?;
+                field(&mut i, d, false)?;
                 if cmd == 's' {
                     while i < c.len() && !matches!(c[i], ';' | '\n' | '}' | ' ') {
                         match c[i] {
@@ -3319,6 +3480,92 @@ fn sed_script_ok(script: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The awk program with the contents of string and regex literals and comments removed (`""`,
+/// `//` remain). A `/` starts a regex only where no operand precedes it (else it divides),
+/// which is where every awk reads one too.
+fn awk_skeleton(src: &str, brackets: bool) -> Result<String, String> {
+    let c: Vec<char> = src.chars().collect();
+    let mut out = String::with_capacity(src.len());
+    let mut operand = false;
+    let mut i = 0;
+    while let Some(&ch) = c.get(i) {
+        match ch {
+            '"' => {
+                i += 1;
+                loop {
+                    match c.get(i) {
+                        None | Some('\n') => return Err("an awk string is not closed".into()),
+                        Some('\\') => i += 2,
+                        Some('"') => break,
+                        Some(_) => i += 1,
+                    }
+                }
+                i += 1;
+                out.push_str("\"\"");
+                operand = true;
+            }
+            '/' if !operand => {
+                i += 1;
+                loop {
+                    match c.get(i) {
+                        None | Some('\n') => return Err("an awk regex is not closed".into()),
+                        Some('\\') => i += 2,
+                        Some('/') => break,
+                        Some('[') if brackets => {
+                            i += 1;
+                            if c.get(i) == Some(&'^') {
+                                i += 1;
+                            }
+                            if c.get(i) == Some(&']') {
+                                i += 1;
+                            }
+                            while let Some(&b) = c.get(i) {
+                                i += 1;
+                                if b == ']' {
+                                    break;
+                                }
+                                if b == '\n' {
+                                    return Err("an awk regex is not closed".into());
+                                }
+                            }
+                        }
+                        Some(_) => i += 1,
+                    }
+                }
+                i += 1;
+                out.push_str("//");
+                operand = true;
+            }
+            '#' => {
+                while c.get(i).is_some_and(|&x| x != '\n') {
+                    i += 1;
+                }
+            }
+            '\\' if c.get(i + 1) == Some(&'\n') => i += 2,
+            '/' => {
+                // Read as division. Some awk might read a regex here instead (after `)` or a
+                // keyword); that is harmless unless the rest of the line, which would then be
+                // regex text, holds a `"` or `#` that changes how this skeleton reads it.
+                let line: String = c[i + 1..].iter().take_while(|&&x| x != '\n').collect();
+                if line.contains('/') && line.contains(['"', '#']) {
+                    return Err("a `/` could start a regex or divide; not understood".into());
+                }
+                out.push('/');
+                operand = false;
+                i += 1;
+            }
+            _ => {
+                operand = ch.is_alphanumeric()
+                    || matches!(ch, '_' | ')' | ']' | '.' | '$')
+                    || (ch.is_whitespace() && ch != '\n' && operand);
+                out.push(ch);
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn awk_check(args: &[Word]) -> Result<(), String> {
@@ -3379,9 +3626,15 @@ fn awk_check(args: &[Word]) -> Result<(), String> {
     if !p.literal() {
         return Err(format!("the program `{}` contains an expansion", p.raw));
     }
+    // String and regex literals are data: judge the program's skeleton without them. Whether
+    // a `/` inside `[...]` ends a regex differs between awks, so both readings must agree.
+    let code = awk_skeleton(&p.value, false)?;
+    if awk_skeleton(&p.value, true)? != code {
+        return Err("a regex's bracket expression holds a `/`, which awks read differently".into());
+    }
     // `||` is logical or; `>` is a comparison unless it follows `print`/`printf` in the same
     // statement, where it redirects output to a file.
-    let code = p.value.replace("||", " ");
+    let code = code.replace("||", " ");
     let redirects = code.match_indices("print").any(|(k, _)| {
         code[k..]
             .split([';', '}', '\n'])
