@@ -1482,6 +1482,17 @@ fn check_redirect(policy: &Policy, r: &Redir) -> Result<Option<(String, String)>
             "output redirection to `{v}` writes a dotfile or inside .git; always denied"
         ));
     }
+    // Writing a script that a path rule lets run would turn the write into running anything.
+    for rule in &policy.allow {
+        if let RuleKind::Path(prefix) = &rule.kind {
+            if path_under(v, prefix, false) || path_under(&format!("./{v}"), prefix, false) {
+                return Err(format!(
+                    "output redirection to `{v}` writes where rule `{}` lets programs run; always denied",
+                    rule.text
+                ));
+            }
+        }
+    }
     Ok(Some((v.to_string(), ".".to_string())))
 }
 
@@ -1614,6 +1625,30 @@ fn judge_invocation(
                 }
             }
         },
+    }
+    // A program named by a path outside the system directories could be a copy of a denied
+    // one (`cp /usr/bin/rm ./del`): with deny rules in force only a path rule allows it.
+    let system_path = [
+        "/usr/bin/",
+        "/bin/",
+        "/usr/sbin/",
+        "/sbin/",
+        "/usr/local/bin/",
+    ]
+    .iter()
+    .any(|d| cmd.value.starts_with(d) && !cmd.value[d.len()..].contains('/'));
+    if !policy.deny.is_empty()
+        && cmd.value.contains('/')
+        && !system_path
+        && !policy
+            .allow
+            .iter()
+            .any(|r| matches!(r.kind, RuleKind::Path(_)) && allow_matches(r, words))
+    {
+        return deny(format!(
+            "with deny rules in force, the program `{}` cannot be identified (a copy of a denied one would pass); allow its directory with a path rule such as `./scripts/**`",
+            cmd.raw
+        ));
     }
     for rule in &policy.allow {
         if allow_matches(rule, words) {
@@ -2524,16 +2559,48 @@ const CODE_CAPABILITIES: &[&str] = &[
 
 /// With deny rules in force, inline interpreter code (an argument that looks like code) that
 /// uses a feature able to run programs is denied: the rules cannot follow what it runs.
+/// Does the code end a substitution with flags that include `e` (`s/x/y/ee` in Perl evaluates
+/// the replacement)? Looks for a closing delimiter followed by flag letters with an `e`.
+fn perl_eval_flag(code: &str) -> bool {
+    let c: Vec<char> = code.chars().collect();
+    (0..c.len()).any(|k| {
+        if !"/}#|!,)]>'\"".contains(c[k]) {
+            return false;
+        }
+        let run: String = c[k + 1..]
+            .iter()
+            .take_while(|ch| ch.is_ascii_alphabetic())
+            .collect();
+        let end = c.get(k + 1 + run.len());
+        !run.is_empty()
+            && run.contains('e')
+            && run.chars().all(|ch| "msixpodualngcer".contains(ch))
+            && end.is_none_or(|ch| !ch.is_alphanumeric() && *ch != '_')
+    })
+}
+
 fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<String> {
     if !INTERPRETERS.contains(&base) || matches!(base, "awk" | "gawk" | "mawk" | "nawk") {
         return None;
     }
     for w in args {
+        if base == "perl" && perl_eval_flag(&w.value) {
+            return Some(format!(
+                "`{base}` code has a substitution with the `e` flag, which evaluates code"
+            ));
+        }
         let code = w
             .value
             .contains(|c: char| " ()'\";{}$@`[]=&|<>\n".contains(c));
         if !code {
             continue;
+        }
+        if !w.value.is_ascii() {
+            // Python reads full-width `ｅｘｅｃ` as `exec` (NFKC identifiers): words the
+            // capability list cannot see.
+            return Some(format!(
+                "`{base}` code has non-ASCII characters, which can spell names the gate cannot read"
+            ));
         }
         let lc = w.value.to_ascii_lowercase();
         // `$f(...)`: PHP and Perl call a function named by a string.
@@ -2826,7 +2893,13 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
             None
         }
         "tar" | "bsdtar" | "gtar" => {
+            if let Some(e) = tar_writes(args) {
+                return hit(&e);
+            }
             for (k, v) in options(args).enumerate() {
+                if v == "--checkpoint" || v.starts_with("--checkpoint=") {
+                    continue;
+                }
                 if let Some(n) = long_abbrev(
                     v,
                     &[
@@ -2968,21 +3041,33 @@ fn make_check(args: &[Word]) -> Option<String> {
             return Some("a Makefile read from stdin cannot be checked".into());
         }
         if let Some((name, value)) = v.split_once('=').filter(|_| !v.starts_with('-')) {
-            // Any other variable may name a program a built-in or project rule runs
-            // (`CC=rm`): only flag variables and a few switches, with plain values.
-            let safe_name = (name.ends_with("FLAGS")
-                && !matches!(
-                    name,
-                    "MAKEFLAGS" | "MFLAGS" | "GNUMAKEFLAGS" | ".SHELLFLAGS"
-                ))
-                || matches!(
-                    name,
-                    "V" | "VERBOSE" | "Q" | "DEBUG" | "NDEBUG" | "J" | "JOBS" | "RELEASE"
-                );
+            // Recipes may run any variable as a program (`CC=rm`, `PYTHON=sh`): a value may
+            // not name a shell, an interpreter, a runner or a program that deletes or
+            // rewrites files, nor carry shell syntax or compiler plugin/wrapper options.
+            let safe_name = !matches!(
+                name,
+                "SHELL"
+                    | "MAKESHELL"
+                    | ".SHELLFLAGS"
+                    | "MAKEFLAGS"
+                    | "MFLAGS"
+                    | "MAKEFILES"
+                    | "GNUMAKEFLAGS"
+            );
+            const RISKY: &[&str] = &[
+                "rm", "rmdir", "unlink", "shred", "dd", "mv", "cp", "ln", "chmod", "chown",
+                "truncate", "tee", "install", "curl", "wget", "nc", "ncat", "socat", "ssh", "scp",
+                "sudo", "doas", "kill", "pkill",
+            ];
             let bad_value = value.contains(|c: char| ";|&$`()<>\n\\'\"*?[]{}~#!".contains(c))
                 || ["plugin", "wrapper", "specs", "-B", "load", "exec"]
                     .iter()
-                    .any(|b| value.contains(b));
+                    .any(|b| value.contains(b))
+                || value.split_whitespace().any(|t| {
+                    let b = canonical(basename(t));
+                    let b = b.as_str();
+                    RISKY.contains(&b) || is_tail_sensitive(b)
+                });
             if !safe_name || bad_value {
                 return Some(format!(
                     "the variable override `{name}=…` can change the commands recipes run"
@@ -3156,6 +3241,125 @@ fn git_check(args: &[Word]) -> Option<String> {
         if short_bad {
             return Some(format!(
                 "option `{v}` for `git {sub}` runs a program or writes files"
+            ));
+        }
+    }
+    None
+}
+
+/// What a tar invocation writes. Creating an archive file and extracting are what a `tar` rule
+/// authorises, but not where a path could leave the work root or reach a dotfile or .git
+/// (absolute or `..` archive and `-C` paths), nor the options that forge such members
+/// (`-P`, `--transform`, `-h`) or unlink what exists (`-U`, `--recursive-unlink`).
+fn tar_writes(args: &[Word]) -> Option<String> {
+    // Old-style and short options that take a value (consumed in order).
+    const VALUED: &str = "bfgCFHIKLNTVX";
+    let (mut extract, mut write) = (false, false);
+    let mut paths: Vec<(&str, &str)> = Vec::new();
+    let all: Vec<&str> = options(args).collect();
+    let mut k = 0;
+    while let Some(&v) = all.get(k) {
+        k += 1;
+        let cluster = if let Some(long) = v.strip_prefix("--") {
+            let name = long.split('=').next().unwrap_or("");
+            if name.is_empty() {
+                continue;
+            }
+            let found = long_abbrev(
+                v,
+                &[
+                    "extract",
+                    "get",
+                    "create",
+                    "append",
+                    "update",
+                    "catenate",
+                    "concatenate",
+                    "delete",
+                    "file",
+                    "directory",
+                    "absolute-names",
+                    "transform",
+                    "xform",
+                    "dereference",
+                    "hard-dereference",
+                    "unlink-first",
+                    "recursive-unlink",
+                ],
+            );
+            match found {
+                Some("extract" | "get") => extract = true,
+                Some("create" | "append" | "update" | "catenate" | "concatenate" | "delete") => {
+                    write = true
+                }
+                Some(n @ ("file" | "directory")) => {
+                    let value = match long.split_once('=') {
+                        Some((_, f)) => Some(f),
+                        None => {
+                            k += 1;
+                            all.get(k - 1).copied()
+                        }
+                    };
+                    if let Some(f) = value {
+                        paths.push((if n == "file" { "f" } else { "C" }, f));
+                    }
+                }
+                Some(n) => {
+                    return Some(format!(
+                        "`--{n}` can write outside the work root or through links"
+                    ))
+                }
+                None => {}
+            }
+            continue;
+        } else if let Some(c) = v.strip_prefix('-') {
+            c
+        } else if k == 1 {
+            v // old style: `tar czf out.tar dir`
+        } else {
+            continue;
+        };
+        let old_style = !v.starts_with('-');
+        for (n, ch) in cluster.char_indices() {
+            match ch {
+                'x' => extract = true,
+                'c' | 'r' | 'u' | 'A' => write = true,
+                'P' | 'h' | 'U' => {
+                    return Some(format!(
+                        "`-{ch}` can write outside the work root or through links"
+                    ))
+                }
+                _ => {}
+            }
+            if VALUED.contains(ch) {
+                let value = if old_style || n + 1 == cluster.len() {
+                    k += 1;
+                    all.get(k - 1).copied()
+                } else {
+                    Some(&cluster[n + 1..])
+                };
+                if let (Some(f), 'f' | 'C') = (value, ch) {
+                    paths.push((if ch == 'f' { "f" } else { "C" }, f));
+                }
+                if !old_style {
+                    break;
+                }
+            }
+        }
+    }
+    for (opt, p) in paths {
+        let archive = opt == "f";
+        // The archive is written when creating; the directory when extracting.
+        if (archive && !write) || (!archive && !extract) || p == "-" {
+            continue;
+        }
+        let comps: Vec<&str> = p
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect();
+        if p.starts_with('/') || comps.iter().any(|c| *c == ".." || c.starts_with('.')) {
+            return Some(format!(
+                "`-{opt} {p}` writes outside the work root or into a dotfile or .git"
             ));
         }
     }

@@ -295,7 +295,16 @@ fn stays_under(work_root: &Path, path: &str, prefix: &str) -> Result<(), String>
             _ => return Err(format!("{path:?} cannot be resolved")),
         },
     };
-    if target.starts_with(&base) {
+    if let Ok(rest) = target.strip_prefix(&base) {
+        // A symlink must not lead a plain-looking path into a dotfile or .git either.
+        let hidden = rest
+            .components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'));
+        if hidden {
+            return Err(format!(
+                "{path:?} resolves to a dotfile or into a dot directory such as .git"
+            ));
+        }
         Ok(())
     } else {
         Err(format!(
