@@ -1482,6 +1482,43 @@ fn check_redirect(policy: &Policy, r: &Redir) -> Result<Option<(String, String)>
             "output redirection to `{v}` writes a dotfile or inside .git; always denied"
         ));
     }
+    // Files that build and test tools run or load: writing one turns an allowed `make` or
+    // `cargo test` into running what was written.
+    const BUILD_FILES: &[&str] = &[
+        "makefile",
+        "gnumakefile",
+        "build.rs",
+        "cargo.toml",
+        "package.json",
+        "setup.py",
+        "setup.cfg",
+        "pyproject.toml",
+        "conftest.py",
+        "tox.ini",
+        "noxfile.py",
+        "cmakelists.txt",
+        "justfile",
+        "rakefile",
+        "gemfile",
+        "build.gradle",
+        "build.gradle.kts",
+        "pom.xml",
+        "meson.build",
+        "build.ninja",
+        "go.mod",
+        "deno.json",
+        "webpack.config.js",
+        "vite.config.js",
+        "jest.config.js",
+    ];
+    if let Some(last) = comps.last() {
+        let lc = last.to_ascii_lowercase();
+        if BUILD_FILES.contains(&lc.as_str()) || lc.ends_with(".mk") {
+            return Err(format!(
+                "output redirection to `{v}` writes a file that build and test tools run; always denied"
+            ));
+        }
+    }
     // Writing a script that a path rule lets run would turn the write into running anything.
     for rule in &policy.allow {
         if let RuleKind::Path(prefix) = &rule.kind {
@@ -2819,10 +2856,19 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
             (positional >= 2)
                 .then(|| format!("`{base}` with two file operands writes the second; denied"))
         }
+        "apt" | "apt-get" | "apt-cache" | "dpkg" => options(args)
+            .any(|v| {
+                matches!(v, "-o" | "-c") || v.starts_with("-o") && !v.starts_with("--")
+                    || long_abbrev(v, &["option", "config-file"]).is_some()
+            })
+            .then(|| format!("`{base}` `-o`/`-c` set options that run programs (Pre-Invoke...); denied whatever the rules say")),
         "go" => {
             let all: Vec<&str> = options(args).collect();
             if all.first() == Some(&"env") && all.iter().any(|v| matches!(*v, "-w" | "-u")) {
                 return hit("`env -w`/`-u` writes settings (GOFLAGS can name programs to run)");
+            }
+            if all.iter().any(|v| v.contains("extld") || v.contains("toolexec")) {
+                return hit("`-extld`/`-toolexec` in build flags runs a program the rules did not name");
             }
             for v in all {
                 let name = v.trim_start_matches('-').split('=').next().unwrap_or("");
@@ -2943,7 +2989,8 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
         }
         "zip" => {
             for v in options(args) {
-                if v.starts_with("-TT") || long_abbrev(v, &["unzip-command"]).is_some() {
+                let cluster_tt = v.starts_with('-') && !v.starts_with("--") && v.contains("TT");
+                if cluster_tt || long_abbrev(v, &["unzip-command"]).is_some() {
                     return hit("`-TT` runs a program");
                 }
             }
@@ -3041,6 +3088,9 @@ fn make_check(args: &[Word]) -> Option<String> {
             return Some("a Makefile read from stdin cannot be checked".into());
         }
         if let Some((name, value)) = v.split_once('=').filter(|_| !v.starts_with('-')) {
+            if name.ends_with('!') {
+                return Some(format!("`{name}=` runs a shell command to set a variable"));
+            }
             // Recipes may run any variable as a program (`CC=rm`, `PYTHON=sh`): a value may
             // not name a shell, an interpreter, a runner or a program that deletes or
             // rewrites files, nor carry shell syntax or compiler plugin/wrapper options.
@@ -3149,7 +3199,7 @@ fn git_check(args: &[Word]) -> Option<String> {
     }
     if rest
         .iter()
-        .any(|w| w.value.starts_with("ext::") || w.value.starts_with("fd::"))
+        .any(|w| w.value.contains("ext::") || w.value.contains("fd::"))
     {
         return Some("the `ext::`/`fd::` transports run programs".into());
     }
