@@ -3304,8 +3304,15 @@ fn git_check(args: &[Word]) -> Option<String> {
 fn tar_writes(args: &[Word]) -> Option<String> {
     // Old-style and short options that take a value (consumed in order).
     const VALUED: &str = "bfgCFHIKLNTVX";
-    let (mut extract, mut write) = (false, false);
+    let (mut extract, mut write, mut files_from) = (false, false, false);
     let mut paths: Vec<(&str, &str)> = Vec::new();
+    // `-C ~/x` or `--file=$HOME/x`: bash expands these, so the path the gate sees is not the
+    // path tar gets.
+    if args.iter().any(|w| w.tilde || !w.vars.is_empty()) {
+        return Some(
+            "an argument expands (`~`, `$VAR`): the gate cannot tell where tar writes".into(),
+        );
+    }
     let all: Vec<&str> = options(args).collect();
     let mut k = 0;
     while let Some(&v) = all.get(k) {
@@ -3335,6 +3342,12 @@ fn tar_writes(args: &[Word]) -> Option<String> {
                     "hard-dereference",
                     "unlink-first",
                     "recursive-unlink",
+                    "one-top-level",
+                    "files-from",
+                    "listed-incremental",
+                    "incremental",
+                    "backup",
+                    "suffix",
                 ],
             );
             match found {
@@ -3342,9 +3355,17 @@ fn tar_writes(args: &[Word]) -> Option<String> {
                 Some("create" | "append" | "update" | "catenate" | "concatenate" | "delete") => {
                     write = true
                 }
-                Some(n @ ("file" | "directory")) => {
+                Some("files-from") => {
+                    files_from = true;
+                    if !long.contains('=') {
+                        k += 1;
+                    }
+                }
+                Some(n @ ("file" | "directory" | "one-top-level")) => {
                     let value = match long.split_once('=') {
                         Some((_, f)) => Some(f),
+                        // `--one-top-level` takes its optional value attached only.
+                        None if n == "one-top-level" => None,
                         None => {
                             k += 1;
                             all.get(k - 1).copied()
@@ -3365,6 +3386,9 @@ fn tar_writes(args: &[Word]) -> Option<String> {
         } else if let Some(c) = v.strip_prefix('-') {
             c
         } else if k == 1 {
+            if !v.chars().all(|c| c.is_ascii_alphabetic()) {
+                return Some(format!("old-style options `{v}` are not understood"));
+            }
             v // old style: `tar czf out.tar dir`
         } else {
             continue;
@@ -3374,6 +3398,12 @@ fn tar_writes(args: &[Word]) -> Option<String> {
             match ch {
                 'x' => extract = true,
                 'c' | 'r' | 'u' | 'A' => write = true,
+                'T' => files_from = true,
+                'g' | 'G' => {
+                    return Some(format!(
+                        "`-{ch}` keeps an incremental snapshot file (written, and on extraction it deletes files)"
+                    ))
+                }
                 'P' | 'h' | 'U' => {
                     return Some(format!(
                         "`-{ch}` can write outside the work root or through links"
@@ -3396,6 +3426,11 @@ fn tar_writes(args: &[Word]) -> Option<String> {
                 }
             }
         }
+    }
+    if extract && files_from {
+        return Some(
+            "`-T` file lists can carry `-C DIR` lines that move the extraction anywhere".into(),
+        );
     }
     for (opt, p) in paths {
         let archive = opt == "f";
@@ -3802,7 +3837,20 @@ fn awk_skeleton(src: &str, brackets: bool) -> Result<String, String> {
                 // Read as division. Some awk might read a regex here instead (after `)` or a
                 // keyword); that is harmless unless the rest of the line, which would then be
                 // regex text, holds a `"` or `#` that changes how this skeleton reads it.
-                let line: String = c[i + 1..].iter().take_while(|&&x| x != '\n').collect();
+                let mut j = i + 1;
+                let mut line = String::new();
+                while let Some(&x) = c.get(j) {
+                    if x == '\\' {
+                        j += 2; // an escaped newline continues the line (and the regex)
+                        line.push('\\');
+                        continue;
+                    }
+                    if x == '\n' {
+                        break;
+                    }
+                    line.push(x);
+                    j += 1;
+                }
                 if line.contains('/') && line.contains(['"', '#']) {
                     return Err("a `/` could start a regex or divide; not understood".into());
                 }
@@ -3811,7 +3859,10 @@ fn awk_skeleton(src: &str, brackets: bool) -> Result<String, String> {
                 i += 1;
             }
             _ => {
-                operand = ch.is_alphanumeric()
+                // `a++ / 2` divides: a postfix `++`/`--` ends an operand.
+                let postfix = matches!(ch, '+' | '-') && i > 0 && c[i - 1] == ch;
+                operand = postfix
+                    || ch.is_alphanumeric()
                     || matches!(ch, '_' | ')' | ']' | '.' | '$')
                     || (ch.is_whitespace() && ch != '\n' && operand);
                 out.push(ch);
@@ -3824,7 +3875,7 @@ fn awk_skeleton(src: &str, brackets: bool) -> Result<String, String> {
 
 fn awk_check(args: &[Word]) -> Result<(), String> {
     let mut i = 0;
-    let mut program: Option<&Word> = None;
+    let mut programs: Vec<&Word> = Vec::new();
     while let Some(w) = args.get(i) {
         let v = w.value.as_str();
         i += 1;
@@ -3839,7 +3890,7 @@ fn awk_check(args: &[Word]) -> Result<(), String> {
             "-F" | "-v" => i += 1,
             "-S" | "--sandbox" => return Ok(()),
             "-e" | "--source" => {
-                program = args.get(i);
+                programs.extend(args.get(i));
                 i += 1;
             }
             _ if v.starts_with("-F") || v.starts_with("-v") => {}
@@ -3873,10 +3924,14 @@ fn awk_check(args: &[Word]) -> Result<(), String> {
             _ => return Err(format!("option `{v}` is not understood")),
         }
     }
-    let program = program.or_else(|| args.get(i));
-    let Some(p) = program else {
-        return Ok(());
-    };
+    if programs.is_empty() {
+        programs.extend(args.get(i));
+    }
+    programs.into_iter().try_for_each(awk_program_ok)
+}
+
+/// One awk program text, judged on its skeleton.
+fn awk_program_ok(p: &Word) -> Result<(), String> {
     if !p.literal() {
         return Err(format!("the program `{}` contains an expansion", p.raw));
     }
@@ -3886,9 +3941,17 @@ fn awk_check(args: &[Word]) -> Result<(), String> {
     if awk_skeleton(&p.value, true)? != code {
         return Err("a regex's bracket expression holds a `/`, which awks read differently".into());
     }
+    // A newline after `,`, `&&`, `||` or `(` continues the statement (`print 1,\n2 > "f"`).
+    let mut joined = String::with_capacity(code.len());
+    for ch in code.chars() {
+        let continues = joined
+            .trim_end_matches([' ', '\t'])
+            .ends_with([',', '&', '|', '(', '\\']);
+        joined.push(if ch == '\n' && continues { ' ' } else { ch });
+    }
     // `||` is logical or; `>` is a comparison unless it follows `print`/`printf` in the same
     // statement, where it redirects output to a file.
-    let code = code.replace("||", " ");
+    let code = joined.replace("||", " ");
     let redirects = code.match_indices("print").any(|(k, _)| {
         code[k..]
             .split([';', '}', '\n'])
