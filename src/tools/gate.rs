@@ -1180,6 +1180,7 @@ const OPAQUE_RUNNERS: &[&str] = &[
     "dotenvx",
     "vipe",
     "ld.so",
+    "run-parts",
 ];
 
 /// Commands whose options the gate checks (and which therefore may not take unseen
@@ -2429,6 +2430,9 @@ fn shell_inner(policy: &Policy, words: &[Word], base: &str) -> Result<Inner, Str
 /// With deny rules in force, an interpreter or opaque runner whose arguments mention a denied
 /// command (or a shell) is denied: the gate cannot follow what it runs.
 fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Option<String> {
+    if base == "run-parts" {
+        return Some("`run-parts` runs every program in a directory, which no rule can see".into());
+    }
     if !(INTERPRETERS.contains(&base) || OPAQUE_RUNNERS.contains(&base)) {
         return None;
     }
@@ -2957,9 +2961,13 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
                         "rsh-command",
                         "rmt-command",
                         "index-file",
+                        "volno-file",
+                        "remove-files",
                     ],
                 ) {
-                    return hit(&format!("`--{n}` runs a program"));
+                    return hit(&format!(
+                        "`--{n}` runs a program or writes or deletes files the gate cannot check"
+                    ));
                 }
                 let remote = v
                     .strip_prefix("--file=")
@@ -3239,8 +3247,50 @@ fn git_check(args: &[Word]) -> Option<String> {
     if matches!(sub, "send-pack" | "http-push") {
         return Some(format!("`git {sub}` pushes to a remote"));
     }
+    if matches!(
+        sub,
+        "merge-index" | "merge-one-file" | "checkout-index" | "mailsplit" | "fast-import"
+    ) {
+        return Some(format!(
+            "`git {sub}` runs a program or writes files wherever it is told"
+        ));
+    }
+    // Subcommands that create repositories, worktrees or bundles at a path: only plain paths
+    // inside the work root.
+    if matches!(sub, "init" | "clone" | "worktree" | "bundle") {
+        for v in rest.iter().map(|w| w.value.as_str()) {
+            let path = v.split_once('=').map_or(v, |(_, p)| p);
+            let comps: Vec<&str> = path
+                .split('/')
+                .filter(|c| !c.is_empty() && *c != ".")
+                .collect();
+            if path.starts_with('/')
+                || path.starts_with('~')
+                || comps.iter().any(|c| *c == ".." || c.starts_with('.'))
+            {
+                return Some(format!(
+                    "`git {sub}` with `{v}` writes outside the work root or into a dot directory"
+                ));
+            }
+        }
+    }
     if matches!(sub, "apply" | "am")
-        && !options(rest).any(|v| matches!(v, "--check" | "--stat" | "--numstat" | "--summary"))
+        && (!options(rest).any(|v| matches!(v, "--check" | "--stat" | "--numstat" | "--summary"))
+            || options(rest).any(|v| {
+                matches!(v, "-3" | "-N")
+                    || long_abbrev(
+                        v,
+                        &[
+                            "apply",
+                            "index",
+                            "cached",
+                            "3way",
+                            "reject",
+                            "intent-to-add",
+                        ],
+                    )
+                    .is_some()
+            }))
     {
         return Some(format!(
             "`git {sub}` writes the files a patch names (only --check/--stat/--numstat/--summary)"
