@@ -228,9 +228,11 @@ impl Word {
         }
     }
 
-    /// True when the word's value is known from the text alone.
+    /// True when the word's value is known from the text alone. Braces expand only around an
+    /// unquoted `,` or `..` (`{a,b}`, `{1..3}`); `{}` as in `xargs -I{}` is literal.
     fn literal(&self) -> bool {
-        self.vars.is_empty() && !self.glob && !self.brace && !self.tilde
+        let brace_expands = self.brace && (self.value.contains(',') || self.value.contains(".."));
+        self.vars.is_empty() && !self.glob && !brace_expands && !self.tilde
     }
 }
 
