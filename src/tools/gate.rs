@@ -2873,6 +2873,17 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
             if all.first() == Some(&"env") && all.iter().any(|v| matches!(*v, "-w" | "-u")) {
                 return hit("`env -w`/`-u` writes settings (GOFLAGS can name programs to run)");
             }
+            if let Some((o, p)) = path_option_outside(
+                args,
+                &[
+                    "-o", "-coverprofile", "-cpuprofile", "-memprofile", "-blockprofile",
+                    "-mutexprofile", "-trace", "-outputdir", "-C", "-pkgdir", "-debug-trace",
+                    "-modfile", "-overlay", "-test.coverprofile", "-test.cpuprofile",
+                    "-test.memprofile", "-test.trace", "-test.outputdir",
+                ],
+            ) {
+                return hit(&format!("`{o} {p}` reaches outside the work root"));
+            }
             if all.iter().any(|v| v.contains("extld") || v.contains("toolexec")) {
                 return hit("`-extld`/`-toolexec` in build flags runs a program the rules did not name");
             }
@@ -3058,7 +3069,15 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
                     return hit("`--config`/`-Z` can set a runner or other programs to execute");
                 }
             }
-            None
+            // The test binary's own `--logfile` (after `--`) writes wherever it is told.
+            if args.iter().any(|w| w.value == "--logfile" || w.value.starts_with("--logfile=")) {
+                return hit("`--logfile` writes a file");
+            }
+            path_option_outside(
+                args,
+                &["--target-dir", "--manifest-path", "--artifact-dir", "--out-dir", "--lockfile-path"],
+            )
+            .map(|(o, p)| format!("`{o} {p}` reaches outside the work root; denied whatever the rules say"))
         }
         "printf" => {
             for v in options(args) {
@@ -3075,9 +3094,59 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
     }
 }
 
+/// Is this path outside the work root or inside a dot directory (absolute, `~`, `..`, `.git`)?
+fn outside_path(p: &str) -> bool {
+    p.starts_with('/')
+        || p.starts_with('~')
+        || p.split('/')
+            .any(|c| c == ".." || (c.starts_with('.') && c != "."))
+}
+
+/// The first of `names` (spelled `--x v`, `--x=v`, `-x v` or `-x=v`) whose path value is
+/// outside the work root.
+fn path_option_outside<'a>(args: &'a [Word], names: &[&'a str]) -> Option<(&'a str, &'a str)> {
+    let mut k = 0;
+    while let Some(w) = args.get(k) {
+        k += 1;
+        let v = w.value.as_str();
+        for &n in names {
+            let value = if v == n {
+                args.get(k).map(|w| w.value.as_str())
+            } else {
+                v.strip_prefix(n).and_then(|r| r.strip_prefix('='))
+            };
+            if let Some(p) = value.filter(|p| outside_path(p)) {
+                return Some((n, p));
+            }
+        }
+    }
+    None
+}
+
 /// `make` runs its Makefile's recipes (what a `make *` rule authorises), but not code given on
 /// the command line or on stdin.
 fn make_check(args: &[Word]) -> Option<String> {
+    if let Some((o, p)) = path_option_outside(
+        args,
+        &[
+            "-C",
+            "--directory",
+            "-f",
+            "--file",
+            "--makefile",
+            "-I",
+            "--include-dir",
+            "-o",
+            "-W",
+            "--old-file",
+            "--what-if",
+            "--new-file",
+            "--assume-new",
+            "--assume-old",
+        ],
+    ) {
+        return Some(format!("`{o} {p}` reaches outside the work root"));
+    }
     let all: Vec<&str> = options(args).collect();
     for (k, v) in all.iter().enumerate() {
         if long_abbrev(v, &["eval"]).is_some() || short_has(v, "E", "CfIjlWo") {
@@ -3128,7 +3197,86 @@ fn make_check(args: &[Word]) -> Option<String> {
                     let b = b.as_str();
                     RISKY.contains(&b) || is_tail_sensitive(b)
                 });
-            if !safe_name || bad_value {
+            // Variables that name the programs recipes run take only known toolchain programs.
+            let program_var = matches!(
+                name,
+                "CC" | "CXX"
+                    | "CPP"
+                    | "LD"
+                    | "AR"
+                    | "AS"
+                    | "RM"
+                    | "MAKE"
+                    | "FC"
+                    | "PC"
+                    | "LEX"
+                    | "YACC"
+                    | "M4"
+                    | "TAR"
+                    | "INSTALL"
+                    | "RANLIB"
+                    | "STRIP"
+                    | "NM"
+                    | "OBJCOPY"
+                    | "PYTHON"
+                    | "PERL"
+                    | "RUBY"
+                    | "NODE"
+                    | "NPM"
+                    | "DOCKER"
+                    | "GO"
+                    | "CARGO"
+                    | "RUSTC"
+                    | "JAVA"
+                    | "JAVAC"
+                    | "CO"
+                    | "GET"
+                    | "LINT"
+                    | "MAKEINFO"
+                    | "TEX"
+                    | "SED"
+                    | "AWK"
+                    | "GREP"
+                    | "MKDIR"
+                    | "CP"
+                    | "MV"
+                    | "LN"
+                    | "ECHO"
+                    | "SH"
+            ) || [
+                "CMD", "COMMAND", "EXEC", "PROG", "TOOL", "WRAPPER", "RUNNER", "LAUNCHER",
+            ]
+            .iter()
+            .any(|s| name.ends_with(s));
+            let toolchain = |t: &str| {
+                let t = t.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '.');
+                matches!(
+                    t,
+                    "gcc"
+                        | "g++"
+                        | "cc"
+                        | "c++"
+                        | "clang"
+                        | "clang++"
+                        | "gfortran"
+                        | "ld"
+                        | "ld.lld"
+                        | "ld.gold"
+                        | "lld"
+                        | "ar"
+                        | "llvm-ar"
+                        | "ranlib"
+                        | "as"
+                        | "nm"
+                        | "strip"
+                        | "objcopy"
+                        | "tcc"
+                        | "musl-gcc"
+                )
+            };
+            let program_ok = !program_var
+                || value.split_whitespace().next().is_some_and(toolchain) && !value.contains('/');
+            if !safe_name || bad_value || !program_ok || outside_path(value) {
                 return Some(format!(
                     "the variable override `{name}=…` can change the commands recipes run"
                 ));
@@ -3158,6 +3306,13 @@ fn git_check(args: &[Word]) -> Option<String> {
         }
         // Only global options whose arity the gate knows: an unknown one might take a value,
         // and then the gate would judge the wrong word as the subcommand.
+        if v == "-C"
+            && args
+                .get(i + 1)
+                .is_some_and(|w| outside_path(&w.value) || !w.literal())
+        {
+            return Some("`-C` points git outside the work root".into());
+        }
         i += if matches!(v, "-C" | "--namespace") {
             2
         } else if matches!(
@@ -3251,8 +3406,22 @@ fn git_check(args: &[Word]) -> Option<String> {
     }
     if matches!(
         sub,
-        "merge-index" | "merge-one-file" | "checkout-index" | "mailsplit" | "fast-import"
-    ) {
+        "merge-index"
+            | "merge-one-file"
+            | "checkout-index"
+            | "mailsplit"
+            | "fast-import"
+            | "maintenance"
+            | "update-index"
+            | "mktree"
+            | "mktag"
+            | "commit-tree"
+            | "unpack-objects"
+            | "index-pack"
+            | "read-tree"
+    ) || sub.starts_with("credential")
+        || (sub == "hash-object" && options(rest).any(|v| v == "-w" || v == "--stdin-paths"))
+    {
         return Some(format!(
             "`git {sub}` runs a program or writes files wherever it is told"
         ));
