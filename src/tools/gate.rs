@@ -2873,8 +2873,27 @@ fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
             if all.first() == Some(&"env") && all.iter().any(|v| matches!(*v, "-w" | "-u")) {
                 return hit("`env -w`/`-u` writes settings (GOFLAGS can name programs to run)");
             }
+            // Go's flag package accepts `--o` for `-o`.
+            let single: Vec<Word> = args
+                .iter()
+                .map(|w| {
+                    let mut w = w.clone();
+                    if w.value.starts_with("--") {
+                        w.value.remove(0);
+                    }
+                    w
+                })
+                .collect();
+            if single.iter().any(|w| {
+                ["-gcflags", "-ldflags", "-asmflags"]
+                    .iter()
+                    .any(|f| w.value.starts_with(f))
+                    && w.value.contains("-o")
+            }) {
+                return hit("build flags with `-o` write where the gate cannot check");
+            }
             if let Some((o, p)) = path_option_outside(
-                args,
+                &single,
                 &[
                     "-o", "-coverprofile", "-cpuprofile", "-memprofile", "-blockprofile",
                     "-mutexprofile", "-trace", "-outputdir", "-C", "-pkgdir", "-debug-trace",
@@ -3126,26 +3145,55 @@ fn path_option_outside<'a>(args: &'a [Word], names: &[&'a str]) -> Option<(&'a s
 /// `make` runs its Makefile's recipes (what a `make *` rule authorises), but not code given on
 /// the command line or on stdin.
 fn make_check(args: &[Word]) -> Option<String> {
-    if let Some((o, p)) = path_option_outside(
-        args,
-        &[
-            "-C",
-            "--directory",
-            "-f",
-            "--file",
-            "--makefile",
-            "-I",
-            "--include-dir",
-            "-o",
-            "-W",
-            "--old-file",
-            "--what-if",
-            "--new-file",
-            "--assume-new",
-            "--assume-old",
-        ],
-    ) {
-        return Some(format!("`{o} {p}` reaches outside the work root"));
+    // Paths make reads or writes (`-C`, `-f`, `-I`, `-o`, `-W`), in every spelling: clustered
+    // (`-sC dir`), attached (`-C/dir`), abbreviated (`--dir=`).
+    let all: Vec<&str> = options(args).collect();
+    let mut k = 0;
+    while let Some(&v) = all.get(k) {
+        k += 1;
+        let value = if v.starts_with("--") {
+            long_abbrev(
+                v,
+                &[
+                    "directory",
+                    "file",
+                    "makefile",
+                    "include-dir",
+                    "old-file",
+                    "new-file",
+                    "assume-new",
+                    "assume-old",
+                    "what-if",
+                ],
+            )
+            .and_then(|_| match v.split_once('=') {
+                Some((_, x)) => Some(x),
+                None => {
+                    k += 1;
+                    all.get(k - 1).copied()
+                }
+            })
+        } else if let Some(cluster) = v.strip_prefix('-') {
+            cluster
+                .char_indices()
+                .find(|(_, c)| "CfIoWjl".contains(*c))
+                .and_then(|(n, c)| {
+                    let rest = &cluster[n + 1..];
+                    if "jl".contains(c) {
+                        None // numeric, optional
+                    } else if rest.is_empty() {
+                        k += 1;
+                        all.get(k - 1).copied()
+                    } else {
+                        Some(rest)
+                    }
+                })
+        } else {
+            None
+        };
+        if let Some(p) = value.filter(|p| outside_path(p)) {
+            return Some(format!("`{v} {p}` reaches outside the work root"));
+        }
     }
     let all: Vec<&str> = options(args).collect();
     for (k, v) in all.iter().enumerate() {
@@ -3166,10 +3214,28 @@ fn make_check(args: &[Word]) -> Option<String> {
         {
             return Some("a Makefile read from stdin cannot be checked".into());
         }
+        if let Some(reason) = make_override(v) {
+            return Some(reason);
+        }
+    }
+    // Overrides may also follow `--`.
+    for w in args.iter().skip_while(|w| w.value != "--") {
+        if let Some(reason) = make_override(&w.value) {
+            return Some(reason);
+        }
+    }
+    None
+}
+
+/// A `NAME=value` (`:=`, `::=`, `?=`, `+=`) argument to make, or None when it is harmless.
+fn make_override(v: &str) -> Option<String> {
+    {
         if let Some((name, value)) = v.split_once('=').filter(|_| !v.starts_with('-')) {
             if name.ends_with('!') {
                 return Some(format!("`{name}=` runs a shell command to set a variable"));
             }
+            let name = name.trim_end_matches([':', '?', '+']).trim();
+            let value = value.trim();
             // Recipes may run any variable as a program (`CC=rm`, `PYTHON=sh`): a value may
             // not name a shell, an interpreter, a runner or a program that deletes or
             // rewrites files, nor carry shell syntax or compiler plugin/wrapper options.
@@ -3188,7 +3254,10 @@ fn make_check(args: &[Word]) -> Option<String> {
                 "truncate", "tee", "install", "curl", "wget", "nc", "ncat", "socat", "ssh", "scp",
                 "sudo", "doas", "kill", "pkill",
             ];
-            let bad_value = value.contains(|c: char| ";|&$`()<>\n\\'\"*?[]{}~#!".contains(c))
+            let bad_value = value.contains(|c: char| ";|&$`()<>\n\\'\"*?[]{}~#!@".contains(c))
+                || value
+                    .split_whitespace()
+                    .any(|t| t.starts_with("-o") || t.contains("fuse-ld") || outside_path(t))
                 || ["plugin", "wrapper", "specs", "-B", "load", "exec"]
                     .iter()
                     .any(|b| value.contains(b))
@@ -3198,9 +3267,48 @@ fn make_check(args: &[Word]) -> Option<String> {
                     RISKY.contains(&b) || is_tail_sensitive(b)
                 });
             // Variables that name the programs recipes run take only known toolchain programs.
+            let pname = name.trim_end_matches(|c: char| c.is_ascii_digit());
             let program_var = matches!(
-                name,
-                "CC" | "CXX"
+                pname,
+                "BASH"
+                    | "PKG_CONFIG"
+                    | "CHECK"
+                    | "SPARSE"
+                    | "CLANG"
+                    | "CMAKE"
+                    | "NINJA"
+                    | "MESON"
+                    | "PROTOC"
+                    | "FLEX"
+                    | "BISON"
+                    | "LUA"
+                    | "TCL"
+                    | "GIT"
+                    | "OBJDUMP"
+                    | "READELF"
+                    | "DOXYGEN"
+                    | "GZIP"
+                    | "BZIP2"
+                    | "XZ"
+                    | "ZSTD"
+                    | "LN_S"
+                    | "INSTALL_DATA"
+                    | "INSTALL_PROGRAM"
+                    | "MKDIR_P"
+                    | "EDITOR"
+                    | "PAGER"
+                    | "VALGRIND"
+                    | "GDB"
+                    | "TOUCH"
+                    | "CAT"
+                    | "CHMOD"
+                    | "FIND"
+                    | "XARGS"
+                    | "ENV"
+                    | "TEST"
+                    | "PYTEST"
+                    | "CC"
+                    | "CXX"
                     | "CPP"
                     | "LD"
                     | "AR"
@@ -3247,7 +3355,7 @@ fn make_check(args: &[Word]) -> Option<String> {
                 "CMD", "COMMAND", "EXEC", "PROG", "TOOL", "WRAPPER", "RUNNER", "LAUNCHER",
             ]
             .iter()
-            .any(|s| name.ends_with(s));
+            .any(|s| pname.ends_with(s));
             let toolchain = |t: &str| {
                 let t = t.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '.');
                 matches!(
@@ -3419,7 +3527,17 @@ fn git_check(args: &[Word]) -> Option<String> {
             | "unpack-objects"
             | "index-pack"
             | "read-tree"
+            | "diagnose"
+            | "bugreport"
     ) || sub.starts_with("credential")
+        || (sub == "pack-objects" && !options(rest).any(|v| v == "--stdout"))
+        || (sub == "notes"
+            && rest.iter().any(|w| {
+                matches!(
+                    w.value.as_str(),
+                    "add" | "append" | "edit" | "copy" | "merge" | "remove" | "prune"
+                )
+            }))
         || (sub == "hash-object" && options(rest).any(|v| v == "-w" || v == "--stdin-paths"))
     {
         return Some(format!(
@@ -3428,7 +3546,7 @@ fn git_check(args: &[Word]) -> Option<String> {
     }
     // Subcommands that create repositories, worktrees or bundles at a path: only plain paths
     // inside the work root.
-    if matches!(sub, "init" | "clone" | "worktree" | "bundle") {
+    if matches!(sub, "init" | "clone" | "worktree" | "bundle" | "submodule") {
         for v in rest.iter().map(|w| w.value.as_str()) {
             let path = v.split_once('=').map_or(v, |(_, p)| p);
             let comps: Vec<&str> = path
