@@ -3229,167 +3229,219 @@ fn make_check(args: &[Word]) -> Option<String> {
 
 /// A `NAME=value` (`:=`, `::=`, `?=`, `+=`) argument to make, or None when it is harmless.
 fn make_override(v: &str) -> Option<String> {
-    {
-        if let Some((name, value)) = v.split_once('=').filter(|_| !v.starts_with('-')) {
-            if name.ends_with('!') {
-                return Some(format!("`{name}=` runs a shell command to set a variable"));
-            }
-            let name = name.trim_end_matches([':', '?', '+']).trim();
-            let value = value.trim();
-            // Recipes may run any variable as a program (`CC=rm`, `PYTHON=sh`): a value may
-            // not name a shell, an interpreter, a runner or a program that deletes or
-            // rewrites files, nor carry shell syntax or compiler plugin/wrapper options.
-            let safe_name = !matches!(
-                name,
-                "SHELL"
-                    | "MAKESHELL"
-                    | ".SHELLFLAGS"
-                    | "MAKEFLAGS"
-                    | "MFLAGS"
-                    | "MAKEFILES"
-                    | "GNUMAKEFLAGS"
-            );
-            const RISKY: &[&str] = &[
-                "rm", "rmdir", "unlink", "shred", "dd", "mv", "cp", "ln", "chmod", "chown",
-                "truncate", "tee", "install", "curl", "wget", "nc", "ncat", "socat", "ssh", "scp",
-                "sudo", "doas", "kill", "pkill",
-            ];
-            let bad_value = value.contains(|c: char| ";|&$`()<>\n\\'\"*?[]{}~#!@".contains(c))
-                || value
-                    .split_whitespace()
-                    .any(|t| t.starts_with("-o") || t.contains("fuse-ld") || outside_path(t))
-                || ["plugin", "wrapper", "specs", "-B", "load", "exec"]
-                    .iter()
-                    .any(|b| value.contains(b))
-                || value.split_whitespace().any(|t| {
-                    let b = canonical(basename(t));
-                    let b = b.as_str();
-                    RISKY.contains(&b) || is_tail_sensitive(b)
-                });
-            // Variables that name the programs recipes run take only known toolchain programs.
-            let pname = name.trim_end_matches(|c: char| c.is_ascii_digit());
-            let program_var = matches!(
-                pname,
-                "BASH"
-                    | "PKG_CONFIG"
-                    | "CHECK"
-                    | "SPARSE"
-                    | "CLANG"
-                    | "CMAKE"
-                    | "NINJA"
-                    | "MESON"
-                    | "PROTOC"
-                    | "FLEX"
-                    | "BISON"
-                    | "LUA"
-                    | "TCL"
-                    | "GIT"
-                    | "OBJDUMP"
-                    | "READELF"
-                    | "DOXYGEN"
-                    | "GZIP"
-                    | "BZIP2"
-                    | "XZ"
-                    | "ZSTD"
-                    | "LN_S"
-                    | "INSTALL_DATA"
-                    | "INSTALL_PROGRAM"
-                    | "MKDIR_P"
-                    | "EDITOR"
-                    | "PAGER"
-                    | "VALGRIND"
-                    | "GDB"
-                    | "TOUCH"
-                    | "CAT"
-                    | "CHMOD"
-                    | "FIND"
-                    | "XARGS"
-                    | "ENV"
-                    | "TEST"
-                    | "PYTEST"
-                    | "CC"
-                    | "CXX"
-                    | "CPP"
-                    | "LD"
-                    | "AR"
-                    | "AS"
-                    | "RM"
-                    | "MAKE"
-                    | "FC"
-                    | "PC"
-                    | "LEX"
-                    | "YACC"
-                    | "M4"
-                    | "TAR"
-                    | "INSTALL"
-                    | "RANLIB"
-                    | "STRIP"
-                    | "NM"
-                    | "OBJCOPY"
-                    | "PYTHON"
-                    | "PERL"
-                    | "RUBY"
-                    | "NODE"
-                    | "NPM"
-                    | "DOCKER"
-                    | "GO"
-                    | "CARGO"
-                    | "RUSTC"
-                    | "JAVA"
-                    | "JAVAC"
-                    | "CO"
-                    | "GET"
-                    | "LINT"
-                    | "MAKEINFO"
-                    | "TEX"
-                    | "SED"
-                    | "AWK"
-                    | "GREP"
-                    | "MKDIR"
-                    | "CP"
-                    | "MV"
-                    | "LN"
-                    | "ECHO"
-                    | "SH"
-            ) || [
-                "CMD", "COMMAND", "EXEC", "PROG", "TOOL", "WRAPPER", "RUNNER", "LAUNCHER",
-            ]
+    let (name, value) = v.split_once('=').filter(|_| !v.starts_with('-'))?;
+    if name.ends_with('!') {
+        return Some(format!("`{name}=` runs a shell command to set a variable"));
+    }
+    let name = name.trim_end_matches([':', '?', '+']).trim();
+    let value = value.trim();
+    // Recipes may run any variable as a program (`CC=rm`, `PYTHON=sh`): a value may
+    // not name a shell, an interpreter, a runner or a program that deletes or
+    // rewrites files, nor carry shell syntax or compiler plugin/wrapper options.
+    let safe_name = !matches!(
+        name,
+        "SHELL"
+            | "MAKESHELL"
+            | ".SHELLFLAGS"
+            | "MAKEFLAGS"
+            | "MFLAGS"
+            | "MAKEFILES"
+            | "GNUMAKEFLAGS"
+    );
+    const RISKY: &[&str] = &[
+        "rm", "rmdir", "unlink", "shred", "dd", "mv", "cp", "ln", "chmod", "chown", "truncate",
+        "tee", "install", "curl", "wget", "nc", "ncat", "socat", "ssh", "scp", "sudo", "doas",
+        "kill", "pkill",
+    ];
+    let bad_value = value.contains(|c: char| ";|&$`()<>\n\\'\"*?[]{}~#!@".contains(c))
+        || value
+            .split_whitespace()
+            .any(|t| t.starts_with("-o") || t.contains("fuse-ld") || outside_path(t))
+        || ["plugin", "wrapper", "specs", "-B", "load", "exec"]
             .iter()
-            .any(|s| pname.ends_with(s));
-            let toolchain = |t: &str| {
-                let t = t.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '.');
-                matches!(
-                    t,
-                    "gcc"
-                        | "g++"
-                        | "cc"
-                        | "c++"
-                        | "clang"
-                        | "clang++"
-                        | "gfortran"
-                        | "ld"
-                        | "ld.lld"
-                        | "ld.gold"
-                        | "lld"
-                        | "ar"
-                        | "llvm-ar"
-                        | "ranlib"
-                        | "as"
-                        | "nm"
-                        | "strip"
-                        | "objcopy"
-                        | "tcc"
-                        | "musl-gcc"
-                )
-            };
-            let program_ok = !program_var
-                || value.split_whitespace().next().is_some_and(toolchain) && !value.contains('/');
-            if !safe_name || bad_value || !program_ok || outside_path(value) {
-                return Some(format!(
-                    "the variable override `{name}=…` can change the commands recipes run"
-                ));
-            }
-        }
+            .any(|b| value.contains(b))
+        || value.split_whitespace().any(|t| {
+            let b = canonical(basename(t));
+            let b = b.as_str();
+            RISKY.contains(&b) || is_tail_sensitive(b)
+        });
+    // Variables that name the programs recipes run take only known toolchain programs.
+    let pname = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    let program_var = matches!(
+        pname,
+        "BASH"
+            | "PKG_CONFIG"
+            | "CHECK"
+            | "SPARSE"
+            | "CLANG"
+            | "CMAKE"
+            | "NINJA"
+            | "MESON"
+            | "PROTOC"
+            | "FLEX"
+            | "BISON"
+            | "LUA"
+            | "TCL"
+            | "GIT"
+            | "OBJDUMP"
+            | "READELF"
+            | "DOXYGEN"
+            | "GZIP"
+            | "BZIP2"
+            | "XZ"
+            | "ZSTD"
+            | "LN_S"
+            | "INSTALL_DATA"
+            | "INSTALL_PROGRAM"
+            | "MKDIR_P"
+            | "EDITOR"
+            | "PAGER"
+            | "VALGRIND"
+            | "GDB"
+            | "TOUCH"
+            | "CAT"
+            | "CHMOD"
+            | "FIND"
+            | "XARGS"
+            | "ENV"
+            | "TEST"
+            | "PYTEST"
+            | "CC"
+            | "CXX"
+            | "CPP"
+            | "LD"
+            | "AR"
+            | "AS"
+            | "RM"
+            | "MAKE"
+            | "FC"
+            | "PC"
+            | "LEX"
+            | "YACC"
+            | "M4"
+            | "TAR"
+            | "INSTALL"
+            | "RANLIB"
+            | "STRIP"
+            | "NM"
+            | "OBJCOPY"
+            | "PYTHON"
+            | "PERL"
+            | "RUBY"
+            | "NODE"
+            | "NPM"
+            | "DOCKER"
+            | "GO"
+            | "CARGO"
+            | "RUSTC"
+            | "JAVA"
+            | "JAVAC"
+            | "CO"
+            | "GET"
+            | "LINT"
+            | "MAKEINFO"
+            | "TEX"
+            | "SED"
+            | "AWK"
+            | "GREP"
+            | "MKDIR"
+            | "CP"
+            | "MV"
+            | "LN"
+            | "ECHO"
+            | "SH"
+    ) || [
+        "CMD", "COMMAND", "EXEC", "PROG", "TOOL", "WRAPPER", "RUNNER", "LAUNCHER",
+    ]
+    .iter()
+    .any(|s| pname.ends_with(s));
+    let toolchain = |t: &str| {
+        let t = t.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '.');
+        matches!(
+            t,
+            "gcc"
+                | "g++"
+                | "cc"
+                | "c++"
+                | "clang"
+                | "clang++"
+                | "gfortran"
+                | "ld"
+                | "ld.lld"
+                | "ld.gold"
+                | "lld"
+                | "ar"
+                | "llvm-ar"
+                | "ranlib"
+                | "as"
+                | "nm"
+                | "strip"
+                | "objcopy"
+                | "tcc"
+                | "musl-gcc"
+        )
+    };
+    // Any variable may be run as a program by some recipe (`$(LINTER) src`): a value that
+    // reads as a program name is allowed only for data-like names or known toolchains.
+    let first = value.split_whitespace().next().unwrap_or("");
+    let wordlike =
+        first.starts_with(|c: char| c.is_ascii_alphabetic()) && !first.contains(['=', ',', ':']);
+    let data_name = matches!(
+        pname,
+        "VERSION"
+            | "BUILD"
+            | "BUILDTYPE"
+            | "BUILD_TYPE"
+            | "MODE"
+            | "CONFIG"
+            | "CONFIGURATION"
+            | "TARGET"
+            | "ARCH"
+            | "OS"
+            | "GOOS"
+            | "GOARCH"
+            | "PROFILE"
+            | "ENV"
+            | "LEVEL"
+            | "LANG"
+            | "O"
+            | "V"
+            | "VERBOSE"
+            | "Q"
+            | "DEBUG"
+            | "NDEBUG"
+            | "RELEASE"
+            | "FEATURES"
+            | "TAGS"
+            | "ARGS"
+            | "TESTS"
+            | "TEST"
+            | "T"
+            | "PKG"
+            | "PACKAGE"
+            | "NAME"
+            | "OUT"
+            | "PREFIX"
+            | "DESTDIR"
+            | "J"
+            | "JOBS"
+            | "COLOR"
+            | "STD"
+            | "EXTRA"
+            | "COVERAGE"
+            | "SANITIZE"
+    ) || ["FLAGS", "DIR", "PATH", "VERSION"]
+        .iter()
+        .any(|s| pname.ends_with(s));
+    let program_ok = if program_var {
+        value.split_whitespace().next().is_some_and(toolchain) && !value.contains('/')
+    } else {
+        !wordlike || data_name || toolchain(first)
+    };
+    if !safe_name || bad_value || !program_ok || outside_path(value) {
+        return Some(format!(
+            "the variable override `{name}=…` can change the commands recipes run"
+        ));
     }
     None
 }
@@ -3529,7 +3581,17 @@ fn git_check(args: &[Word]) -> Option<String> {
             | "read-tree"
             | "diagnose"
             | "bugreport"
+            | "mailinfo"
+            | "difftool"
+            | "fsmonitor--daemon"
+            | "commit-graph"
+            | "multi-pack-index"
     ) || sub.starts_with("credential")
+        || (sub == "interpret-trailers" && options(rest).any(|v| v.starts_with("--in")))
+        || (sub == "fast-export"
+            && options(rest)
+                .any(|v| v.starts_with("--export-marks") || v.starts_with("--import-marks")))
+        || (sub == "help" && options(rest).any(|v| matches!(v, "-i" | "--info" | "-m" | "--man")))
         || (sub == "pack-objects" && !options(rest).any(|v| v == "--stdout"))
         || (sub == "notes"
             && rest.iter().any(|w| {
@@ -3546,7 +3608,10 @@ fn git_check(args: &[Word]) -> Option<String> {
     }
     // Subcommands that create repositories, worktrees or bundles at a path: only plain paths
     // inside the work root.
-    if matches!(sub, "init" | "clone" | "worktree" | "bundle" | "submodule") {
+    if matches!(
+        sub,
+        "init" | "clone" | "worktree" | "bundle" | "submodule" | "mv" | "merge-file"
+    ) {
         for v in rest.iter().map(|w| w.value.as_str()) {
             let path = v.split_once('=').map_or(v, |(_, p)| p);
             let comps: Vec<&str> = path
