@@ -3614,14 +3614,7 @@ fn git_check(args: &[Word]) -> Option<String> {
     ) {
         for v in rest.iter().map(|w| w.value.as_str()) {
             let path = v.split_once('=').map_or(v, |(_, p)| p);
-            let comps: Vec<&str> = path
-                .split('/')
-                .filter(|c| !c.is_empty() && *c != ".")
-                .collect();
-            if path.starts_with('/')
-                || path.starts_with('~')
-                || comps.iter().any(|c| *c == ".." || c.starts_with('.'))
-            {
+            if outside_path(path) {
                 return Some(format!(
                     "`git {sub}` with `{v}` writes outside the work root or into a dot directory"
                 ));
@@ -3842,11 +3835,7 @@ fn tar_writes(args: &[Word]) -> Option<String> {
         if (archive && !write) || (!archive && !extract) || p == "-" {
             continue;
         }
-        let comps: Vec<&str> = p
-            .split('/')
-            .filter(|c| !c.is_empty() && *c != ".")
-            .collect();
-        if p.starts_with('/') || comps.iter().any(|c| *c == ".." || c.starts_with('.')) {
+        if outside_path(p) {
             return Some(format!(
                 "`-{opt} {p}` writes outside the work root or into a dotfile or .git"
             ));
