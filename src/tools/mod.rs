@@ -287,6 +287,16 @@ fn stays_under(work_root: &Path, path: &str, prefix: &str) -> Result<(), String>
     let joined = work_root.join(path);
     let target = match joined.canonicalize() {
         Ok(t) => t,
+        // A dangling symlink: writing through it would create its target, wherever that is.
+        Err(_)
+            if joined
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink()) =>
+        {
+            return Err(format!(
+                "{path:?} is a symlink to a path that does not exist yet; refused"
+            ))
+        }
         Err(_) => match (joined.parent(), joined.file_name()) {
             (Some(dir), Some(name)) => dir
                 .canonicalize()
@@ -316,6 +326,25 @@ fn stays_under(work_root: &Path, path: &str, prefix: &str) -> Result<(), String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_symlink_may_not_lead_a_write_into_git_or_out_of_the_root() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        std::fs::create_dir_all(r.join(".git/info")).unwrap();
+        std::fs::write(r.join("plain.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(r.join(".git/info/exclude"), r.join("out")).unwrap();
+        std::os::unix::fs::symlink("/tmp", r.join("away")).unwrap();
+        assert!(stays_under(r, "plain.txt", ".").is_ok());
+        assert!(stays_under(r, "new-file.txt", ".").is_ok());
+        let err = stays_under(r, "out", ".").unwrap_err();
+        assert!(err.contains("does not exist yet"), "{err}");
+        std::fs::write(r.join(".git/info/exclude"), "").unwrap();
+        let err = stays_under(r, "out", ".").unwrap_err();
+        assert!(err.contains("dot directory"), "{err}");
+        let err = stays_under(r, "away/x", ".").unwrap_err();
+        assert!(err.contains("resolves outside"), "{err}");
+    }
 
     #[test]
     fn dead_runs_temp_dirs_are_swept_live_ones_kept() {
