@@ -1,0 +1,359 @@
+//! Config stage, PURE: the text of `harness.toml` and its directory in, a validated [`Config`]
+//! out, or every problem found, each naming its key and the file.
+//!
+//! Two layers, as ripgrep and uv do it: `Raw*` structs mirror the file, then [`validate`]
+//! builds the typed config. Unknown keys are collected with `serde_ignored` rather than
+//! `deny_unknown_fields`, so that a file with three typos gets three messages, not one.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::secrets::KeyRef;
+use crate::tools::gate::Policy;
+
+mod raw;
+mod validate;
+
+use raw::RawConfig;
+use validate::Validator;
+
+/// A validated configuration. Paths are absolute or relative to the process's cwd, already
+/// resolved against the config file's directory.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The config file this came from (for messages).
+    pub path: PathBuf,
+    /// Identity of this harness instance; part of REPORT file names.
+    pub vertical: String,
+    /// Where the bash tool runs (default: the config's directory).
+    pub work_root: PathBuf,
+    /// Where REPORT files land (default: `reports` beside the config).
+    pub report_dir: PathBuf,
+    /// Max LLM round trips per turn, tool calls included (default 8).
+    pub max_rounds: u32,
+    /// The Redmine task source, when configured.
+    pub redmine: Option<RedmineConfig>,
+    /// The model endpoint.
+    pub litellm: LitellmConfig,
+    /// Tiers and class routing.
+    pub models: ModelsConfig,
+    /// `[models].prices`: how a round's cost is computed when the endpoint does not say.
+    pub prices: Prices,
+    /// `[budget]`: per-run limits checked before each round.
+    pub budget: BudgetConfig,
+    /// The bash tool and its gate.
+    pub bash: BashConfig,
+    /// The issue `--demo` runs.
+    pub demo: DemoConfig,
+}
+
+/// `[litellm]`: the OpenAI-compatible endpoint.
+#[derive(Debug, Clone)]
+pub struct LitellmConfig {
+    /// Base URL up to and including `/v1` (the client appends `/chat/completions`).
+    pub base_url: Option<String>,
+    /// Key ref for the `Authorization: Bearer` header.
+    pub key_ref: Option<KeyRef>,
+    /// Per-request timeout (default 120 s).
+    pub timeout: Duration,
+    /// Retries after the first attempt on 429/5xx/transport errors (default 2).
+    pub max_retries: u32,
+    /// Serve replies from this cassette instead of HTTP.
+    pub replay: Option<PathBuf>,
+    /// Ask for Server-Sent Events and assemble the reply from deltas (default false).
+    pub streaming: bool,
+    /// With streaming: a stream silent this long is abandoned and retried (default 30 s).
+    pub stream_idle_timeout: Duration,
+    /// `GET {base_url}/models` before the first token to check the routed model is served
+    /// (default false).
+    pub preflight: bool,
+}
+
+/// `[models].prices`: where per-token prices come from.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Prices {
+    /// No prices: cost is only what the endpoint reports (`x-litellm-response-cost`).
+    #[default]
+    None,
+    /// `[models.prices]`: per concrete model.
+    Table(BTreeMap<String, ModelPrice>),
+    /// `prices = "proxy"`: read from the proxy's `GET /model/info` before the first round.
+    Proxy,
+}
+
+/// The price of one concrete model, in USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ModelPrice {
+    /// USD per million prompt tokens.
+    pub input_usd_per_mtok: f64,
+    /// USD per million completion tokens.
+    pub output_usd_per_mtok: f64,
+}
+
+impl ModelPrice {
+    /// The cost of `usage` at this price, in USD.
+    pub fn cost(&self, usage: &crate::llm::wire::Usage) -> f64 {
+        (usage.prompt_tokens as f64 * self.input_usd_per_mtok
+            + usage.completion_tokens as f64 * self.output_usd_per_mtok)
+            / 1_000_000.0
+    }
+}
+
+/// `[budget]`: per-run limits; a turn that reaches one stops before its next round.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BudgetConfig {
+    /// Max cost of one run in USD (default: none).
+    pub max_cost_usd: Option<f64>,
+    /// Max tokens (prompt + completion) of one run (default: none).
+    pub max_total_tokens: Option<u64>,
+}
+
+/// `[models]` and `[models.classes]`: the static routing table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelsConfig {
+    /// Tier alias -> concrete models, first choice first.
+    pub tiers: BTreeMap<String, Vec<String>>,
+    /// Tier for tasks that carry no class.
+    pub default_tier: Option<String>,
+    /// Task class -> tier alias.
+    pub classes: BTreeMap<String, String>,
+}
+
+/// `[tools.bash]`: the one tool and its gate.
+#[derive(Debug, Clone)]
+pub struct BashConfig {
+    /// Whether the model is offered the tool at all (default true).
+    pub enabled: bool,
+    /// Wall-clock bound for one command (default 60 s).
+    pub timeout: Duration,
+    /// Output kept per command, head and tail (default 100000 bytes).
+    pub max_output_bytes: usize,
+    /// The gate's rules.
+    pub policy: Policy,
+    /// Kernel confinement of the command (default `auto`).
+    pub sandbox: SandboxMode,
+    /// Whether a confined command may open TCP connections or bind ports (default false;
+    /// needs Landlock ABI 4 to be enforced).
+    pub network: bool,
+    /// Directories a confined command may write besides the work root and its private temp
+    /// dir (absolute, resolved against the config's directory; default none).
+    pub write_roots: Vec<PathBuf>,
+}
+
+/// `[tools.bash].sandbox`: whether commands run under Landlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxMode {
+    /// Landlock when the kernel has it, otherwise unconfined (said in the PLAN and REPORT).
+    Auto,
+    /// Landlock or refuse to run (exit 1 before any LLM call).
+    Landlock,
+    /// Never confine.
+    Off,
+}
+
+/// `[demo]`: the built-in issue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoConfig {
+    /// Task id (default `demo-1`).
+    pub id: String,
+    /// One-line subject.
+    pub subject: String,
+    /// The task text given to the model.
+    pub prompt: String,
+    /// Task class; `None` routes through `default_tier`.
+    pub class: Option<String>,
+}
+
+/// `[redmine]`: the system of record.
+#[derive(Debug, Clone)]
+pub struct RedmineConfig {
+    /// Base URL of the Redmine server.
+    pub url: String,
+    /// Key ref for the `X-Redmine-API-Key` header.
+    pub key_ref: KeyRef,
+    /// Which issues are in scope.
+    pub scope: Scope,
+    /// Project identifier or id, for project-scoped saved queries.
+    pub project: Option<String>,
+    /// Name of the custom field that carries the task class (default `Class`).
+    pub class_field: String,
+    /// Class for issues whose field is missing or empty (default `primary`).
+    pub default_class: String,
+    /// Max issues fetched per intake (default 50, at most 100).
+    pub limit: u32,
+    /// Per-request timeout (default 30 s).
+    pub timeout: Duration,
+    /// Retries on 5xx and transport errors (default 2).
+    pub max_retries: u32,
+    /// `[redmine.claim]`: taking an issue safely when many workers run.
+    pub claim: ClaimConfig,
+    /// `[redmine.writeback]`: the note and the status change after the REPORT.
+    pub writeback: WritebackConfig,
+}
+
+/// `[redmine.claim]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimConfig {
+    /// Claim before working (default true); without it two workers may take one issue.
+    pub enabled: bool,
+    /// Status set by the claim, by name (default `In Progress`; `None` leaves it).
+    pub status: Option<String>,
+    /// Assign the issue to the bot user when claiming (default true).
+    pub assign: bool,
+    /// A claim older than this with no REPORT may be taken over (minutes, default 120).
+    pub stale_after_mins: u64,
+}
+
+impl Default for ClaimConfig {
+    fn default() -> Self {
+        ClaimConfig {
+            enabled: true,
+            status: Some("In Progress".to_string()),
+            assign: true,
+            stale_after_mins: 120,
+        }
+    }
+}
+
+/// `[redmine.writeback]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WritebackConfig {
+    /// Post the REPORT as a note (default true).
+    pub enabled: bool,
+    /// Status after a completed turn, by name (default: unchanged).
+    pub status_done: Option<String>,
+    /// Status after an llm failure, a round or budget stop, or an interruption (default: unchanged).
+    pub status_failed: Option<String>,
+    /// Replies longer than this (characters) are attached as a file, with a summary in the
+    /// note (default 20000).
+    pub max_note_chars: usize,
+}
+
+impl Default for WritebackConfig {
+    fn default() -> Self {
+        WritebackConfig {
+            enabled: true,
+            status_done: None,
+            status_failed: None,
+            max_note_chars: 20_000,
+        }
+    }
+}
+
+/// The released scope: raw `/issues.json` parameters or a saved query id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Raw query string, e.g. `project_id=mopac&status_id=open&sort=priority:desc`.
+    Query(String),
+    /// A saved query's id.
+    SavedQuery(u64),
+}
+
+// ---------- raw layer: mirrors the file ----------
+// ---------- validation ----------
+
+/// Every problem found in one config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors {
+    /// The file, as given.
+    pub path: PathBuf,
+    /// One line per problem, each starting with the key it is about.
+    pub problems: Vec<String>,
+}
+
+impl std::fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.problems.len();
+        write!(
+            f,
+            "config {}: {n} problem{}",
+            self.path.display(),
+            if n == 1 { "" } else { "s" }
+        )?;
+        for p in &self.problems {
+            write!(f, "\n  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// Parses and validates config text. `path` is used for messages, its parent directory to
+/// resolve relative paths and `file:` key refs.
+pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
+    let fail = |problems: Vec<String>| ConfigErrors {
+        path: path.to_path_buf(),
+        problems,
+    };
+    let mut unknown = Vec::new();
+    let deserializer = toml::Deserializer::new(text);
+    let raw: RawConfig = serde_ignored::deserialize(deserializer, |p| {
+        unknown.push(format!("{}: unknown key", key_label(&p.to_string())))
+    })
+    .map_err(|e| fail(vec![e.to_string().trim_end().to_string()]))?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut v = Validator {
+        problems: unknown,
+        dir,
+    };
+    let config = v.config(raw, path);
+    if v.problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(fail(v.problems))
+    }
+}
+
+/// `tools.bash.alow` -> `[tools.bash].alow`; `vertcal` -> `vertcal`.
+fn key_label(path: &str) -> String {
+    // serde_ignored writes `?` for each Option it passes through: not part of the key.
+    let dotted: Vec<&str> = path.split('.').filter(|p| *p != "?").collect();
+    let dotted = dotted.join(".");
+    match dotted.rsplit_once('.') {
+        Some((section, key)) => format!("[{section}].{key}"),
+        None => dotted.to_string(),
+    }
+}
+
+/// Removes `.` and folds `dir/..` lexically, so messages show `reports`, not `a/../reports`.
+pub fn clean_path(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        out
+    }
+}
+
+fn secs(n: i64) -> Duration {
+    Duration::from_secs(n.max(0) as u64)
+}
+
+/// Names that end up in file names: 1-64 of `[A-Za-z0-9._-]`, not starting with a dot.
+pub fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && !s.starts_with('.')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,123 @@
+//! Config stage, PURE: the raw layer, serde structs that mirror `harness.toml` key for key.
+//!
+//! Every field is optional here; [`super::validate`] applies defaults and reports problems.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawConfig {
+    pub(super) vertical: Option<String>,
+    pub(super) work_root: Option<String>,
+    pub(super) report_dir: Option<String>,
+    #[serde(rename = "loop")]
+    pub(super) loop_: Option<RawLoop>,
+    pub(super) redmine: Option<RawRedmine>,
+    pub(super) litellm: Option<RawLitellm>,
+    pub(super) models: Option<RawModels>,
+    pub(super) tools: Option<RawTools>,
+    pub(super) demo: Option<RawDemo>,
+    pub(super) budget: Option<RawBudget>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawBudget {
+    pub(super) max_cost_usd: Option<f64>,
+    pub(super) max_total_tokens: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawLoop {
+    pub(super) max_rounds: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawRedmine {
+    pub(super) url: Option<String>,
+    pub(super) key_ref: Option<String>,
+    pub(super) scope_query: Option<String>,
+    pub(super) scope_query_id: Option<i64>,
+    pub(super) project: Option<String>,
+    pub(super) class_field: Option<String>,
+    pub(super) default_class: Option<String>,
+    pub(super) limit: Option<i64>,
+    pub(super) timeout_secs: Option<i64>,
+    pub(super) max_retries: Option<i64>,
+    pub(super) claim: Option<RawClaim>,
+    pub(super) writeback: Option<RawWriteback>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawClaim {
+    pub(super) enabled: Option<bool>,
+    pub(super) status: Option<String>,
+    pub(super) assign: Option<bool>,
+    pub(super) stale_after_mins: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawWriteback {
+    pub(super) enabled: Option<bool>,
+    pub(super) status_done: Option<String>,
+    pub(super) status_failed: Option<String>,
+    pub(super) max_note_chars: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawLitellm {
+    pub(super) base_url: Option<String>,
+    pub(super) key_ref: Option<String>,
+    pub(super) timeout_secs: Option<i64>,
+    pub(super) max_retries: Option<i64>,
+    pub(super) replay: Option<String>,
+    pub(super) streaming: Option<bool>,
+    pub(super) stream_idle_timeout_secs: Option<i64>,
+    pub(super) preflight: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawModels {
+    pub(super) default_tier: Option<String>,
+    pub(super) classes: Option<BTreeMap<String, String>>,
+    // Validated by hand: a string ("proxy") or a table of tables, each key named on error.
+    pub(super) prices: Option<toml::Value>,
+    #[serde(flatten)]
+    pub(super) tiers: BTreeMap<String, RawTier>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawTier {
+    One(String),
+    Chain(Vec<String>),
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawTools {
+    pub(super) bash: Option<RawBash>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawBash {
+    pub(super) enabled: Option<bool>,
+    pub(super) timeout_secs: Option<i64>,
+    pub(super) max_output_bytes: Option<i64>,
+    pub(super) default: Option<String>,
+    pub(super) allow: Option<Vec<String>>,
+    pub(super) deny: Option<Vec<String>>,
+    pub(super) write_redirects: Option<bool>,
+    pub(super) examples_allow: Option<Vec<String>>,
+    pub(super) examples_deny: Option<Vec<String>>,
+    pub(super) sandbox: Option<String>,
+    pub(super) network: Option<bool>,
+    pub(super) write_roots: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawDemo {
+    pub(super) id: Option<String>,
+    pub(super) subject: Option<String>,
+    pub(super) prompt: Option<String>,
+    pub(super) class: Option<String>,
+}

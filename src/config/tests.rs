@@ -1,0 +1,323 @@
+//! Unit tests of the config stage: parsing, defaults and every validation message.
+
+use super::*;
+use crate::tools::gate::Verdict;
+use pretty_assertions::assert_eq;
+
+const MINIMAL: &str = r#"
+vertical = "demo"
+[litellm]
+base_url = "http://127.0.0.1:4000/v1"
+key_ref = "env:HARNESS_LITELLM_KEY"
+[models]
+mopac-primary = "glm-5.3"
+default_tier = "mopac-primary"
+[models.classes]
+primary = "mopac-primary"
+"#;
+
+fn problems(text: &str) -> Vec<String> {
+    match parse(text, Path::new("/etc/h/harness.toml")) {
+        Ok(_) => vec![],
+        Err(e) => e.problems,
+    }
+}
+
+#[test]
+fn minimal_config_gets_the_spec_defaults() {
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.vertical, "demo");
+    assert_eq!(c.work_root, PathBuf::from("/etc/h"));
+    assert_eq!(c.report_dir, PathBuf::from("/etc/h/reports"));
+    assert_eq!(c.max_rounds, 8);
+    assert_eq!(c.litellm.timeout, Duration::from_secs(120));
+    assert_eq!(c.litellm.max_retries, 2);
+    assert!(c.bash.enabled);
+    assert_eq!(c.bash.timeout, Duration::from_secs(60));
+    assert_eq!(c.bash.max_output_bytes, 100_000);
+    assert_eq!(c.bash.policy.default, Verdict::Deny);
+    assert_eq!(c.demo.id, "demo-1");
+    assert!(c.redmine.is_none());
+}
+
+#[test]
+fn unknown_keys_are_all_reported_with_their_section() {
+    let text = format!("vertcal = 1\n{MINIMAL}\n[tools.bash]\nalow = []\n[loop]\nmax_round = 3\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "vertcal: unknown key".to_string(),
+            "[tools.bash].alow: unknown key".to_string(),
+            "[loop].max_round: unknown key".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn every_validation_problem_is_reported() {
+    let text = r#"
+vertical = "a b"
+[loop]
+max_rounds = 0
+[litellm]
+base_url = "ftp://x"
+key_ref = "HARNESS_KEY"
+timeout_secs = 0
+[models]
+t = "m"
+default_tier = "nope"
+[models.classes]
+code = "missing-tier"
+[tools.bash]
+default = "maybe"
+max_output_bytes = 1
+"#;
+    let p = problems(text);
+    let keys: Vec<&str> = p
+        .iter()
+        .map(|l| l.split(':').next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        keys,
+        vec![
+            "vertical",
+            "[loop].max_rounds",
+            "[litellm].base_url",
+            "[litellm].key_ref",
+            "[litellm].timeout_secs",
+            "[models].default_tier",
+            "[models.classes].code",
+            "[tools.bash].default",
+            "[tools.bash].max_output_bytes",
+        ],
+        "{p:#?}"
+    );
+}
+
+#[test]
+fn missing_required_keys_are_named() {
+    assert_eq!(
+        problems("[models]\nt = \"m\"\n"),
+        vec![
+            "vertical: is required (the identity of this harness instance)".to_string(),
+            "[litellm].base_url: is required (or set [litellm].replay to serve recorded replies)"
+                .to_string(),
+            "[litellm].key_ref: is required, e.g. key_ref = \"env:HARNESS_LITELLM_KEY\""
+                .to_string(),
+        ]
+    );
+    assert_eq!(
+        problems("vertical = \"v\"\n[litellm]\nreplay = \"c.json\"\n"),
+        vec!["[models]: defines no tier (e.g. mopac-primary = \"glm-5.3\")".to_string()]
+    );
+}
+
+#[test]
+fn replay_needs_no_endpoint_and_is_relative_to_the_config() {
+    let c = parse(
+        "vertical = \"v\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\n",
+        Path::new("/x/y/h.toml"),
+    )
+    .unwrap();
+    assert_eq!(c.litellm.replay, Some(PathBuf::from("/x/y/c.json")));
+}
+
+#[test]
+fn tiers_may_be_fallback_chains() {
+    let text = MINIMAL.replace("\"glm-5.3\"", "[\"glm-5.3\", \"glm-5.2\"]");
+    let c = parse(&text, Path::new("h.toml")).unwrap();
+    assert_eq!(c.models.tiers["mopac-primary"], vec!["glm-5.3", "glm-5.2"]);
+    assert_eq!(
+        problems(&MINIMAL.replace("\"glm-5.3\"", "[]")),
+        vec![
+            "[models].mopac-primary: must name a concrete model (a string, or a list of strings for fallback)".to_string(),
+            "[models]: defines no tier (e.g. mopac-primary = \"glm-5.3\")".to_string(),
+            "[models].default_tier: names tier \"mopac-primary\", which [models] does not define".to_string(),
+            "[models.classes].primary: maps to tier \"mopac-primary\", which [models] does not define".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn bad_rules_name_their_index() {
+    let text = format!("{MINIMAL}\n[tools.bash]\nallow = [\"ls *\", \"\"]\n");
+    let p = problems(&text);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(p[0].starts_with("[tools.bash].allow[1]: \"\""), "{p:?}");
+}
+
+#[test]
+fn redmine_section_is_validated() {
+    let text = format!("{MINIMAL}\n[redmine]\nurl = \"localhost\"\nlimit = 500\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "[redmine].url: must be an http:// or https:// URL, got \"localhost\"".to_string(),
+            "[redmine].key_ref: is required, e.g. key_ref = \"env:HARNESS_REDMINE_KEY\"".to_string(),
+            "[redmine]: needs scope_query (raw /issues.json parameters) or scope_query_id (a saved query)".to_string(),
+            "[redmine].limit: must be between 1 and 100, got 500".to_string(),
+        ]
+    );
+    let ok = format!(
+        "{MINIMAL}\n[redmine]\nurl = \"http://127.0.0.1:3000/\"\nkey_ref = \"env:K\"\nscope_query = \"status_id=open\"\nscope_query_id = 7\n"
+    );
+    let c = parse(&ok, Path::new("h.toml")).unwrap();
+    let r = c.redmine.unwrap();
+    assert_eq!(r.url, "http://127.0.0.1:3000");
+    assert_eq!(r.scope, Scope::Query("status_id=open".into()));
+    assert_eq!(r.class_field, "Class");
+    assert_eq!(r.default_class, "primary");
+    assert_eq!(r.limit, 50);
+}
+
+#[test]
+fn type_errors_name_the_key() {
+    let p = problems(&format!("{MINIMAL}\n[loop]\nmax_rounds = \"eight\"\n"));
+    assert_eq!(p.len(), 1);
+    assert!(p[0].contains("max_rounds"), "{p:?}");
+}
+
+#[test]
+fn paths_are_cleaned() {
+    assert_eq!(
+        clean_path(Path::new("examples/demo/../../reports")),
+        PathBuf::from("reports")
+    );
+    assert_eq!(clean_path(Path::new("./.")), PathBuf::from("."));
+    assert_eq!(clean_path(Path::new("../x/./y")), PathBuf::from("../x/y"));
+    assert_eq!(clean_path(Path::new("/a/b/../c")), PathBuf::from("/a/c"));
+}
+
+#[test]
+fn llm_side_keys_default_and_validate() {
+    let c = parse(MINIMAL, Path::new("h.toml")).unwrap();
+    assert!(!c.litellm.streaming && !c.litellm.preflight);
+    assert_eq!(c.litellm.stream_idle_timeout, Duration::from_secs(30));
+    assert_eq!(c.prices, Prices::None);
+    assert_eq!(c.budget, BudgetConfig::default());
+    let text = format!(
+        "{}[budget]\nmax_cost_usd = 0.5\nmax_total_tokens = 9000\n[models.prices]\n\"glm-5.3\" = {{ input_usd_per_mtok = 1, output_usd_per_mtok = 2.5 }}\n",
+        MINIMAL.replace("[models]\n", "streaming = true\n[models]\n")
+    );
+    let c = parse(&text, Path::new("h.toml")).unwrap();
+    assert!(c.litellm.streaming);
+    assert_eq!(
+        c.budget,
+        BudgetConfig {
+            max_cost_usd: Some(0.5),
+            max_total_tokens: Some(9000)
+        }
+    );
+    let Prices::Table(t) = &c.prices else {
+        panic!("{:?}", c.prices)
+    };
+    let usage = crate::llm::wire::Usage {
+        prompt_tokens: 1000,
+        completion_tokens: 500,
+        total_tokens: 1500,
+    };
+    assert_eq!(t["glm-5.3"].cost(&usage), 0.00225);
+    let proxy = MINIMAL.replace("[models]\n", "[models]\nprices = \"proxy\"\n");
+    assert_eq!(
+        parse(&proxy, Path::new("h.toml")).unwrap().prices,
+        Prices::Proxy
+    );
+}
+
+#[test]
+fn llm_side_problems_name_their_keys() {
+    let text = MINIMAL.replace(
+        "[models]\n",
+        "stream_idle_timeout_secs = 0\n[models]\nprices = \"guess\"\n",
+    ) + "[budget]\nmax_cost_usd = -1.0\nmax_total_tokens = 0\nmax_rounds = 2\n";
+    assert_eq!(
+        problems(&text),
+        vec![
+            "[budget].max_rounds: unknown key".to_string(),
+            "[litellm].stream_idle_timeout_secs: must be between 1 and 3600, got 0".to_string(),
+            "[models].prices: must be \"proxy\" or a table of models ([models.prices]), got \"guess\"".to_string(),
+            "[budget].max_cost_usd: must be a positive number of USD, got -1".to_string(),
+            "[budget].max_total_tokens: must be at least 1, got 0".to_string(),
+        ]
+    );
+    let table = format!(
+        "{MINIMAL}[models.prices]\n\"glm-5.3\" = {{ input_usd_per_mtok = -1, out = 2 }}\n\"glm-5.2\" = 3\n"
+    );
+    assert_eq!(
+        problems(&table),
+        vec![
+            "[models.prices].glm-5.2: must be a table, e.g. { input_usd_per_mtok = 1.0, output_usd_per_mtok = 2.0 }".to_string(),
+            "[models.prices].glm-5.3.input_usd_per_mtok: must be a number of USD per million tokens (>= 0), got -1".to_string(),
+            "[models.prices].glm-5.3.out: unknown key".to_string(),
+            "[models.prices].glm-5.3.output_usd_per_mtok: is required".to_string(),
+        ]
+    );
+    let replay_proxy =
+        "vertical = \"v\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\nprices = \"proxy\"\n";
+    assert_eq!(
+        problems(replay_proxy),
+        vec!["[models].prices: \"proxy\" reads GET /model/info from [litellm].base_url, which is not set".to_string()]
+    );
+}
+
+#[test]
+fn the_error_names_the_file() {
+    let e = parse("vertical = 1", Path::new("/etc/h/harness.toml")).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("config /etc/h/harness.toml: 1 problem"),
+        "{e}"
+    );
+}
+
+#[test]
+fn policy_examples_are_checked_at_load() {
+    let text = format!(
+        "{MINIMAL}\n[tools.bash]\nallow = [\"git status\", \"git diff *\", \"ls *\"]\ndeny = [\"rm *\"]\n\
+         examples_allow = [\"git status\", \"git diff HEAD~1\", \"git push\", \"ls -la | wc -l\"]\n\
+         examples_deny = [\"rm -rf /\", \"ls; git difftool\", \"ls src\"]\n"
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "[tools.bash].examples_allow[2]: \"git push\" was denied: no allow rule matches `git`".to_string(),
+            "[tools.bash].examples_allow[3]: \"ls -la | wc -l\" was denied: no allow rule matches `wc`".to_string(),
+            "[tools.bash].examples_deny[2]: \"ls src\" was allowed: all 1 segment allowed".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn examples_are_skipped_when_a_rule_is_broken() {
+    let text = format!("{MINIMAL}\n[tools.bash]\nallow = [\"l*s *\"]\nexamples_allow = [\"ls\"]\n");
+    let p = problems(&text);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(p[0].starts_with("[tools.bash].allow[0]"), "{p:?}");
+}
+
+#[test]
+fn sandbox_keys_default_and_validate() {
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.bash.sandbox, SandboxMode::Auto);
+    assert!(!c.bash.network);
+    assert!(c.bash.write_roots.is_empty());
+    let text = format!(
+        "{MINIMAL}\n[tools.bash]\nsandbox = \"landlock\"\nnetwork = true\nwrite_roots = [\"cache\", \"/var/tmp/x\"]\n"
+    );
+    let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.bash.sandbox, SandboxMode::Landlock);
+    assert!(c.bash.network);
+    assert_eq!(
+        c.bash.write_roots,
+        vec![PathBuf::from("/etc/h/cache"), PathBuf::from("/var/tmp/x")]
+    );
+    let text = format!("{MINIMAL}\n[tools.bash]\nsandbox = \"yes\"\nwrite_roots = [\"\"]\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "[tools.bash].sandbox: must be \"auto\", \"landlock\" or \"off\", got \"yes\""
+                .to_string(),
+            "[tools.bash].write_roots[0]: must not be empty".to_string(),
+        ]
+    );
+}

@@ -1,0 +1,529 @@
+//! Config stage, PURE: raw structs in, a validated [`Config`] out, every problem collected by key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::raw::*;
+use super::*;
+use crate::secrets::KeyRef;
+use crate::tools::gate::{self, Rule, Verdict};
+
+pub(super) struct Validator {
+    pub(super) problems: Vec<String>,
+    pub(super) dir: PathBuf,
+}
+
+impl Validator {
+    fn problem(&mut self, key: &str, msg: impl std::fmt::Display) {
+        self.problems.push(format!("{key}: {msg}"));
+    }
+
+    fn int_in(&mut self, key: &str, v: Option<i64>, default: i64, lo: i64, hi: i64) -> i64 {
+        match v {
+            None => default,
+            Some(n) if (lo..=hi).contains(&n) => n,
+            Some(n) => {
+                self.problem(key, format!("must be between {lo} and {hi}, got {n}"));
+                default
+            }
+        }
+    }
+
+    fn non_empty(&mut self, key: &str, v: Option<String>, default: &str) -> String {
+        match v {
+            Some(s) if s.trim().is_empty() => {
+                self.problem(key, "must not be empty");
+                default.to_string()
+            }
+            Some(s) => s,
+            None => default.to_string(),
+        }
+    }
+
+    fn key_ref(&mut self, key: &str, v: Option<String>) -> Option<KeyRef> {
+        let text = v?;
+        match KeyRef::parse(&text, &self.dir) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                self.problem(key, e);
+                None
+            }
+        }
+    }
+
+    fn url(&mut self, key: &str, v: Option<String>) -> Option<String> {
+        let s = v?;
+        let trimmed = s.trim_end_matches('/').to_string();
+        if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
+            self.problem(
+                key,
+                format!("must be an http:// or https:// URL, got {s:?}"),
+            );
+            return None;
+        }
+        if trimmed.contains(char::is_whitespace) || trimmed.contains('?') {
+            self.problem(key, format!("must be a plain base URL, got {s:?}"));
+            return None;
+        }
+        Some(trimmed)
+    }
+
+    fn path(&self, v: Option<String>, default: &str) -> PathBuf {
+        clean_path(&self.dir.join(v.as_deref().unwrap_or(default)))
+    }
+
+    pub(super) fn config(&mut self, raw: RawConfig, path: &Path) -> Config {
+        let vertical = match raw.vertical {
+            None => {
+                self.problem(
+                    "vertical",
+                    "is required (the identity of this harness instance)",
+                );
+                String::new()
+            }
+            Some(v) if is_name(&v) => v,
+            Some(v) => {
+                self.problem(
+                    "vertical",
+                    format!("must be 1-64 characters of A-Z a-z 0-9 . _ -, got {v:?}"),
+                );
+                v
+            }
+        };
+        let work_root = self.path(raw.work_root, ".");
+        let report_dir = self.path(raw.report_dir, "reports");
+        let max_rounds = self.int_in(
+            "[loop].max_rounds",
+            raw.loop_.unwrap_or_default().max_rounds,
+            8,
+            1,
+            1000,
+        ) as u32;
+        let redmine = raw.redmine.and_then(|r| self.redmine(r));
+        let litellm = self.litellm(raw.litellm.unwrap_or_default());
+        let mut raw_models = raw.models.unwrap_or_default();
+        let prices = self.prices(raw_models.prices.take());
+        let models = self.models(raw_models);
+        let budget = self.budget(raw.budget.unwrap_or_default());
+        if prices == Prices::Proxy && litellm.base_url.is_none() {
+            self.problem(
+                "[models].prices",
+                "\"proxy\" reads GET /model/info from [litellm].base_url, which is not set",
+            );
+        }
+        let bash = self.bash(raw.tools.unwrap_or_default().bash.unwrap_or_default());
+        let demo = self.demo(raw.demo.unwrap_or_default());
+        Config {
+            path: path.to_path_buf(),
+            vertical,
+            work_root,
+            report_dir,
+            max_rounds,
+            redmine,
+            litellm,
+            models,
+            prices,
+            budget,
+            bash,
+            demo,
+        }
+    }
+
+    fn litellm(&mut self, raw: RawLitellm) -> LitellmConfig {
+        let replay = raw.replay.map(|p| self.dir.join(p));
+        let base_url = self.url("[litellm].base_url", raw.base_url.clone());
+        let key_ref = self.key_ref("[litellm].key_ref", raw.key_ref.clone());
+        if replay.is_none() {
+            if raw.base_url.is_none() {
+                self.problem(
+                    "[litellm].base_url",
+                    "is required (or set [litellm].replay to serve recorded replies)",
+                );
+            }
+            if raw.key_ref.is_none() {
+                self.problem(
+                    "[litellm].key_ref",
+                    "is required, e.g. key_ref = \"env:HARNESS_LITELLM_KEY\"",
+                );
+            }
+        }
+        LitellmConfig {
+            base_url,
+            key_ref,
+            timeout: secs(self.int_in("[litellm].timeout_secs", raw.timeout_secs, 120, 1, 3600)),
+            max_retries: self.int_in("[litellm].max_retries", raw.max_retries, 2, 0, 10) as u32,
+            replay,
+            streaming: raw.streaming.unwrap_or(false),
+            stream_idle_timeout: secs(self.int_in(
+                "[litellm].stream_idle_timeout_secs",
+                raw.stream_idle_timeout_secs,
+                30,
+                1,
+                3600,
+            )),
+            preflight: raw.preflight.unwrap_or(false),
+        }
+    }
+
+    fn prices(&mut self, raw: Option<toml::Value>) -> Prices {
+        let table = match raw {
+            None => return Prices::None,
+            Some(toml::Value::String(s)) if s == "proxy" => return Prices::Proxy,
+            Some(toml::Value::Table(t)) => t,
+            Some(other) => {
+                self.problem(
+                    "[models].prices",
+                    format!(
+                        "must be \"proxy\" or a table of models ([models.prices]), got {other}"
+                    ),
+                );
+                return Prices::None;
+            }
+        };
+        let mut prices = BTreeMap::new();
+        for (model, value) in table {
+            let key = format!("[models.prices].{model}");
+            let Some(fields) = value.as_table() else {
+                self.problem(
+                    &key,
+                    "must be a table, e.g. { input_usd_per_mtok = 1.0, output_usd_per_mtok = 2.0 }",
+                );
+                continue;
+            };
+            let mut price = ModelPrice::default();
+            for (name, v) in fields {
+                let slot = match name.as_str() {
+                    "input_usd_per_mtok" => &mut price.input_usd_per_mtok,
+                    "output_usd_per_mtok" => &mut price.output_usd_per_mtok,
+                    _ => {
+                        self.problem(&format!("{key}.{name}"), "unknown key");
+                        continue;
+                    }
+                };
+                match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
+                    Some(n) if n.is_finite() && n >= 0.0 => *slot = n,
+                    _ => self.problem(
+                        &format!("{key}.{name}"),
+                        format!("must be a number of USD per million tokens (>= 0), got {v}"),
+                    ),
+                }
+            }
+            for required in ["input_usd_per_mtok", "output_usd_per_mtok"] {
+                if !fields.contains_key(required) {
+                    self.problem(&format!("{key}.{required}"), "is required");
+                }
+            }
+            prices.insert(model, price);
+        }
+        Prices::Table(prices)
+    }
+
+    fn budget(&mut self, raw: RawBudget) -> BudgetConfig {
+        let max_cost_usd = match raw.max_cost_usd {
+            Some(c) if !(c.is_finite() && c > 0.0) => {
+                self.problem(
+                    "[budget].max_cost_usd",
+                    format!("must be a positive number of USD, got {c}"),
+                );
+                None
+            }
+            other => other,
+        };
+        let max_total_tokens = raw.max_total_tokens.and_then(|n| {
+            if n >= 1 {
+                Some(n as u64)
+            } else {
+                self.problem(
+                    "[budget].max_total_tokens",
+                    format!("must be at least 1, got {n}"),
+                );
+                None
+            }
+        });
+        BudgetConfig {
+            max_cost_usd,
+            max_total_tokens,
+        }
+    }
+
+    fn models(&mut self, raw: RawModels) -> ModelsConfig {
+        let mut tiers = BTreeMap::new();
+        for (tier, value) in raw.tiers {
+            let chain = match value {
+                RawTier::One(m) => vec![m],
+                RawTier::Chain(ms) => ms,
+            };
+            if chain.is_empty() || chain.iter().any(|m| m.trim().is_empty()) {
+                self.problem(
+                    &format!("[models].{tier}"),
+                    "must name a concrete model (a string, or a list of strings for fallback)",
+                );
+                continue;
+            }
+            tiers.insert(tier, chain);
+        }
+        if tiers.is_empty() {
+            self.problem(
+                "[models]",
+                "defines no tier (e.g. mopac-primary = \"glm-5.3\")",
+            );
+        }
+        let defined = |t: &str| tiers.contains_key(t);
+        let mut problems = Vec::new();
+        if let Some(d) = &raw.default_tier {
+            if !defined(d) {
+                problems.push((
+                    "[models].default_tier".to_string(),
+                    format!("names tier {d:?}, which [models] does not define"),
+                ));
+            }
+        }
+        let classes = raw.classes.unwrap_or_default();
+        for (class, tier) in &classes {
+            if !defined(tier) {
+                problems.push((
+                    format!("[models.classes].{class}"),
+                    format!("maps to tier {tier:?}, which [models] does not define"),
+                ));
+            }
+        }
+        for (k, m) in problems {
+            self.problem(&k, m);
+        }
+        ModelsConfig {
+            tiers,
+            default_tier: raw.default_tier,
+            classes,
+        }
+    }
+
+    fn bash(&mut self, raw: RawBash) -> BashConfig {
+        let default = match raw.default.as_deref() {
+            None | Some("deny") => Verdict::Deny,
+            Some("allow") => Verdict::Allow,
+            Some(other) => {
+                self.problem(
+                    "[tools.bash].default",
+                    format!("must be \"allow\" or \"deny\", got {other:?}"),
+                );
+                Verdict::Deny
+            }
+        };
+        let before = self.problems.len();
+        let allow = self.rules("[tools.bash].allow", raw.allow.unwrap_or_default());
+        let deny = self.rules("[tools.bash].deny", raw.deny.unwrap_or_default());
+        let policy = Policy {
+            default,
+            allow,
+            deny,
+            write_redirects: raw.write_redirects.unwrap_or(false),
+        };
+        // With a broken rule the policy is not the one the user wrote: its examples would
+        // fail for the wrong reason.
+        if self.problems.len() == before {
+            self.examples(
+                &policy,
+                "examples_allow",
+                raw.examples_allow,
+                Verdict::Allow,
+            );
+            self.examples(&policy, "examples_deny", raw.examples_deny, Verdict::Deny);
+        }
+        let sandbox = match raw.sandbox.as_deref() {
+            None | Some("auto") => SandboxMode::Auto,
+            Some("landlock") => SandboxMode::Landlock,
+            Some("off") => SandboxMode::Off,
+            Some(other) => {
+                self.problem(
+                    "[tools.bash].sandbox",
+                    format!("must be \"auto\", \"landlock\" or \"off\", got {other:?}"),
+                );
+                SandboxMode::Auto
+            }
+        };
+        let mut write_roots = Vec::new();
+        for (i, root) in raw.write_roots.unwrap_or_default().into_iter().enumerate() {
+            if root.trim().is_empty() {
+                self.problem(
+                    &format!("[tools.bash].write_roots[{i}]"),
+                    "must not be empty",
+                );
+                continue;
+            }
+            write_roots.push(self.path(Some(root), "."));
+        }
+        BashConfig {
+            enabled: raw.enabled.unwrap_or(true),
+            timeout: secs(self.int_in("[tools.bash].timeout_secs", raw.timeout_secs, 60, 1, 86400)),
+            max_output_bytes: self.int_in(
+                "[tools.bash].max_output_bytes",
+                raw.max_output_bytes,
+                100_000,
+                256,
+                64 * 1024 * 1024,
+            ) as usize,
+            policy,
+            sandbox,
+            network: raw.network.unwrap_or(false),
+            write_roots,
+        }
+    }
+
+    /// Policy self-tests: each example must get the verdict its list promises.
+    fn examples(
+        &mut self,
+        policy: &Policy,
+        key: &str,
+        examples: Option<Vec<String>>,
+        want: Verdict,
+    ) {
+        for (i, example) in examples.unwrap_or_default().iter().enumerate() {
+            let judgement = gate::judge(policy, example);
+            if judgement.verdict != want {
+                let got = match judgement.verdict {
+                    Verdict::Allow => "allowed",
+                    Verdict::Deny => "denied",
+                };
+                self.problem(
+                    &format!("[tools.bash].{key}[{i}]"),
+                    format!("{example:?} was {got}: {}", judgement.reason),
+                );
+            }
+        }
+    }
+
+    fn rules(&mut self, key: &str, texts: Vec<String>) -> Vec<Rule> {
+        let mut rules = Vec::new();
+        for (i, t) in texts.iter().enumerate() {
+            match Rule::parse(t) {
+                Ok(r) => rules.push(r),
+                Err(e) => self.problem(&format!("{key}[{i}]"), format!("{t:?}: {e}")),
+            }
+        }
+        rules
+    }
+
+    fn demo(&mut self, raw: RawDemo) -> DemoConfig {
+        let id = self.non_empty("[demo].id", raw.id, "demo-1");
+        if !is_name(&id) {
+            self.problem(
+                "[demo].id",
+                format!("must be 1-64 characters of A-Z a-z 0-9 . _ -, got {id:?}"),
+            );
+        }
+        DemoConfig {
+            id,
+            subject: self.non_empty("[demo].subject", raw.subject, "Demo: describe yourself"),
+            prompt: self.non_empty(
+                "[demo].prompt",
+                raw.prompt,
+                "Tell me about yourself in three sentences.",
+            ),
+            class: raw.class.filter(|c| !c.trim().is_empty()),
+        }
+    }
+
+    fn redmine(&mut self, raw: RawRedmine) -> Option<RedmineConfig> {
+        let url = self.url("[redmine].url", raw.url.clone());
+        if raw.url.is_none() {
+            self.problem("[redmine].url", "is required when [redmine] is present");
+        }
+        let key_ref = self.key_ref("[redmine].key_ref", raw.key_ref.clone());
+        if raw.key_ref.is_none() {
+            self.problem(
+                "[redmine].key_ref",
+                "is required, e.g. key_ref = \"env:HARNESS_REDMINE_KEY\"",
+            );
+        }
+        let scope = match (raw.scope_query, raw.scope_query_id) {
+            (Some(q), _) if q.trim().is_empty() => {
+                self.problem("[redmine].scope_query", "must not be empty");
+                None
+            }
+            (Some(q), _) => Some(Scope::Query(q.trim_start_matches('?').to_string())),
+            (None, Some(id)) if id > 0 => Some(Scope::SavedQuery(id as u64)),
+            (None, Some(id)) => {
+                self.problem(
+                    "[redmine].scope_query_id",
+                    format!("must be a positive id, got {id}"),
+                );
+                None
+            }
+            (None, None) => {
+                self.problem(
+                    "[redmine]",
+                    "needs scope_query (raw /issues.json parameters) or scope_query_id (a saved query)",
+                );
+                None
+            }
+        };
+        // Validate every key before giving up on a missing one, so all problems are reported.
+        let class_field = self.non_empty("[redmine].class_field", raw.class_field, "Class");
+        let default_class = self.non_empty("[redmine].default_class", raw.default_class, "primary");
+        let limit = self.int_in("[redmine].limit", raw.limit, 50, 1, 100) as u32;
+        let timeout = secs(self.int_in("[redmine].timeout_secs", raw.timeout_secs, 30, 1, 3600));
+        let max_retries = self.int_in("[redmine].max_retries", raw.max_retries, 2, 0, 10) as u32;
+        let claim = self.claim(raw.claim.unwrap_or_default());
+        let writeback = self.writeback(raw.writeback.unwrap_or_default());
+        Some(RedmineConfig {
+            url: url?,
+            key_ref: key_ref?,
+            scope: scope?,
+            project: raw.project.filter(|p| !p.trim().is_empty()),
+            class_field,
+            default_class,
+            limit,
+            timeout,
+            max_retries,
+            claim,
+            writeback,
+        })
+    }
+
+    fn status_name(&mut self, key: &str, v: Option<String>) -> Option<String> {
+        match v {
+            Some(s) if s.trim().is_empty() => {
+                self.problem(
+                    key,
+                    "must not be empty (omit the key to leave the status unchanged)",
+                );
+                None
+            }
+            other => other,
+        }
+    }
+
+    fn claim(&mut self, raw: RawClaim) -> ClaimConfig {
+        let d = ClaimConfig::default();
+        ClaimConfig {
+            enabled: raw.enabled.unwrap_or(d.enabled),
+            status: match raw.status {
+                None => d.status,
+                s => self.status_name("[redmine.claim].status", s),
+            },
+            assign: raw.assign.unwrap_or(d.assign),
+            stale_after_mins: self.int_in(
+                "[redmine.claim].stale_after_mins",
+                raw.stale_after_mins,
+                120,
+                1,
+                60 * 24 * 30,
+            ) as u64,
+        }
+    }
+
+    fn writeback(&mut self, raw: RawWriteback) -> WritebackConfig {
+        WritebackConfig {
+            enabled: raw.enabled.unwrap_or(true),
+            status_done: self.status_name("[redmine.writeback].status_done", raw.status_done),
+            status_failed: self.status_name("[redmine.writeback].status_failed", raw.status_failed),
+            max_note_chars: self.int_in(
+                "[redmine.writeback].max_note_chars",
+                raw.max_note_chars,
+                20_000,
+                500,
+                1_000_000,
+            ) as usize,
+        }
+    }
+}
