@@ -39,7 +39,7 @@ pub enum TurnOutcome {
         /// The final error.
         error: LlmError,
     },
-    /// SIGINT/SIGTERM stopped the turn.
+    /// A handled signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) stopped the turn.
     Interrupted {
         /// The signal number.
         signal: i32,

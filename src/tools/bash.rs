@@ -31,7 +31,7 @@ pub enum Ending {
     Signaled(i32),
     /// Ran past the timeout; the group was killed.
     TimedOut,
-    /// A SIGINT/SIGTERM to the harness stopped it; the group was killed.
+    /// A handled signal to the harness stopped it; the group was killed.
     Interrupted,
 }
 
