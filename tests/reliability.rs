@@ -467,6 +467,19 @@ fn a_signal_during_a_command_kills_its_group_and_writes_a_partial_report() {
 }
 
 #[test]
+fn a_sigkilled_harness_leaves_no_command_running() {
+    // SIGKILL cannot be handled: the watchdog between the harness and bash sees its parent
+    // die and kills the command's whole group, grandchildren included.
+    let (child, llm, ws, pgid) = start_sleeping_run("39.25");
+    signal(&child, libc::SIGKILL);
+    let run = finish(child, "killed run");
+    assert_eq!(run.code, 137, "{run:?}");
+    assert_group_gone(pgid);
+    assert_all_reports_complete(&ws, None);
+    assert_no_canary(&ws, &run, &llm, &[]);
+}
+
+#[test]
 fn a_second_signal_exits_at_once_and_still_kills_the_group() {
     // Two signals back to back: whichever way the race between them goes, the run ends at
     // once with 128 + one of them, and the command's group does not survive it.
