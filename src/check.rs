@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use crate::config::{Config, Prices};
-use crate::intake::redmine::RedmineClient;
 use crate::llm::client::{ClientOptions, HttpClient};
+use crate::redmine::client::RedmineClient;
 use crate::secrets::Redactor;
 use crate::tools::gate;
 

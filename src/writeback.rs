@@ -7,7 +7,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use tracing::info;
 
 use crate::config::RedmineConfig;
-use crate::intake::redmine::{marker_run, RedmineClient, REPORT_MARKER};
+use crate::redmine::client::RedmineClient;
+use crate::redmine::notes::{marker_run, REPORT_MARKER};
 use crate::report::Parsed;
 
 /// Characters of the reply kept in the note when the full REPORT is attached instead.
