@@ -33,8 +33,8 @@ pub async fn writeback_command(
     let text = std::fs::read_to_string(&args.report)
         .with_context(|| format!("cannot read REPORT {}", args.report.display()))
         .stage(Stage::Usage)?;
-    let key = rm.key_ref.resolve("redmine key").stage(Stage::Config)?;
-    redactor.add(&key);
+    let key = crate::preflight::key(&rm.key_ref, "redmine key", "[redmine].key_ref", redactor)
+        .stage(Stage::Config)?;
     let client = RedmineClient::new(rm, key, redactor.clone()).stage(Stage::Config)?;
     let name = args
         .report

@@ -19,6 +19,7 @@ pub mod intake;
 pub mod llm;
 pub mod once;
 pub mod plan;
+pub mod preflight;
 pub mod redmine;
 pub mod report;
 pub mod routing;

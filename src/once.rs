@@ -24,7 +24,9 @@ use crate::routing::Route;
 use crate::secrets::Redactor;
 use crate::signals::Interrupt;
 use crate::tools::{gate, sandbox, BashTool};
-use crate::{config, emit, intake, llm, plan, redmine, report, routing, tools, turn, writeback};
+use crate::{
+    config, emit, intake, llm, plan, preflight, redmine, report, routing, tools, turn, writeback,
+};
 
 /// Runs `harness once`.
 pub async fn once(
@@ -42,7 +44,7 @@ pub async fn once(
     let backend = if args.dry_run {
         None
     } else {
-        Some(ready_backend(&cfg, replay.as_deref(), redactor)?)
+        Some(ready_backend(&cfg, &args, replay.as_deref(), redactor)?)
     };
 
     // intake and routing
@@ -148,31 +150,15 @@ fn sandbox_status(cfg: &Config) -> Result<sandbox::Status, Failure> {
         .stage(Stage::Config)
 }
 
-/// Checks everything a turn needs that costs no token, then builds the reply source.
+/// Checks everything a turn needs that costs no token (the [`preflight`] list that
+/// `harness check` shows too), then builds the reply source.
 fn ready_backend(
     cfg: &Config,
+    args: &OnceArgs,
     replay: Option<&Path>,
     redactor: &mut Redactor,
 ) -> Result<Backend, Failure> {
-    report::prepare_dir(&cfg.report_dir).stage(Stage::Writeback)?;
-    if cfg.bash.enabled && !cfg.work_root.is_dir() {
-        return Err(anyhow!(
-            "work_root {} is not a directory (config {})",
-            cfg.work_root.display(),
-            cfg.path.display()
-        ))
-        .stage(Stage::Config);
-    }
-    for root in cfg.bash.write_roots.iter().filter(|_| cfg.bash.enabled) {
-        if !root.is_dir() {
-            return Err(anyhow!(
-                "[tools.bash].write_roots: {} is not a directory (config {})",
-                root.display(),
-                cfg.path.display()
-            ))
-            .stage(Stage::Config);
-        }
-    }
+    preflight::first_failure(preflight::local(cfg, args.record.as_deref()))?;
     backend(cfg, replay, redactor).stage(Stage::Config)
 }
 
@@ -191,8 +177,7 @@ fn backend(
             cfg.path.display()
         ));
     };
-    let key = key_ref.resolve("litellm key")?;
-    redactor.add(&key);
+    let key = preflight::key(key_ref, "litellm key", "[litellm].key_ref", redactor)?;
     let options = llm::client::ClientOptions::new(&cfg.litellm, key_ref);
     Ok(Backend::Http(llm::client::HttpClient::new(
         url,
@@ -218,8 +203,8 @@ fn redmine_client(
         ))
         .stage(Stage::Config);
     };
-    let key = rm.key_ref.resolve("redmine key").stage(Stage::Config)?;
-    redactor.add(&key);
+    let key = preflight::key(&rm.key_ref, "redmine key", "[redmine].key_ref", redactor)
+        .stage(Stage::Config)?;
     RedmineClient::new(rm, key, redactor.clone())
         .map(Some)
         .stage(Stage::Config)
