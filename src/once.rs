@@ -210,11 +210,11 @@ fn redmine_client(
         .stage(Stage::Config)
 }
 
-/// The task this run works on, routed; `claimed` when the run holds a Redmine claim on it.
+/// The task this run works on, routed, and the Redmine issue this run holds a claim on.
 struct Taken {
     task: Task,
     route: Route,
-    claimed: bool,
+    claimed: Option<u64>,
 }
 
 /// Intake and routing: the one task of this run and its route, or `None` when nothing is in
@@ -244,7 +244,7 @@ async fn take_task(
         return Ok(Some(Taken {
             task,
             route,
-            claimed: false,
+            claimed: None,
         }));
     };
     let route = |task: &Task| {
@@ -346,10 +346,7 @@ async fn release_claim(
     failure: &Failure,
     redactor: &Redactor,
 ) {
-    let Some(client) = redmine.filter(|_| taken.claimed) else {
-        return;
-    };
-    let Ok(issue) = taken.task.id.parse::<u64>() else {
+    let (Some(client), Some(issue)) = (redmine, taken.claimed) else {
         return;
     };
     // The note is public on the issue: the error is masked like every other output.

@@ -26,8 +26,9 @@ pub struct Taken<R> {
     pub task: Task,
     /// What `route` returned for the task, asked before the claim.
     pub route: R,
-    /// Whether this run claimed the issue (and so must release it if it fails early).
-    pub claimed: bool,
+    /// The issue this run holds a claim on (and so must release if it fails before the
+    /// turn); `None` when intake did not claim.
+    pub claimed: Option<u64>,
 }
 
 /// What intake decided.
@@ -114,7 +115,7 @@ pub async fn take<R>(
                 issue,
                 task,
                 route,
-                claimed: false,
+                claimed: None,
             })));
         }
         return Ok(Intake::NothingInScope);
@@ -156,10 +157,10 @@ pub async fn take<R>(
                 info!("intake: claimed issue #{} (run {run_id})", fresh.id);
                 let task = task(&after, cfg);
                 return Ok(Intake::Task(Box::new(Taken {
+                    claimed: Some(after.id),
                     issue: *after,
                     task,
                     route,
-                    claimed: true,
                 })));
             }
             Claimed::Lost { winner } => info!(

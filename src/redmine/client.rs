@@ -1,13 +1,13 @@
 //! Redmine adapter (HTTP): a thin REST client bound to one server and one key, the key only
 //! in the `X-Redmine-API-Key` header. Retries follow the one policy of [`crate::http`]
 //! (transient statuses and transport faults, `Retry-After` honoured); refusals are explained
-//! in terms of what to fix. Uploads (attachments) are one more request here.
+//! in terms of what to fix.
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 use tracing::{debug, info};
 
-use super::issue::{list_path, parse_issue_list, status_by_name, url_encode, Issue, Named, User};
+use super::issue::{list_path, parse_issue_list, status_by_name, Issue, Named, User};
 use crate::config::RedmineConfig;
 use crate::http::{self, excerpt, Fault, Retry};
 use crate::secrets::{Redactor, Secret};
@@ -24,9 +24,9 @@ pub struct RedmineClient {
 }
 
 /// One HTTP answer.
-struct Answer {
-    status: u16,
-    body: String,
+pub(super) struct Answer {
+    pub(super) status: u16,
+    pub(super) body: String,
 }
 
 impl RedmineClient {
@@ -47,7 +47,7 @@ impl RedmineClient {
         &self.base
     }
 
-    async fn send(
+    pub(super) async fn send(
         &self,
         method: reqwest::Method,
         path: &str,
@@ -127,7 +127,7 @@ impl RedmineClient {
     }
 
     /// Explains a non-2xx status in terms of what to fix.
-    fn refusal(&self, method: &str, path: &str, a: &Answer) -> anyhow::Error {
+    pub(super) fn refusal(&self, method: &str, path: &str, a: &Answer) -> anyhow::Error {
         let url = format!("{}{path}", self.base);
         let what = match a.status {
             401 => format!(
@@ -178,27 +178,6 @@ impl RedmineClient {
             200 | 201 | 204 => Ok(()),
             _ => Err(self.refusal("PUT", path, &a)),
         }
-    }
-
-    /// POST raw bytes to `/uploads.json`; returns the upload token.
-    pub async fn upload(&self, bytes: Vec<u8>, filename: &str) -> Result<String> {
-        let path = format!("/uploads.json?filename={}", url_encode(filename));
-        let a = self
-            .send(
-                reqwest::Method::POST,
-                &path,
-                Some((bytes, "application/octet-stream")),
-            )
-            .await?;
-        if a.status != 201 && a.status != 200 {
-            return Err(self.refusal("POST", &path, &a));
-        }
-        let v: Value =
-            serde_json::from_str(&a.body).context("POST /uploads.json: the body is not JSON")?;
-        v["upload"]["token"]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| anyhow!("POST /uploads.json: no upload token in the reply"))
     }
 
     /// The key's user: proves the key works and the REST API is on (an anonymous
