@@ -16,6 +16,8 @@ Flags for `harness once`:
   --replay FILE    serve model replies from a recorded cassette (no network, no key)
   --record FILE    save this run's model replies as a cassette
   --force          with --task-id: run the issue even when it is out of scope
+  --events PATH    append the run's JSONL event stream to PATH (`-`: stdout, which then
+                   carries only events; the REPORT path is in the last one, run.completed)
   (the single-dash spellings -config, -dry-run, -demo, -task-id are accepted too)
 
 Exit codes:
@@ -107,6 +109,9 @@ pub struct OnceArgs {
     /// Save this run's model replies as a cassette that --replay can serve.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Append the JSONL event stream to PATH (`-`: stdout, which then carries only events).
+    #[arg(long, value_name = "PATH")]
+    pub events: Option<PathBuf>,
 }
 
 /// Flags of `harness gate`.
@@ -125,7 +130,7 @@ pub struct GateArgs {
 
 /// The single-dash long flags the original tool accepted.
 const SINGLE_DASH: &[&str] = &[
-    "config", "dry-run", "demo", "task-id", "replay", "record", "json", "help", "version",
+    "config", "dry-run", "demo", "task-id", "replay", "record", "events", "json", "help", "version",
 ];
 
 /// Rewrites `-config X` / `-config=X` style flags to `--config`, up to a `--`.

@@ -13,6 +13,7 @@ pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod events;
 pub mod exit;
 pub mod http;
 pub mod intake;
@@ -34,7 +35,8 @@ use std::sync::Arc;
 use anyhow::anyhow;
 
 use cli::Command;
-use exit::{Failure, Success};
+use events::{Ending, Events};
+use exit::{Failure, Stage, StageExt, Success};
 use secrets::Redactor;
 use signals::Interrupt;
 
@@ -51,12 +53,70 @@ pub(crate) fn emit(text: &str) {
 pub async fn run(cli: cli::Cli, interrupt: Arc<Interrupt>) -> Result<Success, Failure> {
     let mut redactor = Redactor::default();
     let result = match cli.command {
-        Command::Once(args) => once::once(args, &interrupt, &mut redactor).await,
+        Command::Once(args) => return run_once(args, interrupt, redactor).await,
         Command::Gate(args) => commands::gate_command(args),
         Command::Writeback(args) => commands::writeback_command(args, &mut redactor).await,
         Command::Check(args) => commands::check_command(args, &mut redactor).await,
         Command::Version => commands::version(),
     };
+    masked(result, &redactor)
+}
+
+/// `harness once` inside its event stream: `run.started` before the config is read, the
+/// metrics and `run.completed` after every way the run can end (a second signal's hard
+/// exit included).
+async fn run_once(
+    args: cli::OnceArgs,
+    interrupt: Arc<Interrupt>,
+    mut redactor: Redactor,
+) -> Result<Success, Failure> {
+    let events = Events::open(args.events.as_deref(), "once").stage(Stage::Usage)?;
+    let last_words = events.clone();
+    interrupt.on_hard_exit(Box::new(move |signal| {
+        last_words.finish(&Ending {
+            exit_code: Success::Interrupted { signal }.code(),
+            failed_stage: None,
+            interrupted: true,
+            error: Some(format!("exited at once on a second signal {signal}")),
+        })
+    }));
+    let result = once::once(args, &interrupt, &mut redactor, &events).await;
+    let result = masked(result, &redactor);
+    events.mask_with(&redactor);
+    events.finish(&match &result {
+        Ok(success) => Ending {
+            exit_code: success.code(),
+            failed_stage: None,
+            interrupted: matches!(success, Success::Interrupted { .. }),
+            error: None,
+        },
+        Err(failure) => Ending {
+            exit_code: failure.stage.code(),
+            failed_stage: Some(failure.stage.to_string()),
+            interrupted: false,
+            error: Some(format!("{:#}", failure.error)),
+        },
+    });
+    result
+}
+
+/// A command line clap refused: exit 1, and when it named `--events`, a stream that says so
+/// (`run.started`, `run.completed` with `usage_error`).
+pub fn usage_error(args: &[String], message: &str) {
+    let Some(path) = events::events_flag(args) else {
+        return;
+    };
+    if let Ok(events) = Events::open(Some(&path), "once") {
+        events.finish(&Ending {
+            exit_code: Stage::Usage.code(),
+            failed_stage: Some(Stage::Usage.to_string()),
+            interrupted: false,
+            error: Some(message.trim_end().to_string()),
+        });
+    }
+}
+
+fn masked(result: Result<Success, Failure>, redactor: &Redactor) -> Result<Success, Failure> {
     result.map_err(|f| Failure {
         stage: f.stage,
         error: anyhow!(redactor.redact(&format!("{:#}", f.error))),

@@ -12,7 +12,8 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse_from(normalize_args(std::env::args_os())) {
+    let args = normalize_args(std::env::args_os());
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -22,6 +23,13 @@ fn main() -> ExitCode {
                 _ => 1,
             };
             let _ = e.print();
+            if code != 0 {
+                let args: Vec<String> = args
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                harness::usage_error(&args, &e.to_string());
+            }
             return ExitCode::from(code);
         }
     };

@@ -15,6 +15,7 @@ use tracing::{error, info, warn};
 
 use crate::cli::OnceArgs;
 use crate::config::Config;
+use crate::events::{Event, Events};
 use crate::exit::{Failure, Stage, StageExt, Success};
 use crate::intake::redmine::{Intake, TakeError};
 use crate::intake::Task;
@@ -25,7 +26,7 @@ use crate::secrets::Redactor;
 use crate::signals::Interrupt;
 use crate::tools::{gate, sandbox, BashTool};
 use crate::{
-    config, emit, intake, llm, plan, preflight, redmine, report, routing, tools, turn, writeback,
+    config, intake, llm, plan, preflight, redmine, report, routing, tools, turn, writeback,
 };
 
 /// Runs `harness once`.
@@ -33,12 +34,14 @@ pub async fn once(
     args: OnceArgs,
     interrupt: &Interrupt,
     redactor: &mut Redactor,
+    events: &Events,
 ) -> Result<Success, Failure> {
-    let started = Utc::now();
-    let run_id = run_id(started);
+    let started = events.start_time();
+    let run_id = events.run_id();
 
     // config, and what a turn needs that costs no token
     let cfg = config::load(args.config.clone()).stage(Stage::Config)?;
+    events.metrics_to(cfg.metrics_textfile.as_deref(), &cfg.vertical);
     let replay = args.replay.clone().or_else(|| cfg.litellm.replay.clone());
     let sandbox = sandbox_status(&cfg)?;
     let backend = if args.dry_run {
@@ -49,6 +52,7 @@ pub async fn once(
 
     // intake and routing
     let redmine = redmine_client(&cfg, &args, redactor)?;
+    events.mask_with(redactor);
     let Some(taken) = take_task(&cfg, &args, redmine.as_ref(), &run_id).await? else {
         info!("intake: no tasks in scope; nothing to do");
         return Ok(Success::Done);
@@ -61,9 +65,21 @@ pub async fn once(
         task.subject,
         route_line(&taken.route)
     );
+    events.emit(Event::TaskTaken {
+        task_id: task.id.clone(),
+        source: task.source.as_str().to_string(),
+        subject: task.subject.clone(),
+        class: task.class.clone(),
+    });
+    events.emit(Event::Route {
+        class: taken.route.class.clone(),
+        tier: taken.route.tier.clone(),
+        models: taken.route.models.clone(),
+    });
     let Some(backend) = backend else {
         let plan = plan::plan(&cfg, task, &taken.route, replay.as_deref(), sandbox);
-        emit(&plan::render(&plan));
+        let text = plan::render(&plan);
+        events.result(&text, Some(Event::Plan { text: text.clone() }));
         info!("dry-run complete, no LLM call made");
         return Ok(Success::Done);
     };
@@ -92,6 +108,7 @@ pub async fn once(
         &mut backend,
         bash.as_ref(),
         interrupt,
+        events,
     )
     .await;
     let finished = Utc::now();
@@ -114,7 +131,14 @@ pub async fn once(
         turn.rounds,
         turn.usage.total_tokens
     );
-    emit(&format!("{}\n", path.display()));
+    events.emit(Event::ReportWritten {
+        path: path.display().to_string(),
+        stop_reason: report.stop_reason.clone(),
+        rounds: turn.rounds,
+        total_tokens: turn.usage.total_tokens,
+        cost_usd: turn.cost_usd,
+    });
+    events.result(&format!("{}\n", path.display()), None);
     // The cassette comes after the REPORT, so a bad --record path cannot cost the REPORT.
     if let Some(cassette) = &args.record {
         llm::cassette::save(cassette, turn.recorded.clone(), redactor)
@@ -129,6 +153,14 @@ pub async fn once(
 
     // writeback
     let delivered = write_back(&cfg, redmine.as_ref(), &report, &path).await;
+    if redmine.is_some() {
+        events.emit(Event::WritebackCompleted {
+            target: "redmine".to_string(),
+            task_id: task.id.clone(),
+            ok: delivered.is_ok(),
+            error: delivered.as_ref().err().map(|f| format!("{:#}", f.error)),
+        });
+    }
     if let Some(err) = report.error.as_ref().filter(|_| turn.outcome.is_failure()) {
         error!("llm: {err}");
     }
@@ -463,19 +495,5 @@ fn route_line(route: &Route) -> String {
         "class={class} -> {} -> {}",
         route.tier,
         route.models.join(" | ")
-    )
-}
-
-/// A run id unique across hosts and processes: time, pid and random bits.
-fn run_id(started: chrono::DateTime<Utc>) -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.write_i64(started.timestamp_nanos_opt().unwrap_or_default());
-    format!(
-        "{}-{}-{:08x}",
-        started.format("%Y%m%dT%H%M%SZ"),
-        std::process::id(),
-        h.finish() as u32
     )
 }

@@ -10,13 +10,26 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 /// Shared flag set by the first handled signal.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Interrupt {
     signal: AtomicI32,
     notify: Notify,
     /// Process group of the command running now (0: none). A second signal exits at once,
     /// skipping the runner's own kill, so it kills this group first.
     child_group: AtomicI32,
+    /// Run before a second signal exits at once: the event stream's last line.
+    last_words: std::sync::Mutex<Option<LastWords>>,
+}
+
+/// What runs before a hard exit, with the signal number.
+pub type LastWords = Box<dyn Fn(i32) + Send + Sync>;
+
+impl std::fmt::Debug for Interrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interrupt")
+            .field("signal", &self.signal)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Interrupt {
@@ -47,6 +60,22 @@ impl Interrupt {
     /// Records the process group of the command now running (`None` once it has ended).
     pub fn set_child_group(&self, pgid: Option<i32>) {
         self.child_group.store(pgid.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// Sets what runs before a second signal exits the process at once.
+    pub fn on_hard_exit(&self, f: LastWords) {
+        if let Ok(mut slot) = self.last_words.lock() {
+            *slot = Some(f);
+        }
+    }
+
+    /// Runs the hard-exit hook, if one is set.
+    fn say_last_words(&self, signal: i32) {
+        if let Ok(slot) = self.last_words.lock() {
+            if let Some(f) = slot.as_ref() {
+                f(signal);
+            }
+        }
     }
 
     /// SIGKILLs the recorded command's process group, if one is running.
@@ -95,6 +124,7 @@ pub fn install(interrupt: Arc<Interrupt>) -> anyhow::Result<()> {
             };
             if interrupt.received().is_some() {
                 interrupt.kill_child_group();
+                interrupt.say_last_words(sig);
                 std::process::exit(128 + sig);
             }
             tracing::warn!(

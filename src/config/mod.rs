@@ -49,6 +49,8 @@ pub struct Config {
     pub bash: BashConfig,
     /// The issue `--demo` runs.
     pub demo: DemoConfig,
+    /// `[metrics] textfile`: the node_exporter textfile each run updates (default: none).
+    pub metrics_textfile: Option<PathBuf>,
 }
 
 /// `[litellm]`: the OpenAI-compatible endpoint.

@@ -19,6 +19,12 @@ pub(super) struct RawConfig {
     pub(super) tools: Option<RawTools>,
     pub(super) demo: Option<RawDemo>,
     pub(super) budget: Option<RawBudget>,
+    pub(super) metrics: Option<RawMetrics>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawMetrics {
+    pub(super) textfile: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

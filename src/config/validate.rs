@@ -124,6 +124,7 @@ impl Validator {
         }
         let bash = self.bash(raw.tools.unwrap_or_default().bash.unwrap_or_default());
         let demo = self.demo(raw.demo.unwrap_or_default());
+        let metrics_textfile = self.metrics(raw.metrics.unwrap_or_default());
         Config {
             path: path.to_path_buf(),
             vertical,
@@ -137,7 +138,20 @@ impl Validator {
             budget,
             bash,
             demo,
+            metrics_textfile,
         }
+    }
+
+    fn metrics(&mut self, raw: RawMetrics) -> Option<PathBuf> {
+        let text = raw.textfile?;
+        if !text.ends_with(".prom") {
+            // node_exporter's textfile collector reads only *.prom files.
+            self.problem(
+                "[metrics].textfile",
+                format!("must end in .prom (node_exporter reads only those), got {text:?}"),
+            );
+        }
+        Some(self.path(Some(text), ""))
     }
 
     fn litellm(&mut self, raw: RawLitellm) -> LitellmConfig {

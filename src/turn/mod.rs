@@ -18,6 +18,7 @@ use serde::Serialize;
 use tracing::info;
 
 use crate::config::{BudgetConfig, ModelPrice};
+use crate::events::{Event, Events};
 use crate::intake::Task;
 use crate::llm::cassette::Recorded;
 pub use crate::llm::preflight::SkippedModel;
@@ -191,6 +192,8 @@ pub const LAST_ROUND_NOTE: &str = "[harness] This is the last round of this turn
 
 /// Runs the bounded loop: before each model call the limits are checked; a reply either
 /// ends the turn or has its tool calls run, whose results start the next round.
+// The stage's inputs, each a plain value from `once`; a bundle struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     task: &Task,
     route: &Route,
@@ -199,6 +202,7 @@ pub async fn run(
     backend: &mut Backend,
     bash: Option<&BashTool>,
     interrupt: &Interrupt,
+    events: &Events,
 ) -> Turn {
     let max_rounds = limits.max_rounds;
     let mut messages = vec![
@@ -226,6 +230,11 @@ pub async fn run(
             });
         }
         turn.rounds = round;
+        events.emit(Event::RoundStarted {
+            round,
+            max_rounds,
+            model: route.models.get(chain).cloned().unwrap_or_default(),
+        });
         let asked = round::ask(
             backend, route, &mut chain, &messages, shape, interrupt, &mut turn,
         );
@@ -237,6 +246,15 @@ pub async fn run(
             }
         };
         let mut record = round::account(&mut turn, limits, &model, &reply, shape);
+        events.emit(Event::RoundCompleted {
+            round,
+            model: model.clone(),
+            usage: record.usage,
+            cost_usd: record.cost_usd,
+            latency_ms: record.latency_ms,
+            retries: record.retries,
+            tool_calls: reply.tool_calls.len(),
+        });
         let text = reply.content.clone().filter(|c| !c.trim().is_empty());
         if text.is_some() {
             turn.reply = text;
@@ -250,7 +268,8 @@ pub async fn run(
                     content: reply.content.clone(),
                     tool_calls: reply.tool_calls.clone(),
                 });
-                let runs = round::run_tools(tool, &reply.tool_calls, interrupt, round).await;
+                let runs =
+                    round::run_tools(tool, &reply.tool_calls, interrupt, round, events).await;
                 for (call, run) in reply.tool_calls.iter().zip(runs) {
                     messages.push(Message::Tool {
                         tool_call_id: call.id.clone(),
@@ -355,6 +374,7 @@ mod tests {
             &mut backend,
             None,
             &interrupt,
+            &Events::off(),
         )
         .await
     }

@@ -6,6 +6,7 @@ use tracing::info;
 
 use super::step::{self, OnError, Shape};
 use super::{RoundRecord, Turn, TurnOutcome};
+use crate::events::{Event, Events};
 use crate::llm::cassette::Recorded;
 use crate::llm::wire::{bash_tool_spec, Message, ToolCall};
 use crate::llm::{Backend, Reply};
@@ -118,9 +119,18 @@ pub async fn run_tools(
     calls: &[ToolCall],
     interrupt: &Interrupt,
     round: u32,
+    events: &Events,
 ) -> Vec<ToolRun> {
     let mut runs = Vec::with_capacity(calls.len());
     for call in calls {
+        events.emit(Event::ToolStarted {
+            round,
+            call_id: call.id.clone(),
+            tool: call.function.name.clone(),
+            command: serde_json::from_str::<serde_json::Value>(&call.function.arguments)
+                .ok()
+                .and_then(|a| a.get("command")?.as_str().map(String::from)),
+        });
         let run = if interrupt.received().is_some() {
             let reason = "not run: the harness was interrupted".to_string();
             ToolRun {
@@ -131,6 +141,7 @@ pub async fn run_tools(
             tool.dispatch(call, interrupt).await
         };
         info!("round {round}: {}", run.event.narrate());
+        events.emit(Event::tool_completed(round, &call.id, &run.event));
         runs.push(run);
     }
     runs

@@ -3,6 +3,8 @@
 //! `harness` binary that never gives it stdin.
 #![allow(dead_code)]
 
+pub mod stream;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

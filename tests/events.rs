@@ -1,0 +1,316 @@
+//! `harness once --events PATH`: the JSONL stream through the built binary, every stream
+//! checked against docs/events.schema.json, on every exit path (success, an LLM failure,
+//! a config error, a usage error, a SIGTERM in the middle of a command).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::stream::{completed, events, types};
+use common::*;
+use serde_json::json;
+
+fn read_events(ws: &Workspace) -> Vec<serde_json::Value> {
+    events(&std::fs::read_to_string(ws.path().join("events.jsonl")).unwrap())
+}
+
+#[test]
+fn a_demo_run_streams_every_stage_in_order() {
+    let llm = Llm::start(&json!([
+        tool_call("c1", "printf 'hi\\n'"),
+        tool_call("c2", "rm -rf x"),
+        text("# Done"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let run = ws.run(&["once", "--demo", "--events", "events.jsonl"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    // stdout still carries the REPORT path when the events go to a file.
+    let report = ws.report_files()[0].display().to_string();
+    assert_eq!(run.stdout, format!("{report}\n"));
+    let ev = read_events(&ws);
+    assert_eq!(
+        types(&ev),
+        [
+            "run.started",
+            "task.taken",
+            "route",
+            "round.started",
+            "round.completed",
+            "tool.started",
+            "tool.completed",
+            "round.started",
+            "round.completed",
+            "tool.started",
+            "tool.completed",
+            "round.started",
+            "round.completed",
+            "report.written",
+            "run.completed",
+        ]
+    );
+    assert_eq!(ev[0]["command"], "once");
+    assert_eq!(ev[1]["task_id"], "demo-1");
+    assert_eq!(ev[1]["source"], "demo");
+    assert_eq!(ev[2]["tier"], "mopac-primary");
+    assert_eq!(ev[2]["models"], json!(["glm-5.3"]));
+    assert_eq!(ev[3]["round"], 1);
+    assert_eq!(ev[4]["model"], "glm-5.3");
+    assert_eq!(ev[4]["tool_calls"], 1);
+    assert!(ev[4]["usage"]["total_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(ev[5]["command"], "printf 'hi\\n'");
+    assert_eq!(
+        (&ev[6]["verdict"], &ev[6]["exit"], &ev[6]["bytes"]),
+        (&json!("allowed"), &json!(0), &json!(3))
+    );
+    assert_eq!(ev[10]["verdict"], "denied");
+    assert_eq!(ev[13]["path"], report);
+    assert_eq!(ev[13]["stop_reason"], "completed");
+    assert_eq!(ev[13]["rounds"], 3);
+    let done = completed(&ev);
+    assert_eq!(
+        (&done["exit_code"], &done["stop_reason"], &done["report"]),
+        (&json!(0), &json!("completed"), &json!(report))
+    );
+    assert_eq!(done["error"], json!(null));
+    // The run id is the REPORT's.
+    assert_eq!(front(&ws.latest(), "run_id"), ev[0]["run_id"]);
+}
+
+#[test]
+fn with_events_on_stdout_stdout_carries_only_events() {
+    let llm = Llm::start(&json!([text("# Done")]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let run = ws.run(&["once", "--demo", "--events", "-"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let ev = events(&run.stdout);
+    let report = ws.report_files()[0].display().to_string();
+    assert_eq!(completed(&ev)["report"], report);
+    assert!(run.stderr.contains("REPORT written"), "{}", run.stderr);
+
+    // A dry run's PLAN travels in a `plan` event.
+    let run = ws.run(&["once", "--demo", "--dry-run", "--events", "-"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let ev = events(&run.stdout);
+    assert_eq!(
+        types(&ev),
+        [
+            "run.started",
+            "task.taken",
+            "route",
+            "plan",
+            "run.completed"
+        ]
+    );
+    assert!(ev[3]["text"].as_str().unwrap().contains("PLAN"), "{ev:?}");
+    assert_eq!(completed(&ev)["stop_reason"], "dry_run");
+}
+
+#[test]
+fn an_llm_failure_ends_the_stream_with_exit_4() {
+    let llm = Llm::start(&json!([
+        {"type": "error", "status": 400, "body": {"error": {"message": "bad tool schema"}}},
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let run = ws.run(&["once", "--demo", "--events", "events.jsonl"]);
+    assert_eq!(run.code, 4, "{run:?}");
+    let ev = read_events(&ws);
+    assert_eq!(
+        types(&ev),
+        [
+            "run.started",
+            "task.taken",
+            "route",
+            "round.started",
+            "report.written",
+            "run.completed"
+        ]
+    );
+    let done = completed(&ev);
+    assert_eq!(done["exit_code"], 4);
+    assert_eq!(done["stop_reason"], "llm_error");
+    assert!(done["report"]
+        .as_str()
+        .unwrap()
+        .contains("REPORT-test-demo-1-"));
+}
+
+#[test]
+fn a_config_error_still_opens_and_closes_the_stream() {
+    let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
+        c.replace("vertical", "vertcal")
+    });
+    let run = ws.run(&["once", "--demo", "--events", "events.jsonl"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let ev = read_events(&ws);
+    assert_eq!(types(&ev), ["run.started", "run.completed"]);
+    let done = completed(&ev);
+    assert_eq!(done["stop_reason"], "config_error");
+    assert_eq!(done["report"], json!(null));
+    assert!(
+        done["error"]
+            .as_str()
+            .unwrap()
+            .contains("vertical: is required"),
+        "{done}"
+    );
+}
+
+#[test]
+fn usage_errors_end_the_stream_they_asked_for() {
+    let ws = Workspace::new("http://127.0.0.1:9/v1", |c| c);
+    // clap refuses the line, but it named --events.
+    let run = ws.run(&["once", "--events", "events.jsonl", "--bogus"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let ev = read_events(&ws);
+    assert_eq!(types(&ev), ["run.started", "run.completed"]);
+    assert_eq!(completed(&ev)["stop_reason"], "usage_error");
+    assert!(completed(&ev)["error"]
+        .as_str()
+        .unwrap()
+        .contains("--bogus"));
+
+    // A --record target that cannot be written is found after parsing, before any request.
+    std::fs::remove_file(ws.path().join("events.jsonl")).unwrap();
+    let run = ws.run(&[
+        "once",
+        "--demo",
+        "--events",
+        "events.jsonl",
+        "--record",
+        "no/such/dir/c.json",
+    ]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let ev = read_events(&ws);
+    assert_eq!(types(&ev), ["run.started", "run.completed"]);
+    assert_eq!(completed(&ev)["exit_code"], 1);
+
+    // An events file that cannot be opened is a usage error of its own, said on stderr.
+    let run = ws.run(&["once", "--demo", "--events", "no/such/dir/e.jsonl"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("--events: cannot open"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_sigterm_mid_command_is_the_last_line_and_events_arrive_as_they_happen() {
+    let llm = Llm::start(&json!([
+        {"type": "tool_call", "id": "c1", "command": "sleep 30", "content": "Waiting."},
+        text("never reached"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replacen("allow = [", "allow = [\"sleep *\", ", 1)
+    });
+    let path = ws.path().join("events.jsonl");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["once", "--demo", "--events", "events.jsonl", "--config"])
+        .arg(ws.config())
+        .current_dir(ws.path())
+        .env_remove("RUST_LOG")
+        .env("HARNESS_TEST_LLM_KEY", CANARY)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Flushed per event: tool.started is on disk while the command still runs.
+    let start = Instant::now();
+    while !std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .contains("\"tool.started\"")
+    {
+        assert!(start.elapsed() < Duration::from_secs(20), "no tool.started");
+        assert!(child.try_wait().unwrap().is_none(), "harness exited early");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    let ev = read_events(&ws);
+    let t = types(&ev);
+    assert_eq!(
+        t[t.len() - 4..],
+        [
+            "tool.started",
+            "tool.completed",
+            "report.written",
+            "run.completed"
+        ]
+    );
+    assert_eq!(ev[ev.len() - 3]["ending"], "interrupted");
+    let done = completed(&ev);
+    assert_eq!(
+        (&done["exit_code"], &done["stop_reason"]),
+        (&json!(143), &json!("interrupted"))
+    );
+}
+
+#[test]
+fn the_canary_never_reaches_the_stream() {
+    let llm = Llm::start(&json!([
+        tool_call("c1", &format!("echo {CANARY}")),
+        text(&format!("the key is {CANARY}")),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let run = ws.run(&["once", "--demo", "--events", "events.jsonl"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let text = std::fs::read_to_string(ws.path().join("events.jsonl")).unwrap();
+    events(&text);
+    assert!(!text.contains(CANARY), "{text}");
+    assert!(text.contains("echo [redacted]"), "{text}");
+}
+
+#[test]
+fn one_file_holds_many_runs() {
+    let llm = Llm::start(&json!([text("one"), text("two")]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    for _ in 0..2 {
+        assert_eq!(
+            ws.run(&["once", "--demo", "--events", "events.jsonl"]).code,
+            0
+        );
+    }
+    let text = std::fs::read_to_string(ws.path().join("events.jsonl")).unwrap();
+    let all: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let starts: Vec<usize> = (0..all.len())
+        .filter(|&i| all[i]["type"] == "run.started")
+        .collect();
+    assert_eq!(starts.len(), 2);
+    let lines: Vec<&str> = text.lines().collect();
+    events(&(lines[..starts[1]].join("\n") + "\n"));
+    events(&(lines[starts[1]..].join("\n") + "\n"));
+}
+
+#[test]
+fn the_schema_is_strict_enough_to_catch_a_wrong_event() {
+    use common::stream::is_valid;
+    let ok = json!({"type": "plan", "ts": "2026-12-01T10:00:00.000Z", "run_id": "r", "text": "x"});
+    assert!(is_valid(&ok));
+    let mut no_ts = ok.clone();
+    no_ts.as_object_mut().unwrap().remove("ts");
+    assert!(!is_valid(&no_ts));
+    let mut extra = ok.clone();
+    extra["surprise"] = json!(1);
+    assert!(!is_valid(&extra));
+    assert!(!is_valid(
+        &json!({"type": "tool.exploded", "ts": "2026-12-01T10:00:00.000Z", "run_id": "r"})
+    ));
+}
