@@ -242,6 +242,9 @@ pub fn update(path: &Path, run: &Run) -> anyhow::Result<()> {
         p.push(".lock");
         std::path::PathBuf::from(p)
     };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
