@@ -17,7 +17,7 @@ use crate::cli::OnceArgs;
 use crate::config::Config;
 use crate::events::{Event, Events};
 use crate::exit::{Failure, Stage, StageExt, Success};
-use crate::intake::redmine::{Intake, TakeError};
+use crate::intake::source::{Claim, TakeError, Want};
 use crate::intake::Task;
 use crate::llm::Backend;
 use crate::redmine::client::RedmineClient;
@@ -152,8 +152,26 @@ pub async fn once(
     }
 
     // writeback
-    let delivered = write_back(&cfg, redmine.as_ref(), &report, &path).await;
-    if redmine.is_some() {
+    if let Some(file) = &taken.inbox {
+        let completed = matches!(turn.outcome, turn::TurnOutcome::Completed);
+        let settled = intake::inbox::settle(file, completed, &report::render(&report), &run_id);
+        events.emit(Event::WritebackCompleted {
+            target: "inbox".to_string(),
+            task_id: task.id.clone(),
+            ok: settled.is_ok(),
+            error: settled.as_ref().err().map(|e| format!("{e:#}")),
+        });
+        let moved = settled
+            .with_context(|| format!("the REPORT is on disk at {}", path.display()))
+            .stage(Stage::Writeback)?;
+        info!("inbox: task file moved to {}", moved.display());
+    }
+    // With both sources configured, only a Redmine task goes back to Redmine.
+    let tracker = redmine
+        .as_ref()
+        .filter(|_| task.source == intake::Source::Redmine);
+    let delivered = write_back(&cfg, tracker, &report, &path).await;
+    if tracker.is_some() {
         events.emit(Event::WritebackCompleted {
             target: "redmine".to_string(),
             task_id: task.id.clone(),
@@ -229,8 +247,11 @@ fn redmine_client(
         return Ok(None);
     }
     let Some(rm) = &cfg.redmine else {
+        if cfg.inbox.is_some() {
+            return Ok(None);
+        }
         return Err(anyhow!(
-            "config {} has no [redmine] section: configure Redmine intake, or pass --demo to run the [demo] issue",
+            "config {} has no [redmine] section and no [inbox]: configure a task source, or pass --demo to run the [demo] issue",
             cfg.path.display()
         ))
         .stage(Stage::Config);
@@ -247,6 +268,8 @@ struct Taken {
     task: Task,
     route: Route,
     claimed: Option<u64>,
+    /// The inbox file this run holds, when the task came from the inbox.
+    inbox: Option<intake::inbox::Claimed>,
 }
 
 /// Intake and routing: the one task of this run and its route, or `None` when nothing is in
@@ -258,7 +281,7 @@ async fn take_task(
     redmine: Option<&RedmineClient>,
     run_id: &str,
 ) -> Result<Option<Taken>, Failure> {
-    let (Some(client), Some(rm)) = (redmine, &cfg.redmine) else {
+    if args.demo {
         info!("intake: demo issue from {} [demo]", cfg.path.display());
         let task = intake::demo::task(&cfg.demo);
         if let Some(id) = &args.task_id {
@@ -277,34 +300,48 @@ async fn take_task(
             task,
             route,
             claimed: None,
+            inbox: None,
         }));
-    };
-    let route = |task: &Task| {
-        routing::route(&cfg.models, task.class.as_deref())
-            .map_err(|e| anyhow!("routing Redmine issue #{}: {e}", task.id))
-    };
-    let claim = rm.claim.enabled && !args.dry_run;
-    let taken = intake::redmine::take(
-        client,
-        rm,
-        run_id,
-        args.task_id.as_deref(),
-        args.force,
-        claim,
-        &cfg.report_dir,
-        &route,
-    )
-    .await;
-    match taken {
-        Ok(Intake::Task(t)) => Ok(Some(Taken {
-            task: t.task,
-            route: t.route,
-            claimed: t.claimed,
-        })),
-        Ok(Intake::NothingInScope) => Ok(None),
-        Err(TakeError::Routing(e)) => Err(e).stage(Stage::Routing),
-        Err(TakeError::Intake(e)) => Err(e).stage(Stage::Intake),
     }
+    let route = |task: &Task| route_task(cfg, task);
+    let want = Want {
+        run_id,
+        task_id: args.task_id.as_deref(),
+        force: args.force,
+        claim: !args.dry_run,
+        lock_dir: &cfg.report_dir,
+    };
+    for source in intake::source::sources(cfg, redmine) {
+        match source.take(&want, &route).await {
+            Ok(Some(picked)) => {
+                let (claimed, inbox) = match picked.claim {
+                    Some(Claim::Redmine(id)) => (Some(id), None),
+                    Some(Claim::Inbox(file)) => (None, Some(file)),
+                    None => (None, None),
+                };
+                return Ok(Some(Taken {
+                    task: picked.task,
+                    route: picked.route,
+                    claimed,
+                    inbox,
+                }));
+            }
+            Ok(None) => continue,
+            Err(TakeError::Routing(e)) => return Err(e).stage(Stage::Routing),
+            Err(TakeError::Intake(e)) => return Err(e).stage(Stage::Intake),
+        }
+    }
+    Ok(None)
+}
+
+/// Routes a task of a source; the error names the task as its source does.
+pub(crate) fn route_task(cfg: &Config, task: &Task) -> anyhow::Result<Route> {
+    routing::route(&cfg.models, task.class.as_deref()).map_err(|e| match task.source {
+        intake::Source::Redmine => anyhow!("routing Redmine issue #{}: {e}", task.id),
+        intake::Source::Demo | intake::Source::Inbox => {
+            anyhow!("routing {} task {}: {e}", task.source.as_str(), task.id)
+        }
+    })
 }
 
 /// What the turn runs with, once every no-cost check passed.
@@ -378,6 +415,11 @@ async fn release_claim(
     failure: &Failure,
     redactor: &Redactor,
 ) {
+    if let Some(file) = &taken.inbox {
+        if let Err(e) = intake::inbox::release(file) {
+            error!("could not give the inbox task {} back: {e:#}", file.stem);
+        }
+    }
     let (Some(client), Some(issue)) = (redmine, taken.claimed) else {
         return;
     };

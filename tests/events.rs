@@ -7,7 +7,6 @@
 mod common;
 
 use std::io::Read;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::stream::{completed, events, types};
@@ -208,15 +207,8 @@ fn a_sigterm_mid_command_is_the_last_line_and_events_arrive_as_they_happen() {
         c.replacen("allow = [", "allow = [\"sleep *\", ", 1)
     });
     let path = ws.path().join("events.jsonl");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .args(["once", "--demo", "--events", "events.jsonl", "--config"])
-        .arg(ws.config())
-        .current_dir(ws.path())
-        .env_remove("RUST_LOG")
-        .env("HARNESS_TEST_LLM_KEY", CANARY)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let mut child = ws
+        .command(&["once", "--demo", "--events", "events.jsonl"])
         .spawn()
         .unwrap();
     // Flushed per event: tool.started is on disk while the command still runs.

@@ -172,19 +172,7 @@ fn workers_finishing_together_lose_no_increment() {
     let ws = Workspace::new(&llm.base_url(), with_metrics);
     std::fs::create_dir(ws.path().join("textfile")).unwrap();
     let children: Vec<_> = (0..6)
-        .map(|_| {
-            Command::new(env!("CARGO_BIN_EXE_harness"))
-                .args(["once", "--demo", "--config"])
-                .arg(ws.config())
-                .current_dir(ws.path())
-                .env_remove("RUST_LOG")
-                .env("HARNESS_TEST_LLM_KEY", CANARY)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
-        })
+        .map(|_| ws.command(&["once", "--demo"]).spawn().unwrap())
         .collect();
     for mut c in children {
         assert!(c.wait().unwrap().success());

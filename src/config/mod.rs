@@ -51,6 +51,40 @@ pub struct Config {
     pub demo: DemoConfig,
     /// `[metrics] textfile`: the node_exporter textfile each run updates (default: none).
     pub metrics_textfile: Option<PathBuf>,
+    /// The local inbox task source, when configured.
+    pub inbox: Option<InboxConfig>,
+    /// `[intake] order`: the configured task sources, asked in this order (default: inbox,
+    /// then redmine).
+    pub intake_order: Vec<SourceName>,
+}
+
+/// `[inbox]`: a directory of `*.md` task files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxConfig {
+    /// The directory (absolute, resolved against the config's directory).
+    pub dir: PathBuf,
+    /// A claim older than this (minutes, default 120) was left by a killed worker and is
+    /// put back into the inbox.
+    pub stale_after_mins: u64,
+}
+
+/// A task source that `[intake] order` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceName {
+    /// `[inbox]`.
+    Inbox,
+    /// `[redmine]`.
+    Redmine,
+}
+
+impl SourceName {
+    /// `inbox` or `redmine`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceName::Inbox => "inbox",
+            SourceName::Redmine => "redmine",
+        }
+    }
 }
 
 /// `[litellm]`: the OpenAI-compatible endpoint.

@@ -20,6 +20,19 @@ pub(super) struct RawConfig {
     pub(super) demo: Option<RawDemo>,
     pub(super) budget: Option<RawBudget>,
     pub(super) metrics: Option<RawMetrics>,
+    pub(super) inbox: Option<RawInbox>,
+    pub(super) intake: Option<RawIntake>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawInbox {
+    pub(super) dir: Option<String>,
+    pub(super) stale_after_mins: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawIntake {
+    pub(super) order: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

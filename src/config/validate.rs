@@ -125,6 +125,12 @@ impl Validator {
         let bash = self.bash(raw.tools.unwrap_or_default().bash.unwrap_or_default());
         let demo = self.demo(raw.demo.unwrap_or_default());
         let metrics_textfile = self.metrics(raw.metrics.unwrap_or_default());
+        let inbox = raw.inbox.map(|i| self.inbox(i));
+        let intake_order = self.intake_order(
+            raw.intake.unwrap_or_default().order,
+            inbox.is_some(),
+            redmine.is_some(),
+        );
         Config {
             path: path.to_path_buf(),
             vertical,
@@ -139,7 +145,77 @@ impl Validator {
             bash,
             demo,
             metrics_textfile,
+            inbox,
+            intake_order,
         }
+    }
+
+    fn inbox(&mut self, raw: RawInbox) -> InboxConfig {
+        if raw.dir.as_deref().is_none_or(|d| d.trim().is_empty()) {
+            self.problem("[inbox].dir", "is required when [inbox] is present");
+        }
+        InboxConfig {
+            dir: self.path(raw.dir, "inbox"),
+            stale_after_mins: self.int_in(
+                "[inbox].stale_after_mins",
+                raw.stale_after_mins,
+                120,
+                1,
+                525_600,
+            ) as u64,
+        }
+    }
+
+    /// The sources in the order intake asks them; every configured source is asked.
+    fn intake_order(
+        &mut self,
+        order: Option<Vec<String>>,
+        inbox: bool,
+        redmine: bool,
+    ) -> Vec<SourceName> {
+        let configured: Vec<SourceName> =
+            [(SourceName::Inbox, inbox), (SourceName::Redmine, redmine)]
+                .into_iter()
+                .filter_map(|(s, on)| on.then_some(s))
+                .collect();
+        let Some(order) = order else {
+            return configured;
+        };
+        let mut out = Vec::new();
+        for name in &order {
+            let source = match name.as_str() {
+                "inbox" => SourceName::Inbox,
+                "redmine" => SourceName::Redmine,
+                other => {
+                    self.problem(
+                        "[intake].order",
+                        format!(
+                            "unknown source {other:?} (the sources are \"inbox\" and \"redmine\")"
+                        ),
+                    );
+                    continue;
+                }
+            };
+            if !configured.contains(&source) {
+                self.problem(
+                    "[intake].order",
+                    format!("names {name:?}, but [{name}] is not configured"),
+                );
+            } else if out.contains(&source) {
+                self.problem("[intake].order", format!("names {name:?} twice"));
+            } else {
+                out.push(source);
+            }
+        }
+        for source in configured {
+            if !out.contains(&source) && order.iter().all(|n| n != source.as_str()) {
+                self.problem(
+                    "[intake].order",
+                    format!("leaves out {:?}, which is configured", source.as_str()),
+                );
+            }
+        }
+        out
     }
 
     fn metrics(&mut self, raw: RawMetrics) -> Option<PathBuf> {

@@ -2,7 +2,9 @@
 //! here from the CLI and the config; each source lives in its own adapter.
 
 pub mod demo;
+pub mod inbox;
 pub mod redmine;
+pub mod source;
 
 /// One task, whatever its source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +28,8 @@ pub enum Source {
     Demo,
     /// A Redmine issue.
     Redmine,
+    /// A file of the local inbox.
+    Inbox,
 }
 
 impl Source {
@@ -34,6 +38,7 @@ impl Source {
         match self {
             Source::Demo => "demo",
             Source::Redmine => "redmine",
+            Source::Inbox => "inbox",
         }
     }
 }

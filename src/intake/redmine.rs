@@ -258,6 +258,78 @@ pub fn task(issue: &Issue, cfg: &RedmineConfig) -> Task {
     }
 }
 
+/// Redmine as a task source: [`take`] and the scope listing behind the one trait.
+pub struct RedmineSource<'a> {
+    /// The client.
+    pub client: &'a RedmineClient,
+    /// `[redmine]`.
+    pub cfg: &'a RedmineConfig,
+}
+
+impl<R> super::source::Source<R> for RedmineSource<'_> {
+    fn name(&self) -> &'static str {
+        "redmine"
+    }
+
+    fn take<'a>(
+        &'a self,
+        want: &'a super::source::Want<'a>,
+        route: super::source::RouteFn<'a, R>,
+    ) -> super::source::BoxFuture<'a, Result<Option<super::source::Picked<R>>, TakeError>> {
+        Box::pin(async move {
+            let claim = self.cfg.claim.enabled && want.claim;
+            let taken = take(
+                self.client,
+                self.cfg,
+                want.run_id,
+                want.task_id,
+                want.force,
+                claim,
+                want.lock_dir,
+                route,
+            )
+            .await?;
+            Ok(match taken {
+                Intake::Task(t) => Some(super::source::Picked {
+                    task: t.task,
+                    route: t.route,
+                    claim: t.claimed.map(super::source::Claim::Redmine),
+                }),
+                Intake::NothingInScope => None,
+            })
+        })
+    }
+
+    fn scope<'a>(
+        &'a self,
+        route: super::source::RouteFn<'a, R>,
+    ) -> super::source::BoxFuture<'a, Result<Vec<super::source::Scoped<R>>>> {
+        Box::pin(async move {
+            let stale = chrono::Duration::minutes(self.cfg.claim.stale_after_mins as i64);
+            let mut out = Vec::new();
+            for listed in self.client.list(self.cfg).await? {
+                let issue = self.client.issue(listed.id).await?;
+                if skip_answered(&issue) {
+                    continue;
+                }
+                if let Some((holder, at)) = active_claim(&issue.journals) {
+                    if Utc::now() - at < stale {
+                        info!(
+                            "scope: issue #{} is claimed by run {holder}; not in scope",
+                            issue.id
+                        );
+                        continue;
+                    }
+                }
+                let task = task(&issue, self.cfg);
+                let route = route(&task).map_err(|e| format!("{e:#}"));
+                out.push(super::source::Scoped { task, route });
+            }
+            Ok(out)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -192,8 +192,19 @@ impl Workspace {
         self.run_env(args, &[("HARNESS_TEST_LLM_KEY", CANARY)])
     }
 
-    /// Runs harness with exactly these extra variables.
-    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+    /// `harness ARGS --config <this config>` with the canary key, stdin closed and stdout
+    /// and stderr piped, to spawn (several at once, or to signal).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = self.bare(args);
+        cmd.env("HARNESS_TEST_LLM_KEY", CANARY)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// `harness ARGS --config <this config>` in the workspace, no stdin, no inherited
+    /// `RUST_LOG`/`HARNESS_CONFIG`.
+    fn bare(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
         cmd.args(args)
             .arg("--config")
@@ -202,6 +213,12 @@ impl Workspace {
             .env_remove("RUST_LOG")
             .env_remove("HARNESS_CONFIG")
             .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs harness with exactly these extra variables.
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = self.bare(args);
         for (k, v) in env {
             cmd.env(k, v);
         }

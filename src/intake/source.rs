@@ -1,0 +1,104 @@
+//! Intake stage: the one trait every task source implements ([`Source`]: take one task,
+//! claiming it; list the tasks in scope, claiming nothing), and the configured sources in
+//! `[intake] order`. A new tracker is one module that implements it. Orchestration only.
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+
+use super::inbox::{self, Inbox};
+use super::redmine::RedmineSource;
+pub use super::redmine::TakeError;
+use super::Task;
+use crate::config::{Config, SourceName};
+use crate::redmine::client::RedmineClient;
+
+/// A boxed future: the trait's methods are async and the sources sit in one list.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// Routing, asked by a source for the task it chose (before or right after claiming it).
+pub type RouteFn<'a, R> = &'a dyn Fn(&Task) -> anyhow::Result<R>;
+
+/// What this run asks intake for.
+#[derive(Debug, Clone, Copy)]
+pub struct Want<'a> {
+    /// This run's id (claims carry it).
+    pub run_id: &'a str,
+    /// `--task-id`: only this task.
+    pub task_id: Option<&'a str>,
+    /// `--force`: the task even when out of scope (where the source can tell).
+    pub force: bool,
+    /// Claim the task (false for a dry run, or where claiming is off).
+    pub claim: bool,
+    /// A directory for local locks (the report dir).
+    pub lock_dir: &'a Path,
+}
+
+/// What a run holds on its task until the run ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// A Redmine issue claimed by a note.
+    Redmine(u64),
+    /// An inbox file renamed into `claimed/`.
+    Inbox(inbox::Claimed),
+}
+
+/// The task a source chose, routed, and its claim.
+#[derive(Debug, Clone)]
+pub struct Picked<R> {
+    /// The task.
+    pub task: Task,
+    /// Its route.
+    pub route: R,
+    /// The claim this run holds (`None`: nothing claimed).
+    pub claim: Option<Claim>,
+}
+
+/// A task in scope, and its route or why it has none.
+#[derive(Debug, Clone)]
+pub struct Scoped<R> {
+    /// The task.
+    pub task: Task,
+    /// Its route, or the routing error.
+    pub route: Result<R, String>,
+}
+
+/// A task source.
+pub trait Source<R> {
+    /// Its name in `[intake] order` and in messages.
+    fn name(&self) -> &'static str;
+
+    /// Chooses this run's task and, with `want.claim`, claims it; `None` when the source
+    /// has nothing for this run.
+    fn take<'a>(
+        &'a self,
+        want: &'a Want<'a>,
+        route: RouteFn<'a, R>,
+    ) -> BoxFuture<'a, Result<Option<Picked<R>>, TakeError>>;
+
+    /// The tasks in scope, each routed; nothing claimed, nothing moved.
+    fn scope<'a>(&'a self, route: RouteFn<'a, R>) -> BoxFuture<'a, anyhow::Result<Vec<Scoped<R>>>>;
+}
+
+/// The configured sources in `[intake] order` (Redmine only with a client).
+pub fn sources<'a, R: 'a>(
+    cfg: &'a Config,
+    redmine: Option<&'a RedmineClient>,
+) -> Vec<Box<dyn Source<R> + 'a>> {
+    let mut out: Vec<Box<dyn Source<R> + 'a>> = Vec::new();
+    for name in &cfg.intake_order {
+        match name {
+            SourceName::Inbox => {
+                if let Some(cfg) = &cfg.inbox {
+                    out.push(Box::new(Inbox { cfg }));
+                }
+            }
+            SourceName::Redmine => {
+                if let (Some(client), Some(cfg)) = (redmine, &cfg.redmine) {
+                    out.push(Box::new(RedmineSource { client, cfg }));
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,272 @@
+//! The local inbox (`[inbox] dir`) through the built binary: claiming by rename, the moves
+//! to `done/` and `failed/`, unparseable files, stale claims, workers racing for one file,
+//! and `[intake] order` with Redmine beside it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use common::stream::events;
+use common::*;
+use serde_json::json;
+
+fn with_inbox(c: String) -> String {
+    format!("{c}\n[inbox]\ndir = \"inbox\"\nstale_after_mins = 30\n")
+}
+
+fn inbox_ws(llm: &Llm) -> Workspace {
+    let ws = Workspace::new(&llm.base_url(), with_inbox);
+    std::fs::create_dir(ws.path().join("inbox")).unwrap();
+    ws
+}
+
+fn put(ws: &Workspace, name: &str, text: &str) -> PathBuf {
+    let p = ws.path().join("inbox").join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The file names in `inbox/<sub>`, sorted (empty when it does not exist).
+fn names(ws: &Workspace, sub: &str) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(ws.path().join("inbox").join(sub)) else {
+        return vec![];
+    };
+    let mut v: Vec<String> = rd
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    v.sort();
+    v
+}
+
+fn read(p: impl AsRef<Path>) -> String {
+    std::fs::read_to_string(p).unwrap()
+}
+
+const TASK: &str = "---\nclass: code\nsubject: Fix the login\n---\nThe login page fails.\n";
+
+#[test]
+fn a_task_file_runs_and_moves_to_done_beside_its_report() {
+    let llm = Llm::start(&json!([text("# Fixed")]));
+    let ws = inbox_ws(&llm);
+    put(&ws, "fix-login.md", TASK);
+    let run = ws.run(&["once", "--events", "events.jsonl"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let body0 = &llm.chat_bodies()[0];
+    assert_eq!(body0["model"], "glm-5.2", "class code routes to mopac-code");
+    assert_eq!(body0["messages"][1]["content"], "The login page fails.");
+    let report = ws.latest();
+    assert_eq!(front(&report, "task_id"), "fix-login");
+    assert_eq!(front(&report, "source"), "inbox");
+    assert_eq!(front(&report, "subject"), "Fix the login");
+    assert_eq!(names(&ws, ""), ["claimed", "done"]);
+    assert_eq!(names(&ws, "claimed"), Vec::<String>::new());
+    assert_eq!(names(&ws, "done"), ["fix-login.REPORT.md", "fix-login.md"]);
+    assert_eq!(read(ws.path().join("inbox/done/fix-login.md")), TASK);
+    assert_eq!(
+        read(ws.path().join("inbox/done/fix-login.REPORT.md")),
+        report
+    );
+    let ev = events(&read(ws.path().join("events.jsonl")));
+    assert_eq!(ev[1]["source"], "inbox");
+    let wb = ev
+        .iter()
+        .find(|e| e["type"] == "writeback.completed")
+        .unwrap();
+    assert_eq!((&wb["target"], &wb["ok"]), (&json!("inbox"), &json!(true)));
+
+    // The inbox is empty now: the next run has nothing to do.
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("no tasks in scope"), "{}", run.stderr);
+}
+
+#[test]
+fn an_unparseable_file_moves_to_failed_with_the_reason_and_the_next_one_runs() {
+    let llm = Llm::start(&json!([text("ok")]));
+    let ws = inbox_ws(&llm);
+    put(&ws, "a-broken.md", "---\npriority: high\n---\nbody\n");
+    put(&ws, "b-good.md", "Say hi.\n");
+    put(&ws, "notes.txt", "not a task");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(front(&ws.latest(), "task_id"), "b-good");
+    assert_eq!(names(&ws, "failed"), ["a-broken.error.txt", "a-broken.md"]);
+    assert_eq!(
+        read(ws.path().join("inbox/failed/a-broken.error.txt")),
+        "front matter key \"priority\" is unknown (the keys are class and subject)\n"
+    );
+    assert_eq!(names(&ws, "done"), ["b-good.REPORT.md", "b-good.md"]);
+    assert_eq!(names(&ws, ""), ["claimed", "done", "failed", "notes.txt"]);
+}
+
+#[test]
+fn a_failed_turn_moves_the_file_to_failed_and_an_unroutable_one_fails_the_run() {
+    let llm = Llm::start(&json!([
+        {"type": "error", "status": 400, "body": {"error": {"message": "nope"}}},
+    ]));
+    let ws = inbox_ws(&llm);
+    put(&ws, "t1.md", "Do it.\n");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 4, "{run:?}");
+    assert_eq!(names(&ws, "failed"), ["t1.REPORT.md", "t1.md"]);
+
+    put(&ws, "t2.md", "---\nclass: astrology\n---\nDo it.\n");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("routing inbox task t2"),
+        "{}",
+        run.stderr
+    );
+    let why = read(ws.path().join("inbox/failed/t2.error.txt"));
+    assert!(why.contains("astrology"), "{why}");
+}
+
+#[test]
+fn workers_racing_for_one_file_never_both_take_it() {
+    let llm = Llm::start(&json!({"steps": [text("done")], "loop": true}));
+    let ws = inbox_ws(&llm);
+    for round in 0..3 {
+        put(&ws, &format!("race-{round}.md"), "Go.\n");
+        let children: Vec<_> = (0..5)
+            .map(|_| ws.command(&["once"]).spawn().unwrap())
+            .collect();
+        let outs: Vec<_> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        assert!(outs.iter().all(|o| o.status.success()), "{outs:?}");
+        let ran = outs.iter().filter(|o| !o.stdout.is_empty()).count();
+        assert_eq!(ran, 1, "exactly one worker ran race-{round}: {outs:?}");
+    }
+    assert_eq!(llm.chat_bodies().len(), 3);
+    assert_eq!(ws.report_files().len(), 3);
+    assert_eq!(
+        names(&ws, "done"),
+        [
+            "race-0.REPORT.md",
+            "race-0.md",
+            "race-1.REPORT.md",
+            "race-1.md",
+            "race-2.REPORT.md",
+            "race-2.md"
+        ]
+    );
+}
+
+#[test]
+fn a_stale_claim_is_taken_back_and_a_fresh_one_is_left_alone() {
+    let llm = Llm::start(&json!([text("recovered")]));
+    let ws = inbox_ws(&llm);
+    let claimed = ws.path().join("inbox/claimed");
+    std::fs::create_dir(&claimed).unwrap();
+    let stale = claimed.join("old--20261201T000000Z-1-deadbeef.md");
+    std::fs::write(&stale, "Finish the old job.\n").unwrap();
+    let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(an_hour_ago)
+        .unwrap();
+    let fresh = claimed.join("busy--20261201T000000Z-2-cafef00d.md");
+    std::fs::write(&fresh, "Someone is on it.\n").unwrap();
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(front(&ws.latest(), "task_id"), "old");
+    assert_eq!(names(&ws, "done"), ["old.REPORT.md", "old.md"]);
+    assert_eq!(
+        names(&ws, "claimed"),
+        ["busy--20261201T000000Z-2-cafef00d.md"]
+    );
+}
+
+#[test]
+fn a_dry_run_moves_nothing_and_task_id_picks_the_file() {
+    let llm = Llm::start(&json!([text("b")]));
+    let ws = inbox_ws(&llm);
+    put(&ws, "a.md", "First.\n");
+    put(&ws, "b.md", "Second.\n");
+    let run = ws.run(&["once", "--dry-run"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("[a] First."), "{}", run.stdout);
+    assert_eq!(names(&ws, ""), ["a.md", "b.md"]);
+    let run = ws.run(&["once", "--task-id", "b"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(front(&ws.latest(), "task_id"), "b");
+    assert_eq!(names(&ws, ""), ["a.md", "claimed", "done"]);
+}
+
+#[test]
+fn a_failure_before_the_turn_puts_the_file_back() {
+    // The routed model is not served: the LLM preflight fails after the claim.
+    let llm = Llm::start(&json!([text("never")]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        with_inbox(c)
+            .replace(
+                "mopac-primary = \"glm-5.3\"",
+                "mopac-primary = \"not-served\"",
+            )
+            .replace("max_retries = 2", "max_retries = 2\npreflight = true")
+    });
+    std::fs::create_dir(ws.path().join("inbox")).unwrap();
+    put(&ws, "t.md", "Go.\n");
+    let run = ws.run(&["once"]);
+    assert_ne!(run.code, 0, "{run:?}");
+    assert_eq!(names(&ws, ""), ["claimed", "t.md"]);
+    assert_eq!(names(&ws, "claimed"), Vec::<String>::new());
+}
+
+#[test]
+fn intake_order_decides_between_inbox_and_redmine() {
+    let llm = Llm::start(&json!([text("from the inbox")]));
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let both = |order: &str| {
+        let order = order.to_string();
+        move |c: String| {
+            format!(
+                "{}\n[redmine]\nurl = \"http://127.0.0.1:{dead}\"\nkey_ref = \"literal:rm-canary-5e1f\"\nscope_query = \"status_id=open\"\nmax_retries = 0\n\n[intake]\norder = {order}\n",
+                with_inbox(c)
+            )
+        }
+    };
+    // Redmine first: it is down, so the run is an intake error though the inbox has work.
+    let ws = Workspace::new(&llm.base_url(), both("[\"redmine\", \"inbox\"]"));
+    std::fs::create_dir(ws.path().join("inbox")).unwrap();
+    put(&ws, "t.md", "Go.\n");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(names(&ws, ""), ["t.md"]);
+
+    // Inbox first: the file runs and Redmine is never asked.
+    let ws = Workspace::new(&llm.base_url(), both("[\"inbox\", \"redmine\"]"));
+    std::fs::create_dir(ws.path().join("inbox")).unwrap();
+    put(&ws, "t.md", "Go.\n");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(front(&ws.latest(), "source"), "inbox");
+
+    // An order that names a source that is not configured is a config error.
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        format!(
+            "{}\n[intake]\norder = [\"inbox\", \"redmine\"]\n",
+            with_inbox(c)
+        )
+    });
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("[intake].order: names \"redmine\", but [redmine] is not configured"),
+        "{}",
+        run.stderr
+    );
+}
