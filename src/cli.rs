@@ -62,8 +62,21 @@ pub enum Command {
     /// Run every no-cost check (config, key refs, report dir, gate, proxy and models,
     /// Redmine) and print a checklist (exit 0 all ok, 1 otherwise). Sends no completion.
     Check(CheckArgs),
+    /// List the tasks in scope of every configured source, routed; nothing is claimed.
+    Scope(ScopeArgs),
     /// Print the version.
     Version,
+}
+
+/// Flags of `harness scope`.
+#[derive(Debug, Args, Clone)]
+pub struct ScopeArgs {
+    /// Config file (default $HARNESS_CONFIG, then ./harness.toml).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Print one JSON object (`count`, `tasks`) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `harness check`.

@@ -24,6 +24,7 @@ pub mod preflight;
 pub mod redmine;
 pub mod report;
 pub mod routing;
+pub mod scope;
 pub mod secrets;
 pub mod signals;
 pub mod tools;
@@ -57,6 +58,7 @@ pub async fn run(cli: cli::Cli, interrupt: Arc<Interrupt>) -> Result<Success, Fa
         Command::Gate(args) => commands::gate_command(args),
         Command::Writeback(args) => commands::writeback_command(args, &mut redactor).await,
         Command::Check(args) => commands::check_command(args, &mut redactor).await,
+        Command::Scope(args) => scope::scope(args, &mut redactor).await,
         Command::Version => commands::version(),
     };
     masked(result, &redactor)

@@ -17,7 +17,8 @@ use crate::cli::OnceArgs;
 use crate::config::Config;
 use crate::events::{Event, Events};
 use crate::exit::{Failure, Stage, StageExt, Success};
-use crate::intake::source::{Claim, TakeError, Want};
+use crate::intake::source::{Claim, Want};
+use crate::intake::TakeError;
 use crate::intake::Task;
 use crate::llm::Backend;
 use crate::redmine::client::RedmineClient;
@@ -238,7 +239,7 @@ fn backend(
 }
 
 /// The Redmine client for a run that takes its task from Redmine (not `--demo`).
-fn redmine_client(
+pub(crate) fn redmine_client(
     cfg: &Config,
     args: &OnceArgs,
     redactor: &mut Redactor,
@@ -303,7 +304,7 @@ async fn take_task(
             inbox: None,
         }));
     }
-    let route = |task: &Task| route_task(cfg, task);
+    let route = |task: &Task| intake::route(cfg, task);
     let want = Want {
         run_id,
         task_id: args.task_id.as_deref(),
@@ -311,7 +312,7 @@ async fn take_task(
         claim: !args.dry_run,
         lock_dir: &cfg.report_dir,
     };
-    for source in intake::source::sources(cfg, redmine) {
+    for source in intake::sources(cfg, redmine) {
         match source.take(&want, &route).await {
             Ok(Some(picked)) => {
                 let (claimed, inbox) = match picked.claim {
@@ -332,16 +333,6 @@ async fn take_task(
         }
     }
     Ok(None)
-}
-
-/// Routes a task of a source; the error names the task as its source does.
-pub(crate) fn route_task(cfg: &Config, task: &Task) -> anyhow::Result<Route> {
-    routing::route(&cfg.models, task.class.as_deref()).map_err(|e| match task.source {
-        intake::Source::Redmine => anyhow!("routing Redmine issue #{}: {e}", task.id),
-        intake::Source::Demo | intake::Source::Inbox => {
-            anyhow!("routing {} task {}: {e}", task.source.as_str(), task.id)
-        }
-    })
 }
 
 /// What the turn runs with, once every no-cost check passed.

@@ -646,3 +646,35 @@ fn the_redmine_key_is_masked_in_tool_output() {
         assert!(!text.contains(CANARY), "the LLM key leaked into {what}");
     }
 }
+
+#[test]
+fn scope_lists_the_saved_query_routed_and_claims_nothing() {
+    let _g = real_redmine!();
+    let ws = workspace(
+        "http://127.0.0.1:9/v1",
+        &format!("scope_query_id = {}", var("REDMINE_QUERY_ID")),
+    );
+    let order = seeded_order(
+        "REDMINE_QUERY_ORDER",
+        &format!("query_id={}", var("REDMINE_QUERY_ID")),
+    );
+    let before: Vec<usize> = order.iter().map(|&n| notes(&issue(n)).len()).collect();
+    let r = run(&ws, &["scope", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let listed: Vec<u64> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(listed, order, "scope keeps the query's order: {v}");
+    assert!(v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["source"] == "redmine"));
+    let after: Vec<usize> = order.iter().map(|&n| notes(&issue(n)).len()).collect();
+    assert_eq!(before, after, "scope writes nothing");
+    assert_eq!(status_name(&issue(order[0])), "New", "scope claims nothing");
+}

@@ -16,9 +16,9 @@ use std::time::{Duration, SystemTime};
 use anyhow::{anyhow, Context, Result};
 use tracing::{info, warn};
 
-use super::redmine::TakeError;
+pub use super::source::Claimed;
 use super::source::{BoxFuture, Claim, Picked, RouteFn, Scoped, Source, Want};
-use super::{Source as Kind, Task};
+use super::{Source as Kind, TakeError, Task};
 use crate::atomic;
 use crate::config::{is_name, InboxConfig};
 
@@ -28,17 +28,6 @@ pub const CLAIMED: &str = "claimed";
 pub const DONE: &str = "done";
 /// Files whose run did not complete, or that could not be parsed or routed.
 pub const FAILED: &str = "failed";
-
-/// A task file this run holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claimed {
-    /// The inbox directory.
-    pub dir: PathBuf,
-    /// The task id (the file's stem).
-    pub stem: String,
-    /// The claimed file, `claimed/<stem>--<run_id>.md`.
-    pub path: PathBuf,
-}
 
 /// Parses a task file's text; the error says what is wrong, for `failed/<stem>.error.txt`.
 pub fn parse(stem: &str, text: &str) -> Result<Task, String> {

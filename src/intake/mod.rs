@@ -6,6 +6,12 @@ pub mod inbox;
 pub mod redmine;
 pub mod source;
 
+use crate::config::{Config, SourceName};
+use crate::redmine::client::RedmineClient;
+use crate::routing::{self, Route};
+use inbox::Inbox;
+use redmine::RedmineSource;
+
 /// One task, whatever its source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Task {
@@ -41,4 +47,53 @@ impl Source {
             Source::Inbox => "inbox",
         }
     }
+}
+
+/// Why intake gave no task: the routing of the chosen task failed (an exit code of its
+/// own), or the source or the input did.
+#[derive(Debug)]
+pub enum TakeError {
+    /// `route` refused the chosen task.
+    Routing(anyhow::Error),
+    /// The source failed, or `--task-id` is wrong.
+    Intake(anyhow::Error),
+}
+
+impl From<anyhow::Error> for TakeError {
+    fn from(e: anyhow::Error) -> TakeError {
+        TakeError::Intake(e)
+    }
+}
+
+/// The configured sources in `[intake] order` (Redmine only with a client).
+pub fn sources<'a, R: 'a>(
+    cfg: &'a Config,
+    redmine: Option<&'a RedmineClient>,
+) -> Vec<Box<dyn source::Source<R> + 'a>> {
+    let mut out: Vec<Box<dyn source::Source<R> + 'a>> = Vec::new();
+    for name in &cfg.intake_order {
+        match name {
+            SourceName::Inbox => {
+                if let Some(cfg) = &cfg.inbox {
+                    out.push(Box::new(Inbox { cfg }));
+                }
+            }
+            SourceName::Redmine => {
+                if let (Some(client), Some(cfg)) = (redmine, &cfg.redmine) {
+                    out.push(Box::new(RedmineSource { client, cfg }));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Routes a task of a source; the error names the task as its source does.
+pub fn route(cfg: &Config, task: &Task) -> anyhow::Result<Route> {
+    routing::route(&cfg.models, task.class.as_deref()).map_err(|e| match task.source {
+        Source::Redmine => anyhow::anyhow!("routing Redmine issue #{}: {e}", task.id),
+        Source::Demo | Source::Inbox => {
+            anyhow::anyhow!("routing {} task {}: {e}", task.source.as_str(), task.id)
+        }
+    })
 }

@@ -40,21 +40,7 @@ pub enum Intake<R> {
     NothingInScope,
 }
 
-/// Why intake gave no task: the routing of the chosen issue failed (an exit code of its
-/// own), or Redmine or the input did.
-#[derive(Debug)]
-pub enum TakeError {
-    /// `route` refused the chosen issue; nothing was claimed.
-    Routing(anyhow::Error),
-    /// Redmine failed, or `--task-id` is wrong.
-    Intake(anyhow::Error),
-}
-
-impl From<anyhow::Error> for TakeError {
-    fn from(e: anyhow::Error) -> TakeError {
-        TakeError::Intake(e)
-    }
-}
+pub use super::TakeError;
 
 /// Chooses the issue this run works on. With `claim`, claims it ([`claim::claim`]) and keeps
 /// it only if this run's claim wins; a lost race moves on to the next issue. `route` is asked

@@ -1,17 +1,13 @@
-//! Intake stage: the one trait every task source implements ([`Source`]: take one task,
-//! claiming it; list the tasks in scope, claiming nothing), and the configured sources in
-//! `[intake] order`. A new tracker is one module that implements it. Orchestration only.
+//! Intake stage, PURE vocabulary: the one trait every task source implements ([`Source`]:
+//! take one task, claiming it; list the tasks in scope, claiming nothing) and the values it
+//! trades in. A new tracker is one module that implements it; `intake::sources` lists the
+//! configured ones in `[intake] order`.
 
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
-use super::inbox::{self, Inbox};
-use super::redmine::RedmineSource;
-pub use super::redmine::TakeError;
-use super::Task;
-use crate::config::{Config, SourceName};
-use crate::redmine::client::RedmineClient;
+use super::{TakeError, Task};
 
 /// A boxed future: the trait's methods are async and the sources sit in one list.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -40,7 +36,18 @@ pub enum Claim {
     /// A Redmine issue claimed by a note.
     Redmine(u64),
     /// An inbox file renamed into `claimed/`.
-    Inbox(inbox::Claimed),
+    Inbox(Claimed),
+}
+
+/// An inbox task file this run holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// The inbox directory.
+    pub dir: PathBuf,
+    /// The task id (the file's stem).
+    pub stem: String,
+    /// The claimed file, `claimed/<stem>--<run_id>.md`.
+    pub path: PathBuf,
 }
 
 /// The task a source chose, routed, and its claim.
@@ -78,27 +85,4 @@ pub trait Source<R> {
 
     /// The tasks in scope, each routed; nothing claimed, nothing moved.
     fn scope<'a>(&'a self, route: RouteFn<'a, R>) -> BoxFuture<'a, anyhow::Result<Vec<Scoped<R>>>>;
-}
-
-/// The configured sources in `[intake] order` (Redmine only with a client).
-pub fn sources<'a, R: 'a>(
-    cfg: &'a Config,
-    redmine: Option<&'a RedmineClient>,
-) -> Vec<Box<dyn Source<R> + 'a>> {
-    let mut out: Vec<Box<dyn Source<R> + 'a>> = Vec::new();
-    for name in &cfg.intake_order {
-        match name {
-            SourceName::Inbox => {
-                if let Some(cfg) = &cfg.inbox {
-                    out.push(Box::new(Inbox { cfg }));
-                }
-            }
-            SourceName::Redmine => {
-                if let (Some(client), Some(cfg)) = (redmine, &cfg.redmine) {
-                    out.push(Box::new(RedmineSource { client, cfg }));
-                }
-            }
-        }
-    }
-    out
 }
