@@ -46,6 +46,24 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Like [`write`] without the fsyncs: a reader still sees the old file or the new one,
+/// whole, but a crash may leave the old one (or, on some filesystems, an empty one). For
+/// files that are rewritten often and whose loss is harmless, such as metrics, where the
+/// fsyncs would cost far more CPU than the write itself.
+pub fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = parent_dir(path);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(&dir)
+        .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
+    tmp.write_all(bytes)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("cannot rename into {}", path.display()))?;
+    Ok(())
+}
+
 /// Like [`write`] but never replaces an existing file: `-2`, `-3`... are tried.
 pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
     let mut tmp = tempfile::Builder::new()
