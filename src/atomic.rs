@@ -31,19 +31,7 @@ pub fn remove_stale_temps(dir: &Path) {
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one, whole.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = parent_dir(path);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(&dir)
-        .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
-    tmp.write_all(bytes)
-        .and_then(|_| tmp.as_file().sync_all())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(path)
-        .map_err(|e| e.error)
-        .with_context(|| format!("cannot rename into {}", path.display()))?;
-    sync_dir(&dir);
-    Ok(())
+    put(path, bytes, /*durable*/ true)
 }
 
 /// Like [`write`] without the fsyncs: a reader still sees the old file or the new one,
@@ -51,16 +39,27 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
 /// files that are rewritten often and whose loss is harmless, such as metrics, where the
 /// fsyncs would cost far more CPU than the write itself.
 pub fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
+    put(path, bytes, /*durable*/ false)
+}
+
+fn put(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
     let dir = parent_dir(path);
     let mut tmp = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
         .tempfile_in(&dir)
         .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
     tmp.write_all(bytes)
+        .and_then(|_| match durable {
+            true => tmp.as_file().sync_all(),
+            false => Ok(()),
+        })
         .with_context(|| format!("cannot write {}", path.display()))?;
     tmp.persist(path)
         .map_err(|e| e.error)
         .with_context(|| format!("cannot rename into {}", path.display()))?;
+    if durable {
+        sync_dir(&dir);
+    }
     Ok(())
 }
 
