@@ -106,6 +106,14 @@ fn with_events_on_stdout_stdout_carries_only_events() {
     );
     assert!(ev[3]["text"].as_str().unwrap().contains("PLAN"), "{ev:?}");
     assert_eq!(completed(&ev)["stop_reason"], "dry_run");
+
+    // With a file, the PLAN goes to stdout and into the stream.
+    let run = ws.run(&["once", "--demo", "--dry-run", "--events", "events.jsonl"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("PLAN"), "{}", run.stdout);
+    let ev = read_events(&ws);
+    assert_eq!(ev[3]["text"].as_str().unwrap(), run.stdout);
+    assert_eq!(completed(&ev)["stop_reason"], "dry_run");
 }
 
 #[test]

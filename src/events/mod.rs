@@ -120,7 +120,7 @@ pub enum Event {
         /// Why it was denied or invalid.
         reason: Option<String>,
     },
-    /// `--dry-run` with `--events -`: the PLAN, which would otherwise go to stdout.
+    /// `--dry-run`: the PLAN (with `--events -`, the only place it goes).
     #[serde(rename = "plan")]
     Plan {
         /// The PLAN text.
@@ -380,14 +380,13 @@ impl Events {
     }
 
     /// Prints a result on stdout (the PLAN, the REPORT path) unless stdout carries the
-    /// events; then `as_event` carries it, if anything should.
+    /// events, and writes `as_event` (the PLAN's `plan`) to the stream either way.
     pub fn result(&self, text: &str, as_event: Option<Event>) {
-        if self.owns_stdout() {
-            if let Some(e) = as_event {
-                self.emit(e);
-            }
-        } else {
+        if !self.owns_stdout() {
             crate::emit(text);
+        }
+        if let Some(e) = as_event {
+            self.emit(e);
         }
     }
 
