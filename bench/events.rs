@@ -6,7 +6,8 @@
 //! task.taken, route, report.written, run.completed and one textfile update (read, render,
 //! atomic write with fsync, under its flock).
 //!
-//! `cargo bench --bench events`; exits 1 when the worst case (a one-round run) is over budget.
+//! `cargo bench --bench events`; exits 1 when a round is over budget. Under `cargo test`
+//! (no `--bench` argument, a debug build) it only runs a few iterations and judges nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -65,10 +66,13 @@ fn main() {
     let mut redactor = Redactor::default();
     redactor.add(&Secret::new("sk-bench-0123456789abcdef"));
 
+    let measuring = std::env::args().any(|a| a == "--bench");
+    let scale = if measuring { 1 } else { 100 };
+
     // Per round: many rounds into one stream.
     let events = Events::open(Some(&dir.path().join("rounds.jsonl")), "once").unwrap();
     events.mask_with(&redactor);
-    let rounds = 20_000u32;
+    let rounds = 20_000u32 / scale;
     for n in 1..=200 {
         round(&events, n);
     }
@@ -80,7 +84,7 @@ fn main() {
 
     // Per run: the run's own events and the textfile update, many runs into one textfile.
     let textfile = dir.path().join("harness.prom");
-    let runs = 500u32;
+    let runs = 500u32 / scale;
     let t0 = cpu();
     for i in 0..runs {
         let events = Events::open(Some(&dir.path().join("runs.jsonl")), "once").unwrap();
@@ -162,7 +166,7 @@ fn main() {
         "PER ROUND (the budget): {:.1} us of {budget_us} us",
         us(per_round)
     );
-    if us(per_round) > budget_us {
+    if measuring && us(per_round) > budget_us {
         println!("OVER BUDGET");
         std::process::exit(1);
     }

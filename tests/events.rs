@@ -314,3 +314,42 @@ fn the_schema_is_strict_enough_to_catch_a_wrong_event() {
         &json!({"type": "tool.exploded", "ts": "2026-12-01T10:00:00.000Z", "run_id": "r"})
     ));
 }
+
+#[test]
+fn a_second_signal_still_ends_the_stream_with_the_exit_code() {
+    let llm = Llm::start(&json!([
+        {"type": "tool_call", "id": "c1", "command": "sleep 30", "content": "Waiting."},
+        text("never reached"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replacen("allow = [", "allow = [\"sleep *\", ", 1)
+    });
+    let path = ws.path().join("events.jsonl");
+    let mut child = ws
+        .command(&["once", "--demo", "--events", "events.jsonl"])
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .contains("\"tool.started\"")
+    {
+        assert!(start.elapsed() < Duration::from_secs(20), "no tool.started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SIGINT, then SIGTERM at once: whether the second one lands before the run ends (an
+    // immediate exit, 143) or after (the graceful 130), the stream ends with one
+    // run.completed carrying the process's own exit code.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let status = child.wait().unwrap();
+    let code = status.code().unwrap();
+    assert!(code == 143 || code == 130, "{status:?}");
+    let ev = read_events(&ws);
+    assert_eq!(completed(&ev)["exit_code"], code);
+    assert_eq!(completed(&ev)["stop_reason"], "interrupted");
+}
