@@ -353,3 +353,100 @@ fn a_second_signal_still_ends_the_stream_with_the_exit_code() {
     assert_eq!(completed(&ev)["exit_code"], code);
     assert_eq!(completed(&ev)["stop_reason"], "interrupted");
 }
+
+/// One of every event type, each checked against the schema. The match has no `_` arm, so a
+/// new event type does not compile until it is added here (and so to the schema).
+#[test]
+fn every_event_type_is_in_the_schema() {
+    use harness::events::{line, Event, Verdict};
+    use harness::llm::wire::Usage;
+    let s = || "x".to_string();
+    let all = vec![
+        Event::RunStarted {
+            version: s(),
+            command: s(),
+            pid: 1,
+        },
+        Event::TaskTaken {
+            task_id: s(),
+            source: "inbox".into(),
+            subject: s(),
+            class: None,
+        },
+        Event::Route {
+            class: Some(s()),
+            tier: s(),
+            models: vec![s()],
+        },
+        Event::RoundStarted {
+            round: 1,
+            max_rounds: 2,
+            model: s(),
+        },
+        Event::RoundCompleted {
+            round: 1,
+            model: s(),
+            usage: Usage::default(),
+            cost_usd: None,
+            latency_ms: 3,
+            retries: 0,
+            tool_calls: 1,
+        },
+        Event::ToolStarted {
+            round: 1,
+            call_id: s(),
+            tool: s(),
+            command: None,
+        },
+        Event::ToolCompleted {
+            round: 1,
+            call_id: s(),
+            verdict: Verdict::Invalid,
+            exit: None,
+            ending: None,
+            bytes: 0,
+            reason: Some(s()),
+        },
+        Event::Plan { text: s() },
+        Event::ReportWritten {
+            path: s(),
+            stop_reason: "budget".into(),
+            rounds: 0,
+            total_tokens: 0,
+            cost_usd: Some(0.5),
+        },
+        Event::WritebackCompleted {
+            target: "redmine".into(),
+            task_id: s(),
+            ok: false,
+            error: Some(s()),
+        },
+        Event::RunCompleted {
+            exit_code: 2,
+            stop_reason: "intake_error".into(),
+            report: None,
+            error: Some(s()),
+            duration_ms: 5,
+        },
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for e in &all {
+        seen.insert(match e {
+            Event::RunStarted { .. } => 0,
+            Event::TaskTaken { .. } => 1,
+            Event::Route { .. } => 2,
+            Event::RoundStarted { .. } => 3,
+            Event::RoundCompleted { .. } => 4,
+            Event::ToolStarted { .. } => 5,
+            Event::ToolCompleted { .. } => 6,
+            Event::Plan { .. } => 7,
+            Event::ReportWritten { .. } => 8,
+            Event::WritebackCompleted { .. } => 9,
+            Event::RunCompleted { .. } => 10,
+        });
+        let text = line(e, "run-1", chrono::Utc::now(), &Default::default());
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(common::stream::is_valid(&v), "{text}");
+    }
+    assert_eq!(seen.len(), all.len(), "one of each type");
+}
