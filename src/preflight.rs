@@ -24,8 +24,8 @@ pub struct Check {
     pub outcome: anyhow::Result<String>,
 }
 
-/// The local checks of `cfg` (no network, no key): the report dir, and with the bash tool its
-/// work root and write roots; with `record`, the `--record` target.
+/// The local checks of `cfg` (no network, no key): the report dir, the inbox dir, and with
+/// the bash tool its work root and write roots; with `record`, the `--record` target.
 pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
     let mut checks = vec![Check {
         what: "report dir",
@@ -33,6 +33,21 @@ pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
         outcome: report_dir(&cfg.report_dir)
             .map(|()| format!("{} is writable", cfg.report_dir.display())),
     }];
+    if let Some(inbox) = &cfg.inbox {
+        checks.push(Check {
+            what: "inbox dir",
+            stage: Stage::Config,
+            outcome: if inbox.dir.is_dir() {
+                Ok(format!("{} is a directory", inbox.dir.display()))
+            } else {
+                Err(anyhow!(
+                    "[inbox].dir {} is not a directory (config {})",
+                    inbox.dir.display(),
+                    cfg.path.display()
+                ))
+            },
+        });
+    }
     if cfg.bash.enabled {
         let is_dir = |what: &'static str, key: &str, dir: &Path| Check {
             what,

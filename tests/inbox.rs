@@ -270,3 +270,27 @@ fn intake_order_decides_between_inbox_and_redmine() {
         run.stderr
     );
 }
+
+#[test]
+fn a_missing_inbox_dir_is_a_config_error_before_any_request_and_check_shows_it() {
+    let llm = Llm::start(&json!([text("never")]));
+    let ws = Workspace::new(&llm.base_url(), with_inbox);
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("[inbox].dir") && run.stderr.contains("is not a directory"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(llm.state()["connections"], 0);
+    let run = ws.run(&["check"]);
+    assert!(run.stdout.contains("inbox dir"), "{run:?}");
+    std::fs::create_dir(ws.path().join("inbox")).unwrap();
+    let run = ws.run(&["check"]);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.contains("inbox dir") && l.contains("is a directory")),
+        "{run:?}"
+    );
+}
