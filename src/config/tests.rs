@@ -321,3 +321,41 @@ fn sandbox_keys_default_and_validate() {
         ]
     );
 }
+
+#[test]
+fn inbox_intake_order_and_metrics_are_validated_by_key() {
+    const REDMINE: &str = "[redmine]\nurl = \"http://127.0.0.1:3000\"\nkey_ref = \"env:K\"\nscope_query = \"status_id=open\"\n";
+    let c = parse(
+        &format!("{MINIMAL}\n[inbox]\ndir = \"in\"\n[metrics]\ntextfile = \"m/h.prom\"\n{REDMINE}"),
+        Path::new("/etc/h/harness.toml"),
+    )
+    .unwrap();
+    assert_eq!(
+        c.inbox,
+        Some(InboxConfig {
+            dir: PathBuf::from("/etc/h/in"),
+            stale_after_mins: 120
+        })
+    );
+    assert_eq!(c.metrics_textfile, Some(PathBuf::from("/etc/h/m/h.prom")));
+    assert_eq!(c.intake_order, [SourceName::Inbox, SourceName::Redmine]);
+    let c = parse(
+        &format!("{MINIMAL}\n[inbox]\ndir = \"in\"\n[intake]\norder = [\"redmine\", \"inbox\"]\n{REDMINE}"),
+        Path::new("/etc/h/harness.toml"),
+    )
+    .unwrap();
+    assert_eq!(c.intake_order, [SourceName::Redmine, SourceName::Inbox]);
+    assert_eq!(
+        problems(&format!(
+            "{MINIMAL}\n[inbox]\nstale_after_mins = 0\n[metrics]\ntextfile = \"h.txt\"\n[intake]\norder = [\"inbox\", \"inbox\", \"jira\"]\n{REDMINE}"
+        )),
+        vec![
+            "[metrics].textfile: must end in .prom (node_exporter reads only those), got \"h.txt\"",
+            "[inbox].dir: is required when [inbox] is present",
+            "[inbox].stale_after_mins: must be between 1 and 525600, got 0",
+            "[intake].order: names \"inbox\" twice",
+            "[intake].order: unknown source \"jira\" (the sources are \"inbox\" and \"redmine\")",
+            "[intake].order: leaves out \"redmine\", which is configured",
+        ]
+    );
+}
