@@ -160,6 +160,7 @@ async fn once(
             sandbox,
             redactor.clone(),
         )
+        .and_then(|b| b.with_files(&cfg.files))
     });
     let bash = match bash.transpose().stage(Stage::Config) {
         Ok(b) => b,
@@ -178,7 +179,7 @@ async fn once(
     );
 
     // turn
-    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.is_some());
+    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.as_ref());
     let limits = turn::Limits {
         max_rounds: cfg.max_rounds,
         budget: cfg.budget,
@@ -490,8 +491,13 @@ fn plan(
             gate::Verdict::Allow => "allow",
             gate::Verdict::Deny => "deny",
         };
+        let files = if cfg.files.enabled {
+            ", read_file write_file edit_file (jailed in the work root)"
+        } else {
+            ""
+        };
         format!(
-            "bash (allow={} deny={} default={default} timeout={}s)",
+            "bash (allow={} deny={} default={default} timeout={}s){files}",
             cfg.bash.policy.allow.len(),
             cfg.bash.policy.deny.len(),
             cfg.bash.timeout.as_secs()

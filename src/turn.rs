@@ -16,7 +16,7 @@ use crate::config::{BudgetConfig, ModelPrice};
 use crate::intake::Task;
 use crate::llm::cassette::Recorded;
 pub use crate::llm::preflight::SkippedModel;
-use crate::llm::wire::{bash_tool_spec, ChatRequest, Message, Usage};
+use crate::llm::wire::{ChatRequest, Message, Usage};
 use crate::llm::{Backend, LlmError, LlmErrorKind};
 use crate::routing::Route;
 use crate::signals::Interrupt;
@@ -170,12 +170,11 @@ pub struct Turn {
 }
 
 /// The system prompt: what the harness is, the bound, the tool contract, the REPORT.
-pub fn system_prompt(vertical: &str, max_rounds: u32, tools: bool) -> String {
-    let tool_text = if tools {
-        "You have one tool, `bash`, which runs a single command line in the task's working directory and returns its output and exit status. Commands are checked against an allow-list; a denied command is not run and you get the reason instead. Prefer small, read-only commands."
-    } else {
-        "You have no tools in this turn: answer from the task text alone."
-    };
+pub fn system_prompt(vertical: &str, max_rounds: u32, tools: Option<&BashTool>) -> String {
+    let tool_text = tools.map_or(
+        "You have no tools in this turn: answer from the task text alone.",
+        BashTool::contract,
+    );
     format!(
         "You are an agent run by `harness` for the \"{vertical}\" vertical. You get ONE bounded turn of at most {max_rounds} model rounds to work on the task below. {tool_text} When you are done, reply with your final answer in Markdown and no tool call: that reply is saved verbatim as the task's REPORT, so make it complete and self-contained."
     )
@@ -195,7 +194,7 @@ pub async fn run(
     interrupt: &Interrupt,
 ) -> Turn {
     let max_rounds = limits.max_rounds;
-    let tool_specs = [bash_tool_spec()];
+    let tool_specs = bash.map(BashTool::specs).unwrap_or_default();
     let mut messages = vec![
         Message::System { content: system },
         Message::User {

@@ -96,6 +96,15 @@ pub(super) enum RawTier {
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawTools {
     pub(super) bash: Option<RawBash>,
+    pub(super) files: Option<RawFiles>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawFiles {
+    pub(super) enabled: Option<bool>,
+    pub(super) max_read_bytes: Option<i64>,
+    pub(super) max_write_bytes: Option<i64>,
+    pub(super) protect: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
