@@ -273,9 +273,10 @@ impl FileTools {
             "created"
         };
         let lines = a.content.lines().count();
+        let s = if lines == 1 { "" } else { "s" };
         Ok((
             format!(
-                "{verb} {:?}: {} bytes, {lines} lines",
+                "{verb} {:?}: {} bytes, {lines} line{s}",
                 target.rel,
                 a.content.len()
             ),

@@ -41,7 +41,8 @@ pub fn read(
             if line_no == 0 {
                 text.push_str("[empty file]");
             } else {
-                text.push_str(&format!("[end of file: {line_no} lines]"));
+                let s = if line_no == 1 { "" } else { "s" };
+                text.push_str(&format!("[end of file: {line_no} line{s}]"));
             }
             return Ok(Ok(Page { text, shown }));
         };
