@@ -12,6 +12,7 @@ pub mod config;
 pub mod exit;
 pub mod intake;
 pub mod llm;
+pub mod prompt;
 pub mod report;
 pub mod routing;
 pub mod secrets;
@@ -180,6 +181,7 @@ async fn once(
 
     // turn
     let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.as_ref());
+    let system = prompt::with_project_instructions(system, &cfg.work_root, &cfg.prompt, redactor);
     let limits = turn::Limits {
         max_rounds: cfg.max_rounds,
         budget: cfg.budget,

@@ -143,3 +143,36 @@ fn without_the_section_the_file_tools_are_not_offered() {
     );
     assert!(!ws.path().join("work/x.txt").exists());
 }
+
+#[test]
+fn agents_md_at_the_work_root_reaches_the_system_prompt_capped_and_masked() {
+    let llm = Llm::start(&json!([text("ok")]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        format!("{c}\n[prompt]\nagents_max_bytes = 60\n")
+    });
+    let agents = format!(
+        "Run `make test` before you finish.\nkey {CANARY}\n{}",
+        "x".repeat(100)
+    );
+    std::fs::write(ws.path().join("work/AGENTS.md"), &agents).unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let system = llm.chat_bodies()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        system.contains("from AGENTS.md at the root of the working directory (follow them where they bear on the task):\n\nRun `make test` before you finish.\nkey\n[AGENTS.md cut: 39 of"),
+        "{system}"
+    );
+    assert!(
+        system.ends_with(&format!(
+            "[AGENTS.md cut: 39 of {} bytes shown]",
+            agents.len()
+        )),
+        "{system}"
+    );
+    // The cap fell inside the key: not even its first half reaches the model.
+    assert!(!system.contains("sk-canary"));
+    assert!(run.stderr.contains("prompt: AGENTS.md ("), "{}", run.stderr);
+}

@@ -46,6 +46,8 @@ pub struct Config {
     pub bash: BashConfig,
     /// `[tools.files]`: the in-process file tools.
     pub files: FilesConfig,
+    /// `[prompt]`: what goes into the system prompt besides harness's own text.
+    pub prompt: PromptConfig,
     /// The issue `--demo` runs.
     pub demo: DemoConfig,
 }
@@ -165,6 +167,22 @@ impl Default for FilesConfig {
             max_read_bytes: 65_536,
             max_write_bytes: 1_048_576,
             protect: Vec::new(),
+        }
+    }
+}
+
+/// `[prompt]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PromptConfig {
+    /// Bytes of the work root's `AGENTS.md` put into the system prompt; a longer file is cut
+    /// and says so; 0 leaves it out (default 16384).
+    pub agents_max_bytes: usize,
+}
+
+impl Default for PromptConfig {
+    fn default() -> Self {
+        PromptConfig {
+            agents_max_bytes: 16_384,
         }
     }
 }

@@ -19,6 +19,12 @@ pub(super) struct RawConfig {
     pub(super) tools: Option<RawTools>,
     pub(super) demo: Option<RawDemo>,
     pub(super) budget: Option<RawBudget>,
+    pub(super) prompt: Option<RawPrompt>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawPrompt {
+    pub(super) agents_max_bytes: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

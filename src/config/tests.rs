@@ -355,3 +355,22 @@ fn file_tool_keys_default_and_validate() {
         ]
     );
 }
+
+#[test]
+fn prompt_keys_default_and_validate() {
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.prompt.agents_max_bytes, 16_384);
+    let text = format!("{MINIMAL}\n[prompt]\nagents_max_bytes = 0\n");
+    assert_eq!(
+        parse(&text, Path::new("/etc/h/harness.toml"))
+            .unwrap()
+            .prompt
+            .agents_max_bytes,
+        0
+    );
+    let text = format!("{MINIMAL}\n[prompt]\nagents_max_bytes = -1\n");
+    assert_eq!(
+        problems(&text),
+        vec!["[prompt].agents_max_bytes: must be between 0 and 1048576, got -1".to_string()]
+    );
+}

@@ -121,6 +121,15 @@ impl Validator {
             );
         }
         let demo = self.demo(raw.demo.unwrap_or_default());
+        let prompt = PromptConfig {
+            agents_max_bytes: self.int_in(
+                "[prompt].agents_max_bytes",
+                raw.prompt.unwrap_or_default().agents_max_bytes,
+                PromptConfig::default().agents_max_bytes as i64,
+                0,
+                1024 * 1024,
+            ) as usize,
+        };
         Config {
             path: path.to_path_buf(),
             vertical,
@@ -134,6 +143,7 @@ impl Validator {
             budget,
             bash,
             files,
+            prompt,
             demo,
         }
     }

@@ -221,6 +221,7 @@ impl BashTool {
                 config.clone(),
                 &self.work_root,
                 self.config.policy.clone(),
+                self.redactor.clone(),
             )?;
             self.files = Some(tools);
         }

@@ -47,8 +47,6 @@ pub struct Opened {
     pub file: File,
     /// Relative to the root, symlinks resolved.
     pub rel: String,
-    /// `st_mode & 0o7777`.
-    pub mode: u32,
 }
 
 /// Where a write goes: the directory (opened without following symlinks) and the name in it.
@@ -57,7 +55,8 @@ pub struct Target {
     name: CString,
     /// Relative to the root, symlinks resolved.
     pub rel: String,
-    /// The mode of the file it replaces, if it exists.
+    /// The permission bits (`0o777`; never setuid/setgid/sticky) of the file it replaces,
+    /// if it exists.
     pub existing_mode: Option<u32>,
 }
 
@@ -101,12 +100,7 @@ impl Jail {
         if !meta.is_file() {
             return Err(format!("{path:?} is not a regular file"));
         }
-        use std::os::unix::fs::PermissionsExt;
-        Ok(Opened {
-            file,
-            rel: real,
-            mode: meta.permissions().mode() & 0o7777,
-        })
+        Ok(Opened { file, rel: real })
     }
 
     /// Resolves where a write to `path` lands, creating missing parent directories beneath
@@ -130,7 +124,7 @@ impl Jail {
                 use std::os::unix::fs::PermissionsExt;
                 (
                     self.rel_of(fd.as_fd(), path)?,
-                    Some(meta.permissions().mode() & 0o7777),
+                    Some(meta.permissions().mode() & 0o777),
                 )
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
@@ -338,6 +332,35 @@ impl Jail {
         }
         None
     }
+}
+
+/// Reads at most `cap` bytes of the regular file `rel` beneath `root`, resolved by the kernel
+/// as the file tools' paths are (a symlink out is refused). Returns the bytes and the file's
+/// full size, or `None` when it does not exist. For files harness reads on its own account,
+/// such as the project's `AGENTS.md`.
+pub fn read_beneath(root: &Path, rel: &str, cap: usize) -> Result<Option<(Vec<u8>, u64)>, String> {
+    let dir = File::open(root).map_err(|e| format!("cannot open {} ({e})", root.display()))?;
+    let fd = match openat2(
+        dir.as_fd(),
+        Path::new(rel),
+        libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK,
+        0,
+        libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+    ) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+        Err(e) => return Err(refusal(rel, &e)),
+    };
+    let file = File::from(fd);
+    let size = match file.metadata() {
+        Ok(m) if m.is_file() => m.len(),
+        Ok(_) => return Err(format!("{rel:?} is not a regular file")),
+        Err(e) => return Err(format!("{rel:?} cannot be read ({e})")),
+    };
+    let mut data = Vec::new();
+    io::Read::read_to_end(&mut io::Read::take(&file, cap as u64), &mut data)
+        .map_err(|e| format!("{rel:?} cannot be read ({e})"))?;
+    Ok(Some((data, size)))
 }
 
 /// Lexical first line: a relative, non-empty path. `..` is left to the kernel, which refuses

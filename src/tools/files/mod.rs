@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::FilesConfig;
+use crate::secrets::Redactor;
 use crate::tools::gate::Policy;
 use jail::Jail;
 
@@ -34,6 +35,8 @@ const BINARY_SNIFF: usize = 8000;
 pub struct FileTools {
     config: FilesConfig,
     jail: Jail,
+    /// Only to cut a long line where no half of a secret is left; the caller masks results.
+    redactor: Redactor,
     /// Resolved path -> hash of its content when the model last read or wrote it: an edit of
     /// a file changed since (by a bash command, say) is refused.
     seen: Mutex<HashMap<String, u64>>,
@@ -150,11 +153,17 @@ fn path_of(arguments: &str) -> String {
 impl FileTools {
     /// Opens the jail at `work_root`. `policy` is the bash tool's: a directory its path rules
     /// run programs from is not writable here either.
-    pub fn open(config: FilesConfig, work_root: &Path, policy: Policy) -> anyhow::Result<Self> {
+    pub fn open(
+        config: FilesConfig,
+        work_root: &Path,
+        policy: Policy,
+        redactor: Redactor,
+    ) -> anyhow::Result<Self> {
         let jail = Jail::open(work_root, config.protect.clone(), policy)?;
         Ok(FileTools {
             config,
             jail,
+            redactor,
             seen: Mutex::new(HashMap::new()),
         })
     }
@@ -226,7 +235,9 @@ impl FileTools {
         let mut opened = self.jail.open_read(&a.path)?;
         let size = opened.file.metadata().map(|m| m.len()).unwrap_or(0);
         let offset = a.offset.unwrap_or(1);
+        let limit = a.limit.filter(|&l| l > 0);
         let max = self.config.max_read_bytes;
+        let dangling = |s: &str| self.redactor.dangling_prefix_len(s);
         let page = if size <= self.config.max_write_bytes as u64 {
             let data = self.slurp(&mut opened)?;
             if data[..data.len().min(BINARY_SNIFF)].contains(&0) {
@@ -234,14 +245,14 @@ impl FileTools {
             }
             // Only a file read whole can be compared later; larger ones cannot be edited.
             self.remember(&opened.rel, content_hash(&data));
-            page::read(&data[..], offset, a.limit, max)
+            page::read(&data[..], offset, limit, max, &dangling)
         } else {
             let mut reader = std::io::BufReader::new(&opened.file);
             let head = std::io::BufRead::fill_buf(&mut reader).map_err(|e| e.to_string())?;
             if head[..head.len().min(BINARY_SNIFF)].contains(&0) {
                 return Err(binary(&opened.rel, size));
             }
-            page::read(reader, offset, a.limit, max)
+            page::read(reader, offset, limit, max, &dangling)
         };
         let page = page.map_err(|e| format!("{:?} cannot be read ({e})", opened.rel))??;
         let lines = if page.shown == 1 { "line" } else { "lines" };

@@ -16,13 +16,16 @@ pub struct Page {
 }
 
 /// Reads up to `max_bytes` of text starting at 1-based line `offset`, at most `limit` lines.
-/// A line longer than the whole page is cut and says so. `Err` (outer) is an I/O failure;
-/// `Ok(Err)` is a refusal for the model (past the end, not text).
+/// A line longer than the whole page is cut and says so; `dangling` tells how many bytes at
+/// the end of a cut line may be the first half of a secret (they are dropped too, so the
+/// redactor still sees no part of it). `Err` (outer) is an I/O failure; `Ok(Err)` is a
+/// refusal for the model (past the end, not text).
 pub fn read(
     mut reader: impl BufRead,
     offset: u64,
     limit: Option<u64>,
     max_bytes: usize,
+    dangling: &dyn Fn(&str) -> usize,
 ) -> io::Result<Result<Page, String>> {
     let offset = offset.max(1);
     let mut line_no = 0u64;
@@ -71,18 +74,16 @@ pub fn read(
             ));
             return Ok(Ok(Page { text, shown }));
         }
-        if full_len > buf.len() as u64 {
-            let cut = full_len - buf.len() as u64;
-            text.push_str(&format!(
-                "{line_no:>6}\t{line} [... line cut: {cut} more bytes]\n"
-            ));
-        } else if text.len() + rendered.len() > max_bytes {
-            let room = max_bytes.saturating_sub(text.len()).min(line.len());
-            let mut end = room;
+        if full_len > buf.len() as u64 || text.len() + rendered.len() > max_bytes {
+            let mut end = max_bytes.saturating_sub(text.len()).min(line.len());
             while !line.is_char_boundary(end) {
                 end -= 1;
             }
-            let cut = line.len() - end;
+            end -= dangling(&line[..end]);
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            let cut = full_len - end as u64;
             text.push_str(&format!(
                 "{line_no:>6}\t{} [... line cut: {cut} more bytes]\n",
                 &line[..end]
@@ -134,7 +135,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn page(text: &str, offset: u64, limit: Option<u64>, max: usize) -> Result<String, String> {
-        read(text.as_bytes(), offset, limit, max)
+        read(text.as_bytes(), offset, limit, max, &|_| 0)
             .unwrap()
             .map(|p| p.text)
     }
@@ -173,9 +174,26 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_never_leaves_the_first_half_of_a_secret() {
+        let text = format!("{}sk-secret-value\n", "a".repeat(40));
+        let half = |s: &str| if s.ends_with("sk-se") { 5 } else { 0 };
+        let p = read(text.as_bytes(), 1, None, 45, &half)
+            .unwrap()
+            .unwrap()
+            .text;
+        assert!(
+            p.starts_with(&format!(
+                "     1\t{} [... line cut: 16 more bytes]",
+                "a".repeat(40)
+            )),
+            "{p}"
+        );
+    }
+
+    #[test]
     fn refuses_binary_and_past_the_end() {
         assert!(page("a\0b\n", 1, None, 100).unwrap_err().contains("binary"));
-        assert!(read(&b"\xff\xfe\n"[..], 1, None, 100)
+        assert!(read(&b"\xff\xfe\n"[..], 1, None, 100, &|_| 0)
             .unwrap()
             .unwrap_err()
             .contains("not UTF-8"));

@@ -37,7 +37,7 @@ fn setup(protect: &[&str]) -> Setup {
         protect: protect.iter().map(|s| s.to_string()).collect(),
         ..FilesConfig::default()
     };
-    let tools = FileTools::open(config, &work, policy).unwrap();
+    let tools = FileTools::open(config, &work, policy, Redactor::default()).unwrap();
     Setup {
         _dir: dir,
         work,
