@@ -240,7 +240,7 @@ impl BashTool {
     /// The system prompt's sentence about the tools.
     pub fn contract(&self) -> &'static str {
         if self.files.is_some() {
-            "You have tools: `bash` runs a single command line in the task's working directory and returns its output and exit status; commands are checked against an allow-list, and a denied command is not run and you get the reason instead. `read_file`, `write_file` and `edit_file` read and change files under the working directory (paths relative to it; dotfiles, .git and build files are off limits). Prefer the file tools for reading and changing files, and small, read-only commands."
+            "You have tools: `bash` runs a single command line in the task's working directory and returns its output and exit status; commands are checked against an allow-list, and a denied command is not run and you get the reason instead. `read_file`, `write_file` and `edit_file` read and change files under the working directory (paths relative to it; dotfiles and .git are off limits, build files are read-only). Prefer the file tools for reading and changing files, and small, read-only commands."
         } else {
             "You have one tool, `bash`, which runs a single command line in the task's working directory and returns its output and exit status. Commands are checked against an allow-list; a denied command is not run and you get the reason instead. Prefer small, read-only commands."
         }

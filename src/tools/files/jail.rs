@@ -394,7 +394,7 @@ fn relative(path: &str, root_real: &Path) -> Result<PathBuf, String> {
 fn refusal(path: &str, e: &io::Error) -> String {
     match e.raw_os_error() {
         Some(libc::EXDEV) => format!(
-            "{path:?} leads outside the work root (through `..` or a symlink); refused by the kernel"
+            "{path:?} leads outside the work root (through `..`, or a symlink that is absolute or points out); refused by the kernel"
         ),
         Some(libc::ELOOP) => format!(
             "{path:?} goes through a symlink that is not allowed here (a /proc magic link, or a directory swapped for a symlink); refused"

@@ -103,10 +103,6 @@ fn ambiguous(n: usize, level: Level) -> String {
     )
 }
 
-fn line_of(text: &str, byte: usize) -> usize {
-    text[..byte].matches('\n').count() + 1
-}
-
 fn exact(
     text: &str,
     old: &str,
@@ -115,26 +111,38 @@ fn exact(
     level: Level,
 ) -> Result<Option<Edit>, String> {
     // Overlapping starts count for uniqueness: "aa" in "aaa" is two places.
-    let starts: Vec<usize> = text
-        .char_indices()
-        .map(|(i, _)| i)
-        .filter(|&i| text[i..].starts_with(old))
-        .collect();
-    match starts.len() {
-        0 => Ok(None),
-        n if n > 1 && !replace_all => Err(ambiguous(n, level)),
-        _ => {
-            let lines = text
-                .match_indices(old)
-                .map(|(i, _)| line_of(text, i))
-                .collect();
-            Ok(Some(Edit {
-                text: text.replace(old, new),
-                level,
-                lines,
-            }))
+    let next_start = |from: usize| {
+        let step = text[from..].chars().next().map_or(1, char::len_utf8);
+        text.get(from + step..)
+            .and_then(|rest| rest.find(old))
+            .map(|i| i + from + step)
+    };
+    let Some(first) = text.find(old) else {
+        return Ok(None);
+    };
+    if !replace_all {
+        if let Some(second) = next_start(first) {
+            let mut n = 2;
+            let mut at = second;
+            while let Some(next) = next_start(at) {
+                n += 1;
+                at = next;
+            }
+            return Err(ambiguous(n, level));
         }
     }
+    let mut lines = Vec::new();
+    let (mut line, mut counted) = (1, 0);
+    for (i, _) in text.match_indices(old) {
+        line += text[counted..i].matches('\n').count();
+        counted = i;
+        lines.push(line);
+    }
+    Ok(Some(Edit {
+        text: text.replace(old, new),
+        level,
+        lines,
+    }))
 }
 
 /// One line of the file: byte range of its text, without the line ending.
