@@ -364,3 +364,54 @@ fn protect_globs() {
     assert!(m("src/**/gen.rs", "src/gen.rs"));
     assert!(m("a?c/d", "abc/d/e"));
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Path pieces that reach every corner of the jail: `..`, links out and into `.git`,
+    /// absolute starts, dotfiles, protected and build files.
+    const PIECES: &[&str] = &[
+        "..", ".", "a", "out-dir", "out-file", "to-git", "dangling", ".git", ".env", "Makefile",
+        "scripts", "secrets", "", "/", "victim", "config",
+    ];
+
+    fn path() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(PIECES), 1..5).prop_map(|v| v.join("/"))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn no_path_writes_outside_or_into_protected_places(
+            calls in prop::collection::vec((0..3usize, path()), 1..8)
+        ) {
+            let s = setup(&["secrets"]);
+            symlink(&s.outside, s.work.join("out-dir")).unwrap();
+            symlink(s.outside.join("victim"), s.work.join("out-file")).unwrap();
+            symlink(".git", s.work.join("to-git")).unwrap();
+            symlink("../outside/new", s.work.join("dangling")).unwrap();
+            for (tool, p) in calls {
+                let args = match tool {
+                    0 => write(&p),
+                    1 => edit(&p, "untouched", "pwned"),
+                    _ => read(&p),
+                };
+                let c = s.call(["write_file", "edit_file", "read_file"][tool], args);
+                if let Ok(summary) = &c.outcome {
+                    // Whatever succeeded stayed inside, away from protected places.
+                    let rel = c.result.split('"').nth(1).unwrap_or("").to_string();
+                    prop_assert!(tool == 2 || !rel.starts_with('.'), "{p}: {summary} {}", c.result);
+                }
+            }
+            s.outside_untouched();
+            prop_assert_eq!(fs::read_to_string(s.work.join(".git/config")).unwrap(), "[core]\n");
+            prop_assert_eq!(fs::read_to_string(s.work.join(".env")).unwrap(), "KEY=1\n");
+            prop_assert_eq!(fs::read_to_string(s.work.join("Makefile")).unwrap(), "all:\n");
+            // A file named `scripts` is fine; nothing may land under the path rule's directory.
+            prop_assert!(!s.work.join("scripts").is_dir() && !s.work.join("secrets").exists());
+            prop_assert!(!s.work.join(".git/victim").exists() && !s.work.join(".git/a").exists());
+        }
+    }
+}
