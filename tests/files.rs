@@ -176,3 +176,19 @@ fn agents_md_at_the_work_root_reaches_the_system_prompt_capped_and_masked() {
     assert!(!system.contains("sk-canary"));
     assert!(run.stderr.contains("prompt: AGENTS.md ("), "{}", run.stderr);
 }
+
+#[test]
+fn the_plan_names_the_file_tools() {
+    let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
+        format!("{c}\n[tools.files]\nenabled = true\n")
+    });
+    let run = ws.run(&["once", "--dry-run", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains(
+            "  tools: bash (allow=8 deny=1 default=deny timeout=10s), read_file write_file edit_file (jailed in the work root)\n"
+        ),
+        "{}",
+        run.stdout
+    );
+}
