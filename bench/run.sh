@@ -162,7 +162,9 @@ edit_script() {
   echo "{\"loop\":true,\"steps\":[${steps}{\"type\":\"text\",\"content\":\"done after $n edits\"}]}"
 }
 seq -f 'line-%g' 50 >"$WORK/seed-small.txt"
-{ cat "$WORK/seed-small.txt"; head -c $((1048576 - 400)) /dev/zero | tr '\0' 'x' | fold -w 99; } | head -c 1048576 >"$WORK/seed-big.txt"
+# (awk, not `yes | head`: under pipefail a producer killed by SIGPIPE would stop the script)
+{ cat "$WORK/seed-small.txt"; awk -v n=$(( (1048576 - $(stat -c %s "$WORK/seed-small.txt")) / 100 )) \
+    'BEGIN { s = sprintf("%99s", ""); gsub(/ /, "x", s); for (i = 0; i < n; i++) print s }'; } >"$WORK/seed-big.txt"
 declare -A EWALL ECPU
 for variant in small big; do
   for n in 10 50; do
