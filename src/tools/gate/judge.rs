@@ -6,7 +6,7 @@ use crate::tools::gate::programs::argv::Inner;
 use crate::tools::gate::programs::interpreters::{
     inline_code_can_run_programs, opaque_mentions, stdin_code,
 };
-use crate::tools::gate::programs::registry::{canonical, is_tail_sensitive};
+use crate::tools::gate::programs::registry::{canonical, family};
 use crate::tools::gate::programs::wrappers::inner_command;
 use crate::tools::gate::programs::{dangerous_args, expansion_into_options};
 use crate::tools::gate::redirect::check_redirect;
@@ -264,7 +264,7 @@ pub(crate) fn judge_invocation(
             };
         }
     }
-    if open_tail && is_tail_sensitive(&base_lc) {
+    if open_tail && family(&base_lc).is_some_and(|f| f.appended_args_dangerous()) {
         return deny(format!(
             "`xargs` would append unseen arguments to `{base}`, whose arguments the gate must see"
         ));

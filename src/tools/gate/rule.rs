@@ -2,6 +2,7 @@
 //! and how a rule matches a command's words.
 
 use crate::tools::gate::paths::{basename, path_under};
+use crate::tools::gate::programs::registry::same_program;
 use crate::tools::gate::shell::lex::Word;
 /// Whether a command (or one segment of it) may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -235,7 +236,7 @@ pub(crate) fn deny_matches(rule: &Rule, words: &[Word]) -> bool {
     match &rule.kind {
         RuleKind::Universal => true,
         RuleKind::Exact(ws) | RuleKind::Words(ws) => match ws.split_first() {
-            Some((head, rest)) => basename(head).eq_ignore_ascii_case(base) && subsequence(rest),
+            Some((head, rest)) => same_program(basename(head), base) && subsequence(rest),
             None => false,
         },
         RuleKind::Raw(prefix) => {

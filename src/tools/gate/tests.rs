@@ -310,3 +310,122 @@ proptest::proptest! {
         let _ = judge(&star(), &s);
     }
 }
+
+use crate::tools::gate::programs::registry::{Check, FAMILIES};
+use crate::tools::gate::shell::words::RESERVED;
+
+/// Probe arguments for every family: harmless words, code, a write.
+const PROBES: &[&str] = &["", "a b", "-c 'rm x'", "-e 'system(1)'", "-o out.txt f"];
+
+/// More probes for a family with an option check: what its check denies, and what it allows.
+fn probes_for(check: Check) -> &'static [&'static str] {
+    match check {
+        Check::Tar => &["-xf a.tar", "-xf a.tar --to-command=sh", "-cf /tmp/a.tar ."],
+        Check::Make => &["all", "-f - all", "CC=rm"],
+        Check::Go => &["vet ./...", "vet -vettool=/bin/sh ./..."],
+        Check::Git => &["status", "-c core.pager=sh log", "push"],
+        Check::Sed => &["-n 1p f", "-i s/a/b/ f"],
+        Check::Awk => &["'{print}' f", "'BEGIN{system(\"id\")}'"],
+        Check::Find => &[". -name x", ". -delete"],
+        Check::TwoOperands => &["a b c"],
+        Check::Nc | Check::Ssh | Check::Rsync => &["-e sh host", "-o ProxyCommand=sh host"],
+        Check::None => &["--help"],
+        _ => &["--help", "-v x"],
+    }
+}
+
+/// Every way a command is run through a wrapper; `X` is the command.
+const WRAPPERS: &[&str] = &[
+    "X",
+    "env X",
+    "timeout 5 X",
+    "nice X",
+    "nohup X",
+    "command X",
+    "stdbuf -oL X",
+    "setsid X",
+    "sudo X",
+    "time X",
+    "busybox X",
+    "watch -x X",
+    "ls | xargs X",
+    "find . -exec X {} +",
+    "find . -exec X {} ;",
+    "fd -x X",
+    "sh -c Q",
+    "bash -c Q",
+    "watch Q",
+];
+
+fn wrapped(form: &str, cmd: &str) -> String {
+    form.replace('Q', &shell_quote(cmd)).replace('X', cmd)
+}
+
+/// Every registry name, and a versioned and a flavoured spelling of the family's first name
+/// (`python-9.9`, `vim.basic`), is judged like the family's first name: through every wrapper,
+/// for every probe, under every policy of the case table.
+#[test]
+fn every_alias_is_judged_like_its_family() {
+    // Allow rules match names exactly as written, so only policies that allow everything can
+    // show a difference; deny rules match every name of a family.
+    let policies = [star(), star_deny()];
+    // One example per family.
+    let mut failures = std::collections::BTreeMap::new();
+    // The word `time` is also bash's keyword, which other spellings are not.
+    for fam in FAMILIES.iter().filter(|f| !RESERVED.contains(&f.name())) {
+        let first = fam.name();
+        let aliases: Vec<String> = fam.names[1..]
+            .iter()
+            .map(|a| a.to_string())
+            .chain([format!("{first}-9.9"), format!("{first}.basic")])
+            .collect();
+        for probe in PROBES.iter().chain(probes_for(fam.check)) {
+            for form in WRAPPERS {
+                for p in &policies {
+                    let want = judge(p, &wrapped(form, &format!("{first} {probe}"))).verdict;
+                    for alias in &aliases {
+                        let cmd = wrapped(form, &format!("{alias} {probe}"));
+                        let got = judge(p, &cmd);
+                        if got.verdict != want {
+                            failures.entry(first).or_insert(format!(
+                                "{cmd:?}: {:?} ({}), but `{first}` is {want:?}",
+                                got.verdict, got.reason
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} families have a name judged unlike the first:\n{}",
+        failures.len(),
+        failures.into_values().collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// The holes of issue 9: appended arguments reach every name of tar, make and go.
+#[test]
+fn appended_arguments_reach_every_alias() {
+    for cmd in [
+        "ls | xargs tar -xf a.tar",
+        "ls | xargs gtar -xf a.tar",
+        "ls | xargs bsdtar -xf a.tar",
+        "ls | xargs make",
+        "ls | xargs gmake",
+        "ls | xargs bmake",
+        "ls | xargs go vet",
+        "ls | xargs go1.22 vet",
+        "find . -exec gtar -xf a.tar {} +",
+        "fd -x bsdtar -xf a.tar",
+        "ls | env xargs gmake",
+        "ls | xargs timeout 5 gtar -xf a.tar",
+        "ls | xargs perl5.36-x86_64-linux-gnu",
+        "ls | xargs vim.basic",
+        "ls | xargs python3.11",
+    ] {
+        let j = judge(&star(), cmd);
+        assert_eq!(j.verdict, Verdict::Deny, "{cmd}: {}", j.reason);
+    }
+}

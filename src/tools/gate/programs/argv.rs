@@ -123,3 +123,8 @@ pub(crate) fn options(args: &[Word]) -> impl Iterator<Item = &str> {
         .map(|w| w.value.as_str())
         .take_while(|v| *v != "--")
 }
+
+/// The reason for a denial no rule can lift: `` `base` what; denied whatever the rules say ``.
+pub(crate) fn denied(base: &str, what: &str) -> Option<String> {
+    Some(format!("`{base}` {what}; denied whatever the rules say"))
+}

@@ -1,8 +1,10 @@
 //! tools stage (gate), PURE: find and fd: the commands `-exec`/`-x` run and the actions that delete
 //! or write files.
 
-use crate::tools::gate::programs::argv::{long_abbrev, Inner};
+use crate::tools::gate::programs::argv::{denied, long_abbrev, Inner};
+use crate::tools::gate::rule::glob_match;
 use crate::tools::gate::shell::lex::Word;
+
 pub(crate) fn find_inner(words: &[Word]) -> Result<Inner, String> {
     let mut list = Vec::new();
     let mut i = 1;
@@ -26,7 +28,8 @@ pub(crate) fn find_inner(words: &[Word]) -> Result<Inner, String> {
                     w.value, words[start].raw
                 ));
             }
-            list.push((start..end, false));
+            // `{} +` appends found paths the gate cannot see.
+            list.push((start..end, words[end].value == "+"));
             i = end + 1;
         } else {
             i += 1;
@@ -94,4 +97,23 @@ pub(crate) fn fd_inner(words: &[Word]) -> Result<Inner, String> {
         }
     }
     Ok(Inner::Commands(list))
+}
+
+pub(crate) fn find_check(base: &str, args: &[Word]) -> Option<String> {
+    let hit = |what: &str| denied(base, what);
+    const BAD: [&str; 9] = [
+        "-delete", "-fprint", "-fprint0", "-fprintf", "-fls", "-exec", "-execdir", "-ok", "-okdir",
+    ];
+    for w in args {
+        let v = w.value.as_str();
+        if BAD[..5].contains(&v) {
+            return hit(&format!("with `{v}` deletes or writes files"));
+        }
+        if w.glob && BAD.iter().any(|b| glob_match(v, b)) {
+            return hit(&format!(
+                "has a glob `{v}` that could expand to an action like -exec or -delete"
+            ));
+        }
+    }
+    None
 }

@@ -4,7 +4,7 @@
 use crate::tools::gate::paths::basename;
 use crate::tools::gate::programs::argv::is_stdin_path;
 use crate::tools::gate::programs::registry::{
-    canonical, INTERPRETERS, OPAQUE_RUNNERS, SHELLS, STDIN_COMMANDS,
+    canonical, family, same_program, Code, Kind, StdinCode,
 };
 use crate::tools::gate::rule::{Policy, RuleKind};
 use crate::tools::gate::shell::lex::{Stdin, Word};
@@ -14,9 +14,8 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
     if base == "run-parts" {
         return Some("`run-parts` runs every program in a directory, which no rule can see".into());
     }
-    if !(INTERPRETERS.contains(&base) || OPAQUE_RUNNERS.contains(&base)) {
-        return None;
-    }
+    let fam = family(base).filter(|f| f.opaque())?;
+    let runner = fam.kind == Kind::Runner;
     let denied: Vec<&str> = policy
         .deny
         .iter()
@@ -27,7 +26,7 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
         })
         .collect();
     for w in args {
-        if !w.literal() && OPAQUE_RUNNERS.contains(&base) {
+        if !w.literal() && runner {
             return Some(format!(
                 "`{base}` runs `{}`, which the gate cannot read",
                 w.raw
@@ -41,13 +40,15 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
             let b = basename(tok);
             let kind = canonical(b);
             let b = kind.as_str();
-            if denied.contains(&b) || denied.iter().any(|d| canonical(d) == b) {
+            if denied
+                .iter()
+                .any(|d| *d == b || canonical(d) == b || same_program(d, b))
+            {
                 return Some(format!(
                     "`{base}` would run code mentioning `{b}`, which a deny rule forbids; the gate cannot follow it"
                 ));
             }
-            if OPAQUE_RUNNERS.contains(&base) && (SHELLS.contains(&b) || INTERPRETERS.contains(&b))
-            {
+            if runner && family(b).is_some_and(|f| f.runs_code()) {
                 return Some(format!(
                     "`{base}` would run `{b}`, whose script the deny rules cannot see into"
                 ));
@@ -97,10 +98,7 @@ pub(crate) fn stdin_code(
     args: &[Word],
     stdin: &Stdin,
 ) -> Option<String> {
-    let opaque = OPAQUE_RUNNERS.contains(&base);
-    if !(opaque || INTERPRETERS.contains(&base)) {
-        return None;
-    }
+    let fam = family(base).filter(|f| f.opaque())?;
     let texts: Vec<Word> = stdin.texts.iter().map(|t| Word::synthetic(t)).collect();
     if let Some(reason) =
         opaque_mentions(policy, base, &texts).or_else(|| inline_code_can_run_programs(base, &texts))
@@ -110,9 +108,12 @@ pub(crate) fn stdin_code(
     if !stdin.piped && stdin.texts.is_empty() {
         return None;
     }
-    let reads_code = opaque
-        || STDIN_COMMANDS.contains(&base)
-        || (!matches!(base, "awk" | "gawk" | "mawk" | "nawk" | "make") && program_from_stdin(args));
+    let reads_code = fam.kind == Kind::Runner
+        || match fam.stdin {
+            StdinCode::Always => true,
+            StdinCode::UnlessGiven => program_from_stdin(args),
+            StdinCode::Never => false,
+        };
     reads_code.then(|| {
         format!("`{base}` would run commands from its stdin, which the deny rules cannot see into")
     })
@@ -196,11 +197,9 @@ pub(crate) fn perl_eval_flag(code: &str) -> bool {
 }
 
 pub(crate) fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<String> {
-    if !INTERPRETERS.contains(&base) || matches!(base, "awk" | "gawk" | "mawk" | "nawk") {
-        return None;
-    }
+    let fam = family(base).filter(|f| f.kind == Kind::Interpreter && f.code != Code::Own)?;
     for w in args {
-        if base == "perl" && perl_eval_flag(&w.value) {
+        if fam.code == Code::Perl && perl_eval_flag(&w.value) {
             return Some(format!(
                 "`{base}` code has a substitution with the `e` flag, which evaluates code"
             ));

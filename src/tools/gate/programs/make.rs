@@ -3,7 +3,7 @@
 
 use crate::tools::gate::paths::{basename, outside_path};
 use crate::tools::gate::programs::argv::{is_stdin_path, long_abbrev, options, short_has};
-use crate::tools::gate::programs::registry::{canonical, is_tail_sensitive};
+use crate::tools::gate::programs::registry::{exact, family, Kind};
 use crate::tools::gate::shell::lex::Word;
 /// `make` runs its Makefile's recipes (what a `make *` rule authorises), but not code given on
 /// the command line or on stdin.
@@ -111,11 +111,6 @@ pub(crate) fn make_override(v: &str) -> Option<String> {
             | "MAKEFILES"
             | "GNUMAKEFLAGS"
     );
-    const RISKY: &[&str] = &[
-        "rm", "rmdir", "unlink", "shred", "dd", "mv", "cp", "ln", "chmod", "chown", "truncate",
-        "tee", "install", "curl", "wget", "nc", "ncat", "socat", "ssh", "scp", "sudo", "doas",
-        "kill", "pkill",
-    ];
     let bad_value = value.contains(|c: char| ";|&$`()<>\n\\'\"*?[]{}~#!@".contains(c))
         || value
             .split_whitespace()
@@ -123,11 +118,9 @@ pub(crate) fn make_override(v: &str) -> Option<String> {
         || ["plugin", "wrapper", "specs", "-B", "load", "exec"]
             .iter()
             .any(|b| value.contains(b))
-        || value.split_whitespace().any(|t| {
-            let b = canonical(basename(t));
-            let b = b.as_str();
-            RISKY.contains(&b) || is_tail_sensitive(b)
-        });
+        || value
+            .split_whitespace()
+            .any(|t| family(basename(t)).is_some_and(|f| f.writes || f.appended_args_dangerous()));
     // Variables that name the programs recipes run take only known toolchain programs.
     let pname = name.trim_end_matches(|c: char| c.is_ascii_digit());
     let program_var = matches!(
@@ -220,29 +213,7 @@ pub(crate) fn make_override(v: &str) -> Option<String> {
     .any(|s| pname.ends_with(s));
     let toolchain = |t: &str| {
         let t = t.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '.');
-        matches!(
-            t,
-            "gcc"
-                | "g++"
-                | "cc"
-                | "c++"
-                | "clang"
-                | "clang++"
-                | "gfortran"
-                | "ld"
-                | "ld.lld"
-                | "ld.gold"
-                | "lld"
-                | "ar"
-                | "llvm-ar"
-                | "ranlib"
-                | "as"
-                | "nm"
-                | "strip"
-                | "objcopy"
-                | "tcc"
-                | "musl-gcc"
-        )
+        exact(t).is_some_and(|f| f.kind == Kind::Toolchain)
     };
     // Any variable may be run as a program by some recipe (`$(LINTER) src`): a value that
     // reads as a program name is allowed only for data-like names or known toolchains.

@@ -4,7 +4,13 @@
 use crate::tools::gate::programs::argv::Inner;
 use crate::tools::gate::rule::Policy;
 use crate::tools::gate::shell::lex::Word;
-pub(crate) fn shell_inner(policy: &Policy, words: &[Word], base: &str) -> Result<Inner, String> {
+/// `bash_like` shells run bash scripts with `-c`; the others' scripts cannot be judged.
+pub(crate) fn shell_inner(
+    policy: &Policy,
+    words: &[Word],
+    base: &str,
+    bash_like: bool,
+) -> Result<Inner, String> {
     let mut i = 1;
     let mut command_mode = false;
     while let Some(w) = words.get(i) {
@@ -68,10 +74,7 @@ pub(crate) fn shell_inner(policy: &Policy, words: &[Word], base: &str) -> Result
     if command_mode {
         return match words.get(i) {
             Some(w) if w.literal() => {
-                if matches!(
-                    base,
-                    "csh" | "tcsh" | "fish" | "pwsh" | "elvish" | "nu" | "xonsh"
-                ) {
+                if !bash_like {
                     return Err(format!(
                         "`{base} -c` scripts are not bash; the gate cannot judge them"
                     ));

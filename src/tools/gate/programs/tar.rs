@@ -2,8 +2,9 @@
 //! archive or extraction writes.
 
 use crate::tools::gate::paths::outside_path;
-use crate::tools::gate::programs::argv::{long_abbrev, options};
+use crate::tools::gate::programs::argv::{denied, long_abbrev, options, short_has};
 use crate::tools::gate::shell::lex::Word;
+
 /// What a tar invocation writes. Creating an archive file and extracting are what a `tar` rule
 /// authorises, but not where a path could leave the work root or reach a dotfile or .git
 /// (absolute or `..` archive and `-C` paths), nor the options that forge such members
@@ -149,6 +150,50 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
             return Some(format!(
                 "`-{opt} {p}` writes outside the work root or into a dotfile or .git"
             ));
+        }
+    }
+    None
+}
+
+pub(crate) fn tar_check(base: &str, args: &[Word]) -> Option<String> {
+    let hit = |what: &str| denied(base, what);
+    if let Some(e) = tar_writes(args) {
+        return hit(&e);
+    }
+    for (k, v) in options(args).enumerate() {
+        if v == "--checkpoint" || v.starts_with("--checkpoint=") {
+            continue;
+        }
+        if let Some(n) = long_abbrev(
+            v,
+            &[
+                "to-command",
+                "use-compress-program",
+                "checkpoint-action",
+                "info-script",
+                "new-volume-script",
+                "rsh-command",
+                "rmt-command",
+                "index-file",
+                "volno-file",
+                "remove-files",
+            ],
+        ) {
+            return hit(&format!(
+                "`--{n}` runs a program or writes or deletes files the gate cannot check"
+            ));
+        }
+        let remote = v
+            .strip_prefix("--file=")
+            .or_else(|| (!v.starts_with('-')).then_some(v))
+            .and_then(|f| f.split_once(':'))
+            .is_some_and(|(host, _)| !host.is_empty() && !host.contains('/'));
+        if remote && !args.iter().any(|w| w.value == "--force-local") {
+            return hit("a `host:file` archive runs a remote shell command");
+        }
+        let old_style = k == 0 && !v.starts_with('-') && (v.contains('I') || v.contains('F'));
+        if old_style || short_has(v, "IF", "bCfgHKLNTVX") {
+            return hit("`-I`/`-F` runs a program");
         }
     }
     None

@@ -4,15 +4,16 @@
 use crate::tools::gate::paths::basename;
 use crate::tools::gate::programs::argv::{script_of, skip_options, Inner};
 use crate::tools::gate::programs::find::{fd_inner, find_inner};
-use crate::tools::gate::programs::registry::{canonical, INTERPRETERS, SHELLS};
+use crate::tools::gate::programs::registry::{canonical, family, Finder};
 use crate::tools::gate::programs::shells::shell_inner;
 use crate::tools::gate::rule::Policy;
 use crate::tools::gate::shell::lex::Word;
 pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_tail: bool) -> Inner {
     let n = words.len();
     let to_end = |start: usize| Inner::Commands(vec![(start..n, open_tail)]);
-    let result = match base {
-        "command" => {
+    let finder = family(base).map_or(Finder::None, |f| f.inner);
+    let result = match finder {
+        Finder::Command => {
             if words[1..]
                 .iter()
                 .take_while(|w| w.value.starts_with('-'))
@@ -22,8 +23,8 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
             }
             skip_options(words, 1, &["-p"], &[], base).map(to_end)
         }
-        "builtin" | "nohup" => skip_options(words, 1, &[], &[], base).map(to_end),
-        "nice" => {
+        Finder::Builtin => skip_options(words, 1, &[], &[], base).map(to_end),
+        Finder::Nice => {
             // `nice -5 cmd`
             let start = match words.get(1) {
                 Some(w)
@@ -37,7 +38,7 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
             };
             skip_options(words, start, &[], &["-n", "--adjustment"], base).map(to_end)
         }
-        "timeout" => skip_options(
+        Finder::Timeout => skip_options(
             words,
             1,
             &["-v", "--verbose", "--preserve-status", "--foreground"],
@@ -45,7 +46,7 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
             base,
         )
         .map(|i| to_end(i + 1)),
-        "stdbuf" => skip_options(
+        Finder::Stdbuf => skip_options(
             words,
             1,
             &[],
@@ -53,7 +54,7 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
             base,
         )
         .map(to_end),
-        "setsid" => skip_options(
+        Finder::Setsid => skip_options(
             words,
             1,
             &["-c", "-f", "-w", "--ctty", "--fork", "--wait"],
@@ -61,7 +62,7 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
             base,
         )
         .map(to_end),
-        "time" => {
+        Finder::Time => {
             if words[1..]
                 .iter()
                 .any(|w| w.value.starts_with("-o") || w.value.starts_with("--o"))
@@ -86,16 +87,16 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
             )
             .map(to_end)
         }
-        "busybox" | "toybox" => Ok(if n > 1 && !words[1].value.starts_with('-') {
+        Finder::Busybox => Ok(if n > 1 && !words[1].value.starts_with('-') {
             to_end(1)
         } else {
             Inner::None
         }),
-        "env" => env_inner(words, open_tail),
-        "xargs" => xargs_inner(words),
-        "find" => find_inner(words),
-        "fd" | "fdfind" => fd_inner(words),
-        "watch" => {
+        Finder::Env => env_inner(words, open_tail),
+        Finder::Xargs => xargs_inner(words),
+        Finder::Find => find_inner(words),
+        Finder::Fd => fd_inner(words),
+        Finder::Watch => {
             let exec = words[1..]
                 .iter()
                 .any(|w| matches!(w.value.as_str(), "-x" | "--exec"));
@@ -137,7 +138,7 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
                 }
             })
         }
-        "sudo" => skip_options(
+        Finder::Sudo => skip_options(
             words,
             1,
             &[
@@ -178,9 +179,10 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
             base,
         )
         .map(to_end),
-        "doas" => skip_options(words, 1, &["-n"], &["-u"], base).map(to_end),
-        b if SHELLS.contains(&b) => shell_inner(policy, words, base),
-        _ => Ok(Inner::None),
+        Finder::Doas => skip_options(words, 1, &["-n"], &["-u"], base).map(to_end),
+        Finder::Shell => shell_inner(policy, words, base, true),
+        Finder::ForeignShell => shell_inner(policy, words, base, false),
+        Finder::None => Ok(Inner::None),
     };
     match result {
         Ok(Inner::Commands(list)) if !open_tail && list.iter().all(|(r, _)| r.start >= n) => {
@@ -293,7 +295,7 @@ pub(crate) fn xargs_inner(words: &[Word]) -> Result<Inner, String> {
                 return Err("`xargs -I` substitutes input into the command word; denied".into());
             }
             let b = canonical(basename(&cmd.value));
-            if (SHELLS.contains(&b.as_str()) || INTERPRETERS.contains(&b.as_str()))
+            if family(&b).is_some_and(|f| f.runs_code())
                 && words[i..].iter().any(|w| w.value.contains(&r))
             {
                 return Err(format!(
