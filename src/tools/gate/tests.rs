@@ -327,8 +327,10 @@ fn probes_for(check: Check) -> &'static [&'static str] {
         Check::Sed => &["-n 1p f", "-i s/a/b/ f"],
         Check::Awk => &["'{print}' f", "'BEGIN{system(\"id\")}'"],
         Check::Find => &[". -name x", ". -delete"],
-        Check::TwoOperands => &["a b c"],
-        Check::Nc | Check::Ssh | Check::Rsync => &["-e sh host", "-o ProxyCommand=sh host"],
+        Check::Uniq | Check::Xxd => &["a b c"],
+        Check::Nc | Check::Ssh | Check::Scp | Check::Rsync => {
+            &["-e sh host", "-o ProxyCommand=sh host"]
+        }
         Check::None => &["--help"],
         _ => &["--help", "-v x"],
     }

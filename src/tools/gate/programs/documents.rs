@@ -13,7 +13,7 @@ pub(crate) fn pandoc_check(base: &str, args: &[Word]) -> Option<String> {
     .then(|| format!("`{base}` `--filter`/`--lua-filter`/`--pdf-engine` runs a program; denied whatever the rules say"))
 }
 
-pub(crate) fn latex_check(base: &str, args: &[Word]) -> Option<String> {
+pub(crate) fn latex_check(base: &str, args: &[Word], latexmk: bool) -> Option<String> {
     args
     .iter()
     .map(|w| w.value.trim_start_matches('-'))
@@ -21,7 +21,7 @@ pub(crate) fn latex_check(base: &str, args: &[Word]) -> Option<String> {
         v.starts_with("shell-escape")
             || v.starts_with("enable-write18")
             || v.starts_with("shell-restricted")
-            || (base == "latexmk" && (v == "e" || v == "r" || v.contains('=')))
+            || (latexmk && (v == "e" || v == "r" || v.contains('=')))
     })
     .then(|| format!("`{base}` with shell escape (or latexmk code and commands) runs programs; denied whatever the rules say"))
 }

@@ -4,17 +4,19 @@
 use crate::tools::gate::paths::basename;
 use crate::tools::gate::programs::argv::is_stdin_path;
 use crate::tools::gate::programs::registry::{
-    canonical, family, same_program, Code, Kind, StdinCode,
+    canonical, family, same_program, Code, Finder, Kind, StdinCode,
 };
 use crate::tools::gate::rule::{Policy, RuleKind};
 use crate::tools::gate::shell::lex::{Stdin, Word};
 /// With deny rules in force, an interpreter or opaque runner whose arguments mention a denied
 /// command (or a shell) is denied: the gate cannot follow what it runs.
 pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Option<String> {
-    if base == "run-parts" {
-        return Some("`run-parts` runs every program in a directory, which no rule can see".into());
-    }
     let fam = family(base).filter(|f| f.opaque())?;
+    if fam.inner == Finder::Directory {
+        return Some(format!(
+            "`{base}` runs every program in a directory, which no rule can see"
+        ));
+    }
     let runner = fam.kind == Kind::Runner;
     let denied: Vec<&str> = policy
         .deny

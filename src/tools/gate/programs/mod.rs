@@ -60,7 +60,8 @@ pub(crate) fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
         }
         Check::Go => go::go_check(base, args),
         Check::Gpg => documents::gpg_check(base, args),
-        Check::Latex => documents::latex_check(base, args),
+        Check::Latex => documents::latex_check(base, args, false),
+        Check::Latexmk => documents::latex_check(base, args, true),
         Check::Make => make::make_check(args).map(|e| format!("`{base}`: {e}; denied")),
         Check::Man => text::man_check(base, args),
         Check::Nc => remote::nc_check(base, args),
@@ -75,11 +76,13 @@ pub(crate) fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
             .map(|e| format!("`{base}`: {e}; denied")),
         Check::Sort => text::sort_check(base, args),
         Check::Split => text::split_check(base, args),
-        Check::Ssh => remote::ssh_check(base, args),
+        Check::Ssh => remote::ssh_check(base, args, false),
+        Check::Scp => remote::ssh_check(base, args, true),
         Check::Tar => tar::tar_check(base, args),
         Check::Tcpdump => remote::tcpdump_check(base, args),
         Check::Test => text::test_check(base, args),
-        Check::TwoOperands => text::two_operands_check(base, args),
+        Check::Uniq => text::two_operands_check(base, args, false),
+        Check::Xxd => text::two_operands_check(base, args, true),
         Check::Zip => text::zip_check(base, args),
     }
 }

@@ -59,8 +59,14 @@ pub(crate) enum Check {
     Tar,
     Tcpdump,
     Test,
-    /// A second file operand is written (uniq, xxd).
-    TwoOperands,
+    /// A second file operand is written.
+    Uniq,
+    /// A second file operand is written; options end at the first operand.
+    Xxd,
+    /// Shell escape; latexmk also runs code and commands from `-e`, `-r`, `NAME=`.
+    Latexmk,
+    /// ssh's checks, and `-S` names a program for the copy tools (scp, sftp).
+    Scp,
     Zip,
 }
 
@@ -88,6 +94,8 @@ pub(crate) enum Finder {
     Watch,
     Sudo,
     Doas,
+    /// Runs every program in a directory, which no rule can see.
+    Directory,
 }
 
 /// Whether an interpreter reads code on stdin.
@@ -322,8 +330,8 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::checked(&["shuf"], Check::Output),
     Family::checked(&["iconv"], Check::Output),
     Family::checked(&["tree"], Check::Output),
-    Family::checked(&["uniq"], Check::TwoOperands),
-    Family::checked(&["xxd"], Check::TwoOperands),
+    Family::checked(&["uniq"], Check::Uniq),
+    Family::checked(&["xxd"], Check::Xxd),
     Family::checked(&["printf"], Check::Printf),
     Family::checked(&["test", "["], Check::Test),
     Family::checked(&["man"], Check::Man),
@@ -339,13 +347,13 @@ pub(crate) static FAMILIES: &[Family] = &[
         ],
         Check::Latex,
     ),
-    Family::checked(&["latexmk"], Check::Latex),
+    Family::checked(&["latexmk"], Check::Latexmk),
     Family::checked(&["exiftool"], Check::Exiftool),
     Family::checked(&["gpg", "gpg2"], Check::Gpg),
     Family::checked(&["nc", "ncat", "netcat"], Check::Nc).writes(),
     Family::checked(&["rsync"], Check::Rsync),
-    Family::checked(&["scp"], Check::Ssh).writes(),
-    Family::checked(&["sftp"], Check::Ssh),
+    Family::checked(&["scp"], Check::Scp).writes(),
+    Family::checked(&["sftp"], Check::Scp),
     Family::checked(&["tcpdump"], Check::Tcpdump),
     Family::checked(&["apt", "apt-get", "apt-cache"], Check::Apt),
     Family::checked(&["dpkg"], Check::Apt),
@@ -513,7 +521,7 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::runner(&["cross-env"]),
     Family::runner(&["dotenvx"]),
     Family::runner(&["vipe"]),
-    Family::runner(&["run-parts"]),
+    Family::runner(&["run-parts"]).inner(Finder::Directory),
     // Glob-guarded: plain data arguments, but an expanded glob could become options.
     Family::guarded(&["tee"]).writes(),
     Family::guarded(&["cp"]).writes(),

@@ -23,7 +23,8 @@ pub(crate) fn rsync_check(base: &str, args: &[Word]) -> Option<String> {
     None
 }
 
-pub(crate) fn ssh_check(base: &str, args: &[Word]) -> Option<String> {
+/// `copy` for scp and sftp, where `-S` names the program to run.
+pub(crate) fn ssh_check(base: &str, args: &[Word], copy: bool) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     let all: Vec<&str> = options(args).collect();
     for (k, v) in all.iter().enumerate() {
@@ -47,7 +48,7 @@ pub(crate) fn ssh_check(base: &str, args: &[Word]) -> Option<String> {
         .iter()
         .any(|o| opt.starts_with(o))
             || *v == "-F"
-            || (base != "ssh" && *v == "-S")
+            || (copy && *v == "-S")
         {
             return hit("options that run local programs are denied");
         }

@@ -44,9 +44,10 @@ pub(crate) fn output_check(base: &str, args: &[Word]) -> Option<String> {
     None
 }
 
-pub(crate) fn two_operands_check(base: &str, args: &[Word]) -> Option<String> {
+/// `xxd` stops reading options at its first operand.
+pub(crate) fn two_operands_check(base: &str, args: &[Word], xxd: bool) -> Option<String> {
     // Options that take a separate value, whose value is not an operand.
-    let valued: &[&str] = if base == "uniq" {
+    let valued: &[&str] = if !xxd {
         &["-f", "-s", "-w"]
     } else {
         &[
@@ -75,7 +76,7 @@ pub(crate) fn two_operands_check(base: &str, args: &[Word]) -> Option<String> {
         i += 1;
         if operands_only || v == "-" || !v.starts_with('-') {
             positional += 1;
-            operands_only |= base == "xxd";
+            operands_only |= xxd;
         } else if v == "--" {
             operands_only = true;
         } else if valued.contains(&v) {

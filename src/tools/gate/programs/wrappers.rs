@@ -182,7 +182,7 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
         Finder::Doas => skip_options(words, 1, &["-n"], &["-u"], base).map(to_end),
         Finder::Shell => shell_inner(policy, words, base, true),
         Finder::ForeignShell => shell_inner(policy, words, base, false),
-        Finder::None => Ok(Inner::None),
+        Finder::None | Finder::Directory => Ok(Inner::None),
     };
     match result {
         Ok(Inner::Commands(list)) if !open_tail && list.iter().all(|(r, _)| r.start >= n) => {
