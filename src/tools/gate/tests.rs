@@ -9,8 +9,22 @@ use crate::tools::gate::rule::{Judgement, Policy, Rule, RuleKind, SegmentJudgeme
 
 /// The policies of the case table, as `[tools.bash]` tables.
 const POLICIES: &str = include_str!("../../../tests/data/gate_policies.toml");
-/// The case table, also run end to end through `harness gate` by tests/gate.rs.
-const CASES: &str = include_str!("../../../tests/data/gate_cases.txt");
+/// The case tables, one file per subject, also run end to end through `harness gate` by
+/// tests/gate.rs: every `*.txt` file of the folder, in name order.
+fn case_files() -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gate_cases");
+    let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
 
 fn rules(list: &[&str]) -> Vec<Rule> {
     list.iter().map(|r| Rule::parse(r).unwrap()).collect()
@@ -64,7 +78,10 @@ fn writes() -> Policy {
 fn case_table() {
     let mut failures = Vec::new();
     let mut names = std::collections::BTreeSet::new();
-    for line in CASES.lines() {
+    let files = case_files();
+    assert!(files.len() >= 15, "only {} case files", files.len());
+    let lines = files.iter().flat_map(|(_, text)| text.lines());
+    for line in lines {
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
@@ -430,4 +447,27 @@ fn appended_arguments_reach_every_alias() {
         let j = judge(&star(), cmd);
         assert_eq!(j.verdict, Verdict::Deny, "{cmd}: {}", j.reason);
     }
+}
+
+/// A deny rule names a program: every name of its family is denied, in the command word and
+/// in code an interpreter runs.
+#[test]
+fn deny_rules_match_every_name_of_a_family() {
+    let p = Policy {
+        default: Verdict::Allow,
+        allow: rules(&["*"]),
+        deny: rules(&["tar *", "python3 *"]),
+        write_redirects: false,
+    };
+    for cmd in [
+        "gtar -tf a.tar",
+        "bsdtar -tf a.tar",
+        "TAR -tf a.tar",
+        "python3.11 x.py",
+        "python x.py",
+        "perl -e 'print 1; `gtar -tf a`'",
+    ] {
+        assert_eq!(judge(&p, cmd).verdict, Verdict::Deny, "{cmd}");
+    }
+    assert_eq!(judge(&p, "ls -la").verdict, Verdict::Allow);
 }
