@@ -99,6 +99,7 @@ pub(crate) fn fd_inner(words: &[Word]) -> Result<Inner, String> {
     Ok(Inner::Commands(list))
 }
 
+/// find actions that delete or write files, and globs that could expand to them.
 pub(crate) fn find_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     const BAD: [&str; 9] = [

@@ -5,6 +5,7 @@ use crate::tools::gate::paths::path_option_outside;
 use crate::tools::gate::programs::argv::{denied, options};
 use crate::tools::gate::shell::lex::Word;
 
+/// go flags that run programs (-toolexec, -vettool, -exec, -extld) or write outside the work root.
 pub(crate) fn go_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     let all: Vec<&str> = options(args).collect();

@@ -5,20 +5,31 @@ use crate::tools::gate::paths::path_option_outside;
 use crate::tools::gate::programs::argv::{denied, long_abbrev, options};
 use crate::tools::gate::shell::lex::Word;
 
+/// crontab installs commands that run later, outside the turn; only `crontab -l`.
 pub(crate) fn crontab_check(base: &str, args: &[Word]) -> Option<String> {
-    (args.is_empty() || args.iter().any(|w| !matches!(w.value.as_str(), "-l")))
-    .then(|| format!("`{base}` installs commands that run later, outside this turn and its sandbox; only `crontab -l` is allowed"))
-}
-
-pub(crate) fn apt_check(base: &str, args: &[Word]) -> Option<String> {
-    options(args)
-    .any(|v| {
-        matches!(v, "-o" | "-c") || v.starts_with("-o") && !v.starts_with("--")
-            || long_abbrev(v, &["option", "config-file"]).is_some()
+    let installs = args.is_empty() || args.iter().any(|w| !matches!(w.value.as_str(), "-l"));
+    installs.then(|| {
+        format!(
+            "`{base}` installs commands that run later, outside this turn and its sandbox; only `crontab -l` is allowed"
+        )
     })
-    .then(|| format!("`{base}` `-o`/`-c` set options that run programs (Pre-Invoke...); denied whatever the rules say"))
 }
 
+/// apt and dpkg `-o`/`-c` set options that run programs (Pre-Invoke...).
+pub(crate) fn apt_check(base: &str, args: &[Word]) -> Option<String> {
+    let found = options(args).any(|v| {
+        matches!(v, "-o" | "-c")
+            || v.starts_with("-o") && !v.starts_with("--")
+            || long_abbrev(v, &["option", "config-file"]).is_some()
+    });
+    denied(
+        base,
+        "`-o`/`-c` set options that run programs (Pre-Invoke...)",
+    )
+    .filter(|_| found)
+}
+
+/// cargo `--config`/`-Z` can set runners; `--logfile` and paths outside the work root.
 pub(crate) fn cargo_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     for v in options(args) {

@@ -4,15 +4,16 @@
 use crate::tools::gate::programs::argv::{denied, long_abbrev, options, short_has};
 use crate::tools::gate::shell::lex::Word;
 
+/// nc `-e`/`-c`/`--exec` runs a program on the connection.
 pub(crate) fn nc_check(base: &str, args: &[Word]) -> Option<String> {
-    options(args)
-    .any(|v| {
+    let found = options(args).any(|v| {
         long_abbrev(v, &["exec", "sh-exec", "lua-exec"]).is_some()
             || short_has(v, "ec", "pswiqIOTVXbgGmPx")
-    })
-    .then(|| format!("`{base}` `-e`/`-c`/`--exec` runs a program on the connection; denied whatever the rules say"))
+    });
+    denied(base, "`-e`/`-c`/`--exec` runs a program on the connection").filter(|_| found)
 }
 
+/// rsync `-e`/`--rsh`/`--rsync-path` runs a program.
 pub(crate) fn rsync_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     for v in options(args) {
@@ -56,6 +57,7 @@ pub(crate) fn ssh_check(base: &str, args: &[Word], copy: bool) -> Option<String>
     None
 }
 
+/// tcpdump `-z` runs a program, `-w` writes a file.
 pub(crate) fn tcpdump_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     for v in options(args) {

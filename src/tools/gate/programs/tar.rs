@@ -155,6 +155,7 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
     None
 }
 
+/// tar options that run programs, remote archives, and what tar writes ([`tar_writes`]).
 pub(crate) fn tar_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     if let Some(e) = tar_writes(args) {

@@ -4,6 +4,7 @@
 use crate::tools::gate::programs::argv::{denied, long_abbrev, options, short_has};
 use crate::tools::gate::shell::lex::Word;
 
+/// `test -v`/`-R` evaluate array subscripts, whose arithmetic can run commands.
 pub(crate) fn test_check(base: &str, args: &[Word]) -> Option<String> {
     // `test -v 'a[$(id)]'` evaluates the subscript as arithmetic, running the substitution.
     args.iter()
@@ -15,6 +16,7 @@ pub(crate) fn test_check(base: &str, args: &[Word]) -> Option<String> {
         })
 }
 
+/// `sort --compress-program` runs a program; `-o`/`--output` writes a file.
 pub(crate) fn sort_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     for v in options(args) {
@@ -28,12 +30,13 @@ pub(crate) fn sort_check(base: &str, args: &[Word]) -> Option<String> {
     None
 }
 
+/// `split --filter` runs a shell command.
 pub(crate) fn split_check(base: &str, args: &[Word]) -> Option<String> {
-    options(args)
-        .any(|v| long_abbrev(v, &["filter"]).is_some())
-        .then(|| format!("`{base}` `--filter` runs a shell command; denied whatever the rules say"))
+    let found = options(args).any(|v| long_abbrev(v, &["filter"]).is_some());
+    denied(base, "`--filter` runs a shell command").filter(|_| found)
 }
 
+/// `-o`/`--output` writes a file (shuf, iconv, tree).
 pub(crate) fn output_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     for v in options(args) {
@@ -86,6 +89,7 @@ pub(crate) fn two_operands_check(base: &str, args: &[Word], xxd: bool) -> Option
     (positional >= 2).then(|| format!("`{base}` with two file operands writes the second; denied"))
 }
 
+/// Only the options of man that neither run pagers, browsers nor preprocessors.
 pub(crate) fn man_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     for v in options(args) {
@@ -116,6 +120,7 @@ pub(crate) fn man_check(base: &str, args: &[Word]) -> Option<String> {
     None
 }
 
+/// Pager `+cmd`, log files and key files (less, more, most).
 pub(crate) fn pager_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     for v in args.iter().map(|w| w.value.as_str()) {
@@ -141,6 +146,7 @@ pub(crate) fn pager_check(base: &str, args: &[Word]) -> Option<String> {
     None
 }
 
+/// `rg --pre` runs a program.
 pub(crate) fn rg_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     for v in options(args) {
@@ -151,6 +157,7 @@ pub(crate) fn rg_check(base: &str, args: &[Word]) -> Option<String> {
     None
 }
 
+/// `zip -TT`/`--unzip-command` runs a program.
 pub(crate) fn zip_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     for v in options(args) {
@@ -162,6 +169,7 @@ pub(crate) fn zip_check(base: &str, args: &[Word]) -> Option<String> {
     None
 }
 
+/// `printf -v` assigns a shell variable.
 pub(crate) fn printf_check(args: &[Word]) -> Option<String> {
     for v in options(args) {
         if v.starts_with("-v") {
