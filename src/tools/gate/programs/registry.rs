@@ -582,17 +582,25 @@ static BY_NAME: LazyLock<HashMap<&'static str, &'static Family>> = LazyLock::new
 /// lowercased.
 pub(crate) fn canonical(base: &str) -> String {
     let lc = base.to_ascii_lowercase();
+    match registry_name(&lc) {
+        Some(name) => name.to_string(),
+        None => lc,
+    }
+}
+
+/// The registry name a lowercased program name normalises to (see [`canonical`]).
+fn registry_name(lc: &str) -> Option<&str> {
     // The dynamic loader runs the program named by its argument (`ld-linux-x86-64.so.2 /bin/rm`).
     if lc.starts_with("ld-linux") || lc.starts_with("ld-musl") || lc.starts_with("ld.so") {
-        return "ld.so".into();
+        return Some("ld.so");
     }
-    if BY_NAME.contains_key(lc.as_str()) {
-        return lc;
+    if BY_NAME.contains_key(lc) {
+        return Some(lc);
     }
     let bytes = lc.as_bytes();
     let versionish = |b: u8| b.is_ascii_digit() || b == b'.' || b == b'-';
     // The longest registry name the rule reaches.
-    for k in (1..bytes.len()).rev() {
+    (1..bytes.len()).rev().find_map(|k| {
         let cut = match bytes[k] {
             b'0'..=b'9' | b'.' => true,
             b'-' => {
@@ -601,11 +609,8 @@ pub(crate) fn canonical(base: &str) -> String {
             }
             _ => false,
         };
-        if cut && BY_NAME.contains_key(&lc[..k]) {
-            return lc[..k].to_string();
-        }
-    }
-    lc
+        (cut && BY_NAME.contains_key(&lc[..k])).then(|| &lc[..k])
+    })
 }
 
 /// The family declaring exactly this name (no normalising).
@@ -616,22 +621,23 @@ pub(crate) fn exact(name: &str) -> Option<&'static Family> {
 /// Do two program names name the same program: equal ignoring case, or names of one family
 /// (`gtar` is `tar`, `python3.11` is `python`)? A deny rule for one denies the others.
 pub(crate) fn same_program(a: &str, b: &str) -> bool {
-    a.eq_ignore_ascii_case(b)
-        || match (
-            family(&a.to_ascii_lowercase()),
-            family(&b.to_ascii_lowercase()),
-        ) {
-            (Some(x), Some(y)) => std::ptr::eq(x, y),
-            _ => false,
-        }
+    if a.eq_ignore_ascii_case(b) {
+        return true;
+    }
+    match family(a) {
+        Some(x) => family(b).is_some_and(|y| std::ptr::eq(x, y)),
+        None => false,
+    }
 }
 
 /// The family a program name belongs to, by [`canonical`].
 pub(crate) fn family(base: &str) -> Option<&'static Family> {
-    BY_NAME
-        .get(base)
-        .or_else(|| BY_NAME.get(canonical(base).as_str()))
-        .copied()
+    let found = if base.bytes().any(|b| b.is_ascii_uppercase()) {
+        registry_name(&base.to_ascii_lowercase()).and_then(|n| BY_NAME.get(n))
+    } else {
+        registry_name(base).and_then(|n| BY_NAME.get(n))
+    };
+    found.copied()
 }
 
 #[cfg(test)]
