@@ -38,7 +38,10 @@ pub async fn once(
     let run_id = run_id(started);
 
     // config, and what a turn needs that costs no token
-    let cfg = config::load(args.config.clone()).stage(Stage::Config)?;
+    let cfg = unless_signalled(interrupt, async {
+        config::load(args.config.clone()).stage(Stage::Config)
+    })
+    .await?;
     let replay = args.replay.clone().or_else(|| cfg.litellm.replay.clone());
     let sandbox = sandbox_status(&cfg)?;
     let backend = if args.dry_run {
@@ -49,10 +52,15 @@ pub async fn once(
 
     // intake and routing
     let redmine = redmine_client(&cfg, &args, redactor)?;
-    let Some(taken) = take_task(&cfg, &args, redmine.as_ref(), &run_id).await? else {
+    let Some(taken) = take_task(&cfg, &args, redmine.as_ref(), &run_id, interrupt).await? else {
         info!("intake: no tasks in scope; nothing to do");
         return Ok(Success::Done);
     };
+    // A signal during the claim: the claim is given up, as after any pre-turn failure.
+    if let Err(failure) = unless_signalled(interrupt, checkpoint()).await {
+        release_claim(redmine.as_ref(), &taken, &run_id, &failure, redactor).await;
+        return Err(failure);
+    }
     let task = &taken.task;
     info!(
         "task {} ({}): {:?} {}",
@@ -69,7 +77,12 @@ pub async fn once(
     };
 
     // turn
-    let ready = match ready_turn(&cfg, backend, &taken.route, sandbox, redactor).await {
+    let ready = unless_signalled(interrupt, async {
+        let ready = ready_turn(&cfg, backend, &taken.route, sandbox, redactor).await?;
+        checkpoint().await?;
+        Ok(ready)
+    });
+    let ready = match ready.await {
         Ok(ready) => ready,
         Err(failure) => {
             release_claim(redmine.as_ref(), &taken, &run_id, &failure, redactor).await;
@@ -134,6 +147,33 @@ pub async fn once(
     }
     delivered?;
     Ok(success_of(&turn.outcome))
+}
+
+/// Runs a stage before the turn unless a signal comes first (received before it or while it
+/// runs): then the run stops with 128 + the signal, before any token and any REPORT.
+async fn unless_signalled<T>(
+    interrupt: &Interrupt,
+    stage: impl std::future::Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
+    interrupt
+        .or_signal(stage)
+        .await
+        .unwrap_or_else(|signal| Err(interrupted(signal)))
+}
+
+/// Lets a signal that reached the process be seen (the handler is a task on this thread)
+/// before the next stage starts; a stage for [`unless_signalled`].
+async fn checkpoint() -> Result<(), Failure> {
+    tokio::task::yield_now().await;
+    Ok(())
+}
+
+/// The failure of a run stopped by `signal` before its turn.
+fn interrupted(signal: i32) -> Failure {
+    Failure::new(
+        Stage::Interrupted(signal),
+        anyhow!("interrupted by signal {signal} before the turn: no token spent, no REPORT written, no claim kept"),
+    )
 }
 
 /// How this run's commands are confined; warns about escape-hatch allow rules. Fails (exit 1)
@@ -225,6 +265,7 @@ async fn take_task(
     args: &OnceArgs,
     redmine: Option<&RedmineClient>,
     run_id: &str,
+    interrupt: &Interrupt,
 ) -> Result<Option<Taken>, Failure> {
     let (Some(client), Some(rm)) = (redmine, &cfg.redmine) else {
         info!("intake: demo issue from {} [demo]", cfg.path.display());
@@ -253,6 +294,7 @@ async fn take_task(
     };
     let claim = rm.claim.enabled && !args.dry_run;
     let taken = intake::redmine::take(
+        interrupt,
         client,
         rm,
         run_id,
@@ -272,6 +314,7 @@ async fn take_task(
         Ok(Intake::NothingInScope) => Ok(None),
         Err(TakeError::Routing(e)) => Err(e).stage(Stage::Routing),
         Err(TakeError::Intake(e)) => Err(e).stage(Stage::Intake),
+        Err(TakeError::Interrupted(signal)) => Err(interrupted(signal)),
     }
 }
 
