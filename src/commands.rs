@@ -30,7 +30,7 @@ pub async fn writeback_command(
         ))
         .stage(Stage::Config);
     };
-    let text = std::fs::read_to_string(&args.report)
+    let text = crate::bounded::read_text(&args.report, crate::bounded::REPORT_MAX)
         .with_context(|| format!("cannot read REPORT {}", args.report.display()))
         .stage(Stage::Usage)?;
     let key = crate::preflight::key(&rm.key_ref, "redmine key", "[redmine].key_ref", redactor)

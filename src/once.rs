@@ -408,6 +408,9 @@ struct RunInfo {
     sandbox: String,
 }
 
+/// How much of each command (and each reason) the REPORT's round log quotes, in bytes.
+const REPORT_QUOTE_MAX: usize = 2048;
+
 /// The REPORT of a finished turn, with every text that may hold a secret masked.
 fn report_of(
     cfg: &Config,
@@ -454,7 +457,18 @@ fn report_of(
         finished: run.finished,
         backend: run.backend,
         sandbox: run.sandbox,
-        round_log: turn.log.clone(),
+        round_log: turn
+            .log
+            .iter()
+            .map(|r| turn::RoundRecord {
+                tools: r
+                    .tools
+                    .iter()
+                    .map(|t| t.clipped(REPORT_QUOTE_MAX))
+                    .collect(),
+                ..r.clone()
+            })
+            .collect(),
         reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
     }
 }

@@ -104,7 +104,7 @@ impl KeyRef {
                 }
             },
             KeyRef::File(path) => {
-                let text = std::fs::read_to_string(path)
+                let text = crate::bounded::read_text(path, crate::bounded::KEY_FILE_MAX)
                     .with_context(|| format!("{what}: cannot read key file {}", path.display()))?;
                 text.trim_end_matches(['\n', '\r']).to_string()
             }

@@ -131,3 +131,160 @@ fn a_signal_during_the_llm_preflight_spends_no_token_and_writes_no_report() {
     assert_eq!(llm.requests(), vec!["GET /v1/models".to_string()]);
     assert!(!ws.reports().join("REPORT-latest.md").exists());
 }
+
+// ---------------------------------------------------------------------------------------
+// §4 bounded memory on every input
+
+/// Runs harness with `--config path` (no workspace), bounded in time.
+fn run_with_config(path: &std::path::Path) -> (i32, String) {
+    let child = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["once", "--demo", "--config"])
+        .arg(path)
+        .env_remove("HARNESS_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(child, Duration::from_secs(10))
+}
+
+#[test]
+fn a_config_that_is_not_a_small_regular_file_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.toml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let big = dir.path().join("big.toml");
+    std::fs::write(&big, format!("# {}\n", "x".repeat(1024 * 1024))).unwrap();
+    for (path, why) in [
+        (std::path::Path::new("/dev/zero"), "is a device"),
+        (fifo.as_path(), "is a FIFO"),
+        (dir.path(), "is a directory"),
+        (big.as_path(), "larger than 1 MiB"),
+    ] {
+        let start = Instant::now();
+        let (code, err) = run_with_config(path);
+        assert_eq!(code, 1, "{}: {err}", path.display());
+        assert!(err.contains(why), "{}: {err}", path.display());
+        assert!(err.contains("cannot read config"), "{err}");
+        assert!(start.elapsed() < Duration::from_secs(5), "{err}");
+    }
+}
+
+#[test]
+fn a_key_file_that_is_a_device_is_refused() {
+    let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
+        c.replace("env:HARNESS_TEST_LLM_KEY", "file:/dev/zero")
+    });
+    let child = harness(&ws, &["once", "--demo"]).spawn().unwrap();
+    let (code, err) = finish(child, Duration::from_secs(10));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("/dev/zero is a device"), "{err}");
+}
+
+/// A model endpoint whose every chat reply is `body`, and a workspace using it (`edit` on
+/// the config); returns harness's exit code, stderr, and the REPORT.
+fn endless_reply(
+    content_type: &'static str,
+    claimed: Option<u64>,
+    head: &str,
+    edit: fn(String) -> String,
+) -> (i32, String, String, Stub) {
+    let head = head.to_string();
+    let llm = Stub::start(move |_, _| Reply {
+        status: 200,
+        content_type,
+        body: stub::Body::Endless {
+            head: head.clone(),
+            fill: b'x',
+            claimed,
+        },
+        delay: Duration::ZERO,
+    });
+    let ws = Workspace::new(&format!("{}/v1", llm.url), edit);
+    let child = harness(&ws, &["once", "--demo"]).spawn().unwrap();
+    let (code, err) = finish(child, Duration::from_secs(60));
+    let report = std::fs::read_to_string(ws.reports().join("REPORT-latest.md")).unwrap_or_default();
+    (code, err, report, llm)
+}
+
+#[test]
+fn an_endless_model_reply_is_cut_at_the_cap_and_is_an_llm_error() {
+    let keep = |c: String| c;
+    // 2 GiB announced: refused before reading it.
+    let (code, err, report, llm) = endless_reply("application/json", Some(2 << 30), "", keep);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("larger than 16 MiB"), "{err}");
+    assert!(report.contains("larger than 16 MiB"), "{report}");
+    // Final: one attempt, whatever max_retries says.
+    assert_eq!(llm.requests().len(), 1, "{:?}", llm.requests());
+
+    // No length announced: read up to the cap, then dropped.
+    let (code, err, _, llm) = endless_reply("application/json", None, "", keep);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("larger than 16 MiB"), "{err}");
+    assert!(
+        llm.sent() < 64 << 20,
+        "the client read {} bytes",
+        llm.sent()
+    );
+}
+
+#[test]
+fn an_endless_sse_event_is_cut_at_the_cap_and_is_an_llm_error() {
+    let streaming =
+        |c: String| c.replace("max_retries = 2\n", "max_retries = 2\nstreaming = true\n");
+    let (code, err, report, llm) = endless_reply("text/event-stream", None, "data: ", streaming);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("larger than 16 MiB"), "{err}");
+    assert!(report.contains("stop_reason: \"llm_error\""), "{report}");
+    assert_eq!(llm.requests().len(), 1, "{:?}", llm.requests());
+    assert!(
+        llm.sent() < 64 << 20,
+        "the client read {} bytes",
+        llm.sent()
+    );
+}
+
+#[test]
+fn an_endless_redmine_reply_is_an_intake_error() {
+    let redmine = Stub::start(|_, _| Reply {
+        status: 200,
+        content_type: "application/json",
+        body: stub::Body::Endless {
+            head: "{\"user\":\"".into(),
+            fill: b'x',
+            claimed: None,
+        },
+        delay: Duration::ZERO,
+    });
+    let ws = Workspace::new("http://127.0.0.1:9/v1", |c| with_redmine(c, &redmine.url));
+    let child = harness(&ws, &["once"]).spawn().unwrap();
+    let (code, err) = finish(child, Duration::from_secs(60));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("larger than 16 MiB"), "{err}");
+    assert_eq!(redmine.requests().len(), 1, "{:?}", redmine.requests());
+    assert!(redmine.sent() < 64 << 20, "read {} bytes", redmine.sent());
+}
+
+#[test]
+fn a_huge_command_makes_a_bounded_report() {
+    let command = format!("echo {}", "a".repeat(1 << 20));
+    let llm = common::Llm::start(&serde_json::json!([
+        common::tool_call("call_1", &command),
+        common::text("done")
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let child = harness(&ws, &["once", "--demo"]).spawn().unwrap();
+    let (code, err) = finish(child, Duration::from_secs(60));
+    assert_eq!(code, 0, "{err}");
+    let report = ws.latest();
+    assert!(
+        report.len() < 16 * 1024,
+        "the REPORT is {} bytes",
+        report.len()
+    );
+    assert!(report.contains("bytes cut ...]"), "{report}");
+}
