@@ -22,7 +22,7 @@ pub async fn writeback_command(
     args: cli::WritebackArgs,
     redactor: &mut Redactor,
 ) -> Result<Success, Failure> {
-    let cfg = config::load(args.config).stage(Stage::Config)?;
+    let cfg = config::load(args.config, redactor).stage(Stage::Config)?;
     let Some(rm) = &cfg.redmine else {
         return Err(anyhow!(
             "config {} has no [redmine] section",
@@ -53,9 +53,9 @@ pub async fn check_command(
     args: cli::CheckArgs,
     redactor: &mut Redactor,
 ) -> Result<Success, Failure> {
-    let cfg = config::load(args.config).stage(Stage::Config)?;
+    let cfg = config::load(args.config, redactor).stage(Stage::Config)?;
     let items = check::run(&cfg, redactor).await;
-    emit(&check::render(&items));
+    emit(&redactor.redact(&check::render(&items)));
     match check::failures(&items) {
         0 => Ok(Success::Done),
         n => Err(anyhow!("check: {n} of {} checks failed", items.len())).stage(Stage::Config),
@@ -63,8 +63,8 @@ pub async fn check_command(
 }
 
 /// `harness gate`: judges one command under the config's policy.
-pub fn gate_command(args: GateArgs) -> Result<Success, Failure> {
-    let cfg = config::load(args.config).stage(Stage::Config)?;
+pub fn gate_command(args: GateArgs, redactor: &mut Redactor) -> Result<Success, Failure> {
+    let cfg = config::load(args.config, redactor).stage(Stage::Config)?;
     let judgement = gate::judge(&cfg.bash.policy, &args.command);
     let warnings = gate::lint(&cfg.bash.policy);
     if args.json {

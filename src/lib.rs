@@ -48,12 +48,16 @@ pub(crate) fn emit(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }
 
-/// Runs one parsed command line. Errors are already free of secrets.
-pub async fn run(cli: cli::Cli, interrupt: Arc<Interrupt>) -> Result<Success, Failure> {
-    let mut redactor = Redactor::default();
+/// Runs one parsed command line. `redactor` learns every secret the run meets (the stderr
+/// narration holds a clone of it). Errors are already free of secrets.
+pub async fn run(
+    cli: cli::Cli,
+    interrupt: Arc<Interrupt>,
+    mut redactor: Redactor,
+) -> Result<Success, Failure> {
     let result = match cli.command {
         Command::Once(args) => once::once(args, &interrupt, &mut redactor).await,
-        Command::Gate(args) => commands::gate_command(args),
+        Command::Gate(args) => commands::gate_command(args, &mut redactor),
         Command::Writeback(args) => commands::writeback_command(args, &mut redactor).await,
         Command::Check(args) => commands::check_command(args, &mut redactor).await,
         Command::Version => commands::version(),

@@ -39,7 +39,7 @@ pub async fn once(
 
     // config, and what a turn needs that costs no token
     let cfg = unless_signalled(interrupt, async {
-        config::load(args.config.clone()).stage(Stage::Config)
+        config::load(args.config.clone(), redactor).stage(Stage::Config)
     })
     .await?;
     let replay = args.replay.clone().or_else(|| cfg.litellm.replay.clone());
@@ -71,7 +71,7 @@ pub async fn once(
     );
     let Some(backend) = backend else {
         let plan = plan::plan(&cfg, task, &taken.route, replay.as_deref(), sandbox);
-        emit(&plan::render(&plan));
+        emit(&redactor.redact(&plan::render(&plan)));
         info!("dry-run complete, no LLM call made");
         return Ok(Success::Done);
     };
@@ -115,7 +115,7 @@ pub async fn once(
         run_id: run_id.clone(),
         started,
         finished,
-        backend: backend.describe(),
+        backend: redactor.redact(&backend.describe()),
         sandbox: sandbox.describe(),
     };
     let report = report_of(&cfg, task, &route, &turn, run, redactor);

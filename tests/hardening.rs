@@ -288,3 +288,87 @@ fn a_huge_command_makes_a_bounded_report() {
     );
     assert!(report.contains("bytes cut ...]"), "{report}");
 }
+
+// ---------------------------------------------------------------------------------------
+// §6 secrets and messages
+
+const URL_PASSWORD: &str = "pw-url-9d2f1c77";
+
+/// Output of one run: exit code, stdout, stderr.
+fn output(ws: &Workspace, args: &[&str]) -> (i32, String, String) {
+    let out = harness(ws, args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_password_in_a_url_is_masked_everywhere() {
+    let llm =
+        common::Llm::start(&serde_json::json!({"loop": true, "steps": [common::text("done")]}));
+    let with_password = llm
+        .base_url()
+        .replace("http://", &format!("http://bot:{URL_PASSWORD}@"));
+    let ws = Workspace::new(&with_password, |c| {
+        c.replace("max_retries = 2\n", "max_retries = 2\npreflight = true\n")
+    });
+    let mut seen = String::new();
+    for args in [
+        &["once", "--demo"][..],
+        &["once", "--demo", "--dry-run"],
+        &["check"],
+        &["once", "--demo", "-v"],
+    ] {
+        let (code, out, err) = output(&ws, args);
+        assert!(code == 0 || args == ["check"], "{args:?}: {code} {err}");
+        seen.push_str(&out);
+        seen.push_str(&err);
+    }
+    seen.push_str(&ws.latest());
+    assert!(!seen.contains(URL_PASSWORD), "{seen}");
+    assert!(seen.contains("bot:[redacted]@127.0.0.1"), "{seen}");
+    assert!(
+        ws.latest().contains("backend: \"http://bot:[redacted]@"),
+        "{}",
+        ws.latest()
+    );
+
+    // In errors too: the endpoint does not answer.
+    let ws = Workspace::new(&format!("http://bot:{URL_PASSWORD}@127.0.0.1:9/v1"), |c| c);
+    let (code, out, err) = output(&ws, &["once", "--demo"]);
+    assert_eq!(code, 4, "{err}");
+    let report = ws.latest();
+    for text in [&out, &err, &report] {
+        assert!(!text.contains(URL_PASSWORD), "{text}");
+    }
+    assert!(err.contains("bot:[redacted]@127.0.0.1:9"), "{err}");
+}
+
+#[test]
+fn config_type_errors_are_all_reported_at_once_in_words() {
+    let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
+        c.replace("max_rounds = 4", "max_rounds = \"four\"")
+            .replace("mopac-code = \"glm-5.2\"", "mopac-code = 52")
+            .replace(
+                "timeout_secs = 10\nmax_output_bytes",
+                "timeout_secs = \"ten\"\nmax_output_bytes",
+            )
+            .replace("vertical = \"test\"", "vertical = \"test\"\nvertcal = 1")
+    });
+    let (code, out, err) = output(&ws, &["once", "--demo"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(out, "");
+    for expected in [
+        "[loop].max_rounds: must be a whole number, not a string (\"four\")",
+        "[models].mopac-code: must be a model name or a list of model names, not a whole number (52)",
+        "[tools.bash].timeout_secs: must be a whole number, not a string (\"ten\")",
+        "vertcal: unknown key",
+    ] {
+        assert!(err.contains(expected), "{expected:?} in {err}");
+    }
+    for jargon in ["i64", "untagged", "RawTier", "invalid type"] {
+        assert!(!err.contains(jargon), "{jargon:?} in {err}");
+    }
+}
