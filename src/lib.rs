@@ -39,13 +39,20 @@ use exit::{Failure, Success};
 use secrets::Redactor;
 use signals::Interrupt;
 
-/// Writes a result to stdout: the one place the crate prints there.
+/// Writes a result to stdout: the one place the crate prints there. A result that cannot be
+/// delivered is not a success: any write error is a failure (exit 1), except a closed pipe
+/// (a pipe to `head`), which must not turn a finished run into a failure.
 #[allow(clippy::print_stdout)]
-pub(crate) fn emit(text: &str) {
+pub(crate) fn emit(text: &str) -> Result<(), Failure> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    // A closed stdout (a pipe to `head`) must not turn a finished run into a failure.
-    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Failure::new(
+            exit::Stage::Writeback,
+            anyhow!("cannot write the result to stdout: {e}"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Runs one parsed command line. `redactor` learns every secret the run meets (the stderr

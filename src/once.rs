@@ -71,7 +71,7 @@ pub async fn once(
     );
     let Some(backend) = backend else {
         let plan = plan::plan(&cfg, task, &taken.route, replay.as_deref(), sandbox);
-        emit(&redactor.redact(&plan::render(&plan)));
+        emit(&redactor.redact(&plan::render(&plan)))?;
         info!("dry-run complete, no LLM call made");
         return Ok(Success::Done);
     };
@@ -119,7 +119,8 @@ pub async fn once(
         sandbox: sandbox.describe(),
     };
     let report = report_of(&cfg, task, &route, &turn, run, redactor);
-    let path = report::write_reports(&cfg.report_dir, &report).stage(Stage::Writeback)?;
+    let path =
+        report::write_reports(&cfg.report_dir, &report).map_err(|e| unwritten(&report, e))?;
     info!(
         "REPORT written: {} (stop reason {}, {} rounds, {} tokens)",
         path.display(),
@@ -127,7 +128,14 @@ pub async fn once(
         turn.rounds,
         turn.usage.total_tokens
     );
-    emit(&format!("{}\n", path.display()));
+    // Not printed is not delivered; the write-back still runs, the failure comes at the end.
+    let printed = emit(&format!("{}\n", path.display())).map_err(|f| {
+        Failure::new(
+            f.stage,
+            f.error
+                .context(format!("the REPORT is on disk at {}", path.display())),
+        )
+    });
     // The cassette comes after the REPORT, so a bad --record path cannot cost the REPORT.
     if let Some(cassette) = &args.record {
         llm::cassette::save(cassette, turn.recorded.clone(), redactor)
@@ -146,7 +154,10 @@ pub async fn once(
         error!("llm: {err}");
     }
     delivered?;
-    Ok(success_of(&turn.outcome))
+    match success_of(&turn.outcome) {
+        Success::Done => printed.map(|()| Success::Done),
+        other => Ok(other),
+    }
 }
 
 /// Runs a stage before the turn unless a signal comes first (received before it or while it
@@ -471,6 +482,19 @@ fn report_of(
             .collect(),
         reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
     }
+}
+
+/// A REPORT that could not be written (a full disk): the tokens are spent, so its text, the
+/// model's reply included, goes to stderr rather than being lost; the run fails (exit 1).
+fn unwritten(report: &report::Report, e: anyhow::Error) -> Failure {
+    error!(
+        "the REPORT could not be written ({e:#}); here it is, the model's reply included:\n{}",
+        report::render(report)
+    );
+    Failure::new(
+        Stage::Writeback,
+        e.context("the REPORT could not be written; its text is on stderr above"),
+    )
 }
 
 /// Posts the written REPORT to its Redmine issue, when the task came from Redmine. A failure

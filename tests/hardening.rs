@@ -15,12 +15,15 @@ use stub::{Reply, Stub};
 
 const REDMINE_CANARY: &str = "rm-canary-0c4e7d1a9b3f";
 
-/// The harness command for `ws`, with both canaries and no stdin.
+/// The harness command for `ws` (`--config` right after the subcommand, so a `--` may
+/// follow; `version` takes none), with both canaries and no stdin.
 fn harness(ws: &Workspace, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
-    cmd.args(args)
-        .arg("--config")
-        .arg(ws.config())
+    cmd.arg(args[0]);
+    if args[0] != "version" {
+        cmd.arg("--config").arg(ws.config());
+    }
+    cmd.args(&args[1..])
         .current_dir(ws.path())
         .env_remove("RUST_LOG")
         .env_remove("HARNESS_CONFIG")
@@ -370,5 +373,130 @@ fn config_type_errors_are_all_reported_at_once_in_words() {
     }
     for jargon in ["i64", "untagged", "RawTier", "invalid type"] {
         assert!(!err.contains(jargon), "{jargon:?} in {err}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// §7 delivery
+
+#[test]
+fn a_result_that_cannot_reach_stdout_is_a_failure_but_a_closed_pipe_is_not() {
+    let llm =
+        common::Llm::start(&serde_json::json!({"loop": true, "steps": [common::text("done")]}));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    for args in [&["version"][..], &["gate", "--", "ls"], &["once", "--demo"]] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = harness(&ws, args).stdout(full).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot write the result to stdout"),
+            "{args:?}: {err}"
+        );
+    }
+    // The REPORT of the run whose path could not be printed is on disk, and says so.
+    assert!(ws.reports().join("REPORT-latest.md").is_file());
+
+    // A reader that went away (`| head`) is not the run's failure.
+    let mut child = harness(&ws, &["once", "--demo"]).spawn().unwrap();
+    drop(child.stdout.take());
+    let (code, err) = finish(child, Duration::from_secs(60));
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn a_report_that_cannot_be_written_keeps_the_reply_on_stderr() {
+    use std::os::unix::process::CommandExt;
+    let reply = "The answer that cost tokens, kept.";
+    let llm =
+        common::Llm::start(&serde_json::json!({"loop": true, "steps": [common::text(reply)]}));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let mut cmd = harness(&ws, &["once", "--demo"]);
+    // A file-size limit of 300 bytes: the preflight probe (a few bytes) passes, the REPORT
+    // cannot be written, as on a full disk.
+    // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs in the hook.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 300,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the REPORT could not be written"), "{err}");
+    assert!(err.contains(reply), "{err}");
+    assert!(err.contains("stop_reason: \"completed\""), "{err}");
+    assert!(!err.contains(CANARY));
+}
+
+/// A REPORT for Redmine issue 7, as `harness once` writes it.
+const REPORT: &str = "---\nharness_report: 1\nrun_id: \"r-1\"\nsource: \"redmine\"\ntask_id: \"7\"\nmodel: \"glm-5.3\"\ntier: \"mopac-primary\"\ntotal_tokens: 120\nrounds: 2\nstop_reason: \"completed\"\nerror: null\n---\n\nThe reply.\n";
+
+#[test]
+fn writeback_checks_the_front_matter_and_accepts_crlf() {
+    let redmine = Stub::start(|_, _| Reply {
+        status: 404,
+        content_type: "application/json",
+        body: stub::Body::Full("{}".into()),
+        delay: Duration::ZERO,
+    });
+    let ws = Workspace::new("http://127.0.0.1:9/v1", |c| with_redmine(c, &redmine.url));
+    let bad = ws.path().join("bad.md");
+    std::fs::write(
+        &bad,
+        REPORT
+            .replace("harness_report: 1", "harness_report: 7")
+            .replace("rounds: 2", "rounds: \"two\"")
+            .replace("\"completed\"", "\"finished\""),
+    )
+    .unwrap();
+    let (code, _, err) = output(&ws, &["writeback", bad.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    for expected in [
+        "harness_report: 7 is not a REPORT version this harness reads (1)",
+        "rounds: must be a whole number, 0 or more, not \"two\"",
+        "stop_reason: \"finished\" is not one of completed, max_rounds, budget, llm_error, interrupted",
+    ] {
+        assert!(err.contains(expected), "{expected:?} in {err}");
+    }
+    assert_eq!(
+        redmine.requests(),
+        Vec::<String>::new(),
+        "a bad REPORT reached Redmine"
+    );
+
+    // The same REPORT saved with CRLF line ends is read: the write-back goes on to Redmine.
+    let crlf = ws.path().join("crlf.md");
+    std::fs::write(&crlf, REPORT.replace('\n', "\r\n")).unwrap();
+    let (code, _, err) = output(&ws, &["writeback", crlf.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(!err.contains("front matter"), "{err}");
+    assert!(
+        redmine
+            .requests()
+            .iter()
+            .any(|r| r.starts_with("GET /issues/7.json")),
+        "{:?}",
+        redmine.requests()
+    );
+}
+
+#[test]
+fn an_empty_gate_command_is_a_usage_error() {
+    let ws = Workspace::new("http://127.0.0.1:9/v1", |c| c);
+    for command in ["", "   "] {
+        let (code, out, err) = output(&ws, &["gate", "--", command]);
+        assert_eq!(code, 1, "{command:?}: {err}");
+        assert_eq!(out, "");
+        assert!(err.contains("the command is empty"), "{err}");
     }
 }
