@@ -97,7 +97,7 @@ fn no_writes(requests: &[String]) -> bool {
 
 #[test]
 fn a_signal_during_a_slow_intake_claims_nothing_and_posts_nothing() {
-    let redmine = Stub::start(|_, path| {
+    let redmine = Stub::start(|_, path, _| {
         if path.starts_with("/users/current.json") {
             Reply::json(r#"{"user":{"id":1,"login":"bot"}}"#)
         } else {
@@ -106,7 +106,7 @@ fn a_signal_during_a_slow_intake_claims_nothing_and_posts_nothing() {
                 .after(Duration::from_secs(60))
         }
     });
-    let llm = Stub::start(|_, _| Reply::json("{}"));
+    let llm = Stub::start(|_, _, _| Reply::json("{}"));
     let ws = Workspace::new(&format!("{}/v1", llm.url), |c| {
         with_redmine(c, &redmine.url)
     });
@@ -119,7 +119,7 @@ fn a_signal_during_a_slow_intake_claims_nothing_and_posts_nothing() {
 
 #[test]
 fn a_signal_during_the_llm_preflight_spends_no_token_and_writes_no_report() {
-    let llm = Stub::start(|_, path| {
+    let llm = Stub::start(|_, path, _| {
         if path.ends_with("/models") {
             Reply::json(r#"{"data":[{"id":"glm-5.3"}]}"#).after(Duration::from_secs(60))
         } else {
@@ -132,6 +132,59 @@ fn a_signal_during_the_llm_preflight_spends_no_token_and_writes_no_report() {
     let err = sigterm_when(&ws, &["once", "--demo"], &llm, "/models");
     assert!(err.contains("before the turn"), "{err}");
     assert_eq!(llm.requests(), vec!["GET /v1/models".to_string()]);
+    assert!(!ws.reports().join("REPORT-latest.md").exists());
+}
+
+/// A slow LLM preflight (`GET /models` takes a minute) behind a Redmine intake that claims.
+fn claiming_run(redmine: &stub::MiniRedmine) -> (Workspace, Stub) {
+    let llm = Stub::start(|_, path, _| {
+        Reply::json(r#"{"data":[{"id":"glm-5.3"}]}"#).after(if path.ends_with("/models") {
+            Duration::from_secs(60)
+        } else {
+            Duration::ZERO
+        })
+    });
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| {
+        with_redmine(
+            c.replace("max_retries = 2\n", "max_retries = 2\npreflight = true\n"),
+            &redmine.stub.url,
+        )
+    });
+    (ws, llm)
+}
+
+/// The claim note and then the release note, of one run, and nothing else.
+fn assert_claimed_then_released(notes: &[String]) {
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[0].starts_with("[harness-claim] run="), "{notes:?}");
+    assert!(notes[1].starts_with("[harness-release] run="), "{notes:?}");
+    let run = |n: &str| {
+        n.split_whitespace()
+            .nth(1)
+            .map(|r| r.trim_end_matches(':').to_string())
+    };
+    assert_eq!(run(&notes[0]), run(&notes[1]), "{notes:?}");
+    assert!(notes[1].contains("interrupted by signal 15"), "{notes:?}");
+}
+
+#[test]
+fn a_signal_after_the_claim_releases_it() {
+    let redmine = stub::MiniRedmine::start(Duration::ZERO);
+    let (ws, llm) = claiming_run(&redmine);
+    sigterm_when(&ws, &["once"], &llm, "/models");
+    assert_claimed_then_released(&redmine.notes());
+    assert!(!ws.reports().join("REPORT-latest.md").exists());
+}
+
+#[test]
+fn a_signal_during_the_claim_lets_it_finish_then_releases_it() {
+    // The claim's PUT takes a second: the signal arrives while it is in flight. The claim
+    // is not cut midway (its note would stay, unreleased); it is released right after.
+    let redmine = stub::MiniRedmine::start(Duration::from_secs(1));
+    let (ws, llm) = claiming_run(&redmine);
+    sigterm_when(&ws, &["once"], &redmine.stub, "PUT /issues/7.json");
+    assert_claimed_then_released(&redmine.notes());
+    assert_eq!(llm.requests(), Vec::<String>::new());
     assert!(!ws.reports().join("REPORT-latest.md").exists());
 }
 
@@ -196,7 +249,7 @@ fn endless_reply(
     edit: fn(String) -> String,
 ) -> (i32, String, String, Stub) {
     let head = head.to_string();
-    let llm = Stub::start(move |_, _| Reply {
+    let llm = Stub::start(move |_, _, _| Reply {
         status: 200,
         content_type,
         body: stub::Body::Endless {
@@ -253,7 +306,7 @@ fn an_endless_sse_event_is_cut_at_the_cap_and_is_an_llm_error() {
 
 #[test]
 fn an_endless_redmine_reply_is_an_intake_error() {
-    let redmine = Stub::start(|_, _| Reply {
+    let redmine = Stub::start(|_, _, _| Reply {
         status: 200,
         content_type: "application/json",
         body: stub::Body::Endless {
@@ -443,7 +496,7 @@ const REPORT: &str = "---\nharness_report: 1\nrun_id: \"r-1\"\nsource: \"redmine
 
 #[test]
 fn writeback_checks_the_front_matter_and_accepts_crlf() {
-    let redmine = Stub::start(|_, _| Reply {
+    let redmine = Stub::start(|_, _, _| Reply {
         status: 404,
         content_type: "application/json",
         body: stub::Body::Full("{}".into()),

@@ -48,7 +48,7 @@ impl Reply {
     }
 }
 
-type Handler = dyn Fn(&str, &str) -> Reply + Send + Sync;
+type Handler = dyn Fn(&str, &str, &str) -> Reply + Send + Sync;
 
 /// A running stub.
 pub struct Stub {
@@ -59,8 +59,8 @@ pub struct Stub {
 }
 
 impl Stub {
-    /// Starts a stub answering each request with `handler(method, path)`.
-    pub fn start(handler: impl Fn(&str, &str) -> Reply + Send + Sync + 'static) -> Stub {
+    /// Starts a stub answering each request with `handler(method, path, body)`.
+    pub fn start(handler: impl Fn(&str, &str, &str) -> Reply + Send + Sync + 'static) -> Stub {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -125,7 +125,7 @@ fn serve(conn: TcpStream, handler: &Handler, log: &Mutex<Vec<String>>, sent: &At
     let mut body = vec![0; length];
     let _ = reader.read_exact(&mut body);
     log.lock().unwrap().push(format!("{method} {path}"));
-    let reply = handler(&method, &path);
+    let reply = handler(&method, &path, &String::from_utf8_lossy(&body));
     std::thread::sleep(reply.delay);
     let mut out = conn;
     let reason = if reply.status == 200 { "OK" } else { "Error" };
@@ -155,5 +155,93 @@ fn serve(conn: TcpStream, handler: &Handler, log: &Mutex<Vec<String>>, sent: &At
                 sent.fetch_add(chunk.len() as u64, Ordering::SeqCst);
             }
         }
+    }
+}
+
+/// A Redmine with one open issue, #7, enough for intake and the claim: the current user,
+/// the scope list, the statuses, the issue with its journals, and `PUT` of notes, status and
+/// assignee (applied and kept as journals). `notes()` reads the journals back.
+pub struct MiniRedmine {
+    pub stub: Stub,
+    journals: Arc<Mutex<Vec<String>>>,
+}
+
+impl MiniRedmine {
+    /// Starts it; every `PUT` is answered after `put_delay`.
+    pub fn start(put_delay: Duration) -> MiniRedmine {
+        let journals = Arc::new(Mutex::new(Vec::<String>::new()));
+        let state = Arc::new(Mutex::new((1u64, None::<u64>)));
+        let j = journals.clone();
+        let stub = Stub::start(move |method, path, body| {
+            const UPDATED: &str = "2026-01-01T00:00:00Z";
+            let issue = |full: bool| {
+                let (status, assignee) = *state.lock().unwrap();
+                let journals: Vec<serde_json::Value> = j
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| {
+                        serde_json::json!({"id": i + 1, "notes": n, "created_on": "2026-01-01T00:00:00Z"})
+                    })
+                    .collect();
+                let mut v = serde_json::json!({
+                    "id": 7, "subject": "Seven", "description": "Do seven.",
+                    "status": {"id": status, "name": if status == 2 { "In Progress" } else { "New" }},
+                    "updated_on": UPDATED,
+                });
+                if let Some(a) = assignee {
+                    v["assigned_to"] = serde_json::json!({"id": a, "name": "bot"});
+                }
+                if full {
+                    v["journals"] = journals.into();
+                }
+                v
+            };
+            match (method, path.split('?').next().unwrap_or_default()) {
+                ("GET", "/users/current.json") => Reply::json(r#"{"user":{"id":1,"login":"bot"}}"#),
+                ("GET", "/issue_statuses.json") => Reply::json(
+                    r#"{"issue_statuses":[{"id":1,"name":"New"},{"id":2,"name":"In Progress"}]}"#,
+                ),
+                ("GET", "/issues.json") => Reply::json(
+                    &serde_json::json!({"issues": [issue(false)], "total_count": 1}).to_string(),
+                ),
+                ("GET", "/issues/7.json") => {
+                    Reply::json(&serde_json::json!({"issue": issue(true)}).to_string())
+                }
+                ("PUT", "/issues/7.json") => {
+                    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+                    let fields = &v["issue"];
+                    if let Some(n) = fields["notes"].as_str() {
+                        j.lock().unwrap().push(n.to_string());
+                    }
+                    let mut s = state.lock().unwrap();
+                    if let Some(id) = fields["status_id"].as_u64() {
+                        s.0 = id;
+                    }
+                    if let Some(id) = fields["assigned_to_id"].as_u64() {
+                        s.1 = Some(id);
+                    }
+                    Reply {
+                        status: 204,
+                        content_type: "application/json",
+                        body: Body::Full(String::new()),
+                        delay: put_delay,
+                    }
+                }
+                _ => Reply {
+                    status: 404,
+                    content_type: "application/json",
+                    body: Body::Full("{}".into()),
+                    delay: Duration::ZERO,
+                },
+            }
+        });
+        MiniRedmine { stub, journals }
+    }
+
+    /// The notes written so far, in order.
+    pub fn notes(&self) -> Vec<String> {
+        self.journals.lock().unwrap().clone()
     }
 }
