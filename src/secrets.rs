@@ -231,6 +231,16 @@ impl Redactor {
     }
 }
 
+/// `url` with the password of its userinfo replaced by `[redacted]`, for messages about a
+/// URL that is not valid yet (PURE).
+pub fn masked_url(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(password) = url_passwords(url).first() {
+        out = out.replace(&format!(":{password}@"), &format!(":{MASK}@"));
+    }
+    out
+}
+
 /// The password of a URL's userinfo, as written and percent-decoded (PURE).
 fn url_passwords(url: &str) -> Vec<String> {
     let Some((_, rest)) = url.split_once("://") else {
@@ -388,6 +398,7 @@ mod tests {
             "http://me:[redacted]@localhost/ about ab"
         );
         assert_eq!(url_passwords("http://u@h:1/a:b@c"), Vec::<String>::new());
+        assert_eq!(masked_url("http://u:p w@h/?x"), "http://u:[redacted]@h/?x");
         assert_eq!(url_passwords("http://u:p%zz@h"), vec!["p%zz".to_string()]);
     }
 

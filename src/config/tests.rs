@@ -345,3 +345,15 @@ fn sandbox_keys_default_and_validate() {
         ]
     );
 }
+
+#[test]
+fn a_bad_url_is_quoted_without_its_password() {
+    let text = MINIMAL.replace(
+        "http://127.0.0.1:4000/v1",
+        "http://bot:hunter2 x@127.0.0.1:4000/v1?q",
+    );
+    assert_eq!(
+        problems(&text),
+        vec!["[litellm].base_url: must be a plain base URL, got \"http://bot:[redacted]@127.0.0.1:4000/v1?q\"".to_string()]
+    );
+}
