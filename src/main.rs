@@ -45,10 +45,14 @@ fn main() -> ExitCode {
             eprintln!("harness: cannot install signal handlers: {e}");
             return 1;
         }
-        match harness::run(cli, interrupt, redactor).await {
+        match harness::run(cli, interrupt, redactor.clone()).await {
             Ok(success) => success.code(),
             Err(failure) => {
-                eprintln!("harness: {:#}", failure.error);
+                // Masked already; masked again here, as every stderr line is.
+                eprintln!(
+                    "harness: {}",
+                    redactor.redact(&format!("{:#}", failure.error))
+                );
                 failure.stage.code()
             }
         }

@@ -212,7 +212,10 @@ fn fits(
             // A table keeps its good keys; it is in error only through them.
             true
         }
-        (StrMap | Table(_) | Models(_), v) => wrong(problems, &format!("a table ([{key}])"), v),
+        (StrMap | Table(_) | Models(_), v) => {
+            let dotted: Vec<&str> = section.iter().copied().chain([name]).collect();
+            wrong(problems, &format!("a table ([{}])", dotted.join(".")), v)
+        }
     }
 }
 
@@ -237,7 +240,7 @@ fn found(v: &Value) -> String {
     match v {
         Value::String(s) => format!("a string{}", shown(format!("{s:?}"))),
         Value::Integer(i) => format!("a whole number{}", shown(i.to_string())),
-        Value::Float(f) => format!("a number{}", shown(f.to_string())),
+        Value::Float(f) => format!("a number{}", shown(format!("{f:?}"))),
         Value::Boolean(b) => format!("{b}"),
         Value::Datetime(d) => format!("a date{}", shown(d.to_string())),
         Value::Array(_) => "a list".to_string(),
@@ -299,7 +302,7 @@ prompt = 2026-01-01
             problems("loop = 3\ntools = { bash = [] }\n"),
             vec![
                 "loop: must be a table ([loop]), not a whole number (3)",
-                "[tools].bash: must be a table ([[tools].bash]), not a list",
+                "[tools].bash: must be a table ([tools.bash]), not a list",
             ]
         );
     }
