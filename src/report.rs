@@ -365,11 +365,11 @@ pub const STOP_REASONS: &[&str] = &[
     "interrupted",
 ];
 
-/// Parses a REPORT rendered by [`render`] (CRLF line ends accepted, as an editor may save
-/// it) and checks its front matter: the version, the fields a write-back needs, each field's
+/// Parses a REPORT rendered by [`render`] (CRLF line ends and a leading byte-order mark
+/// accepted, as an editor may save it) and checks its front matter: the version, the fields a write-back needs, each field's
 /// type, a known stop reason; every problem at once. PURE.
 pub fn parse(text: &str) -> Result<Parsed> {
-    let text = text.replace("\r\n", "\n");
+    let text = text.trim_start_matches('\u{feff}').replace("\r\n", "\n");
     let rest = text
         .strip_prefix("---\n")
         .context("not a harness REPORT: no front matter")?;
@@ -527,6 +527,8 @@ mod parse_tests {
         // Saved by an editor with CRLF line ends: the same REPORT.
         let crlf = parse(&render(&r).replace('\n', "\r\n")).unwrap();
         assert_eq!(crlf, p);
+        let bom = parse(&format!("\u{feff}{}", render(&r).replace('\n', "\r\n"))).unwrap();
+        assert_eq!(bom, p);
     }
 
     #[test]
