@@ -19,15 +19,19 @@ pub enum Stage {
     Llm,
     /// The REPORT or the Redmine write-back failed.
     Writeback,
+    /// A signal stopped the run before the turn: nothing claimed, nothing posted.
+    Interrupted(i32),
 }
 
 impl Stage {
-    /// The exit code of the spec's table: 1 usage/config/routing/writeback, 2 intake, 4 llm.
+    /// The exit code of the spec's table: 1 usage/config/routing/writeback, 2 intake, 4 llm,
+    /// 128 + N for signal N.
     pub fn code(self) -> u8 {
         match self {
             Stage::Usage | Stage::Config | Stage::Routing | Stage::Writeback => 1,
             Stage::Intake => 2,
             Stage::Llm => 4,
+            Stage::Interrupted(signal) => Success::Interrupted { signal }.code(),
         }
     }
 
@@ -39,6 +43,7 @@ impl Stage {
             Stage::Intake => "intake",
             Stage::Llm => "llm",
             Stage::Writeback => "writeback",
+            Stage::Interrupted(_) => "interrupted",
         }
     }
 }
@@ -117,6 +122,8 @@ mod tests {
         assert_eq!(Stage::Writeback.code(), 1);
         assert_eq!(Stage::Intake.code(), 2);
         assert_eq!(Stage::Llm.code(), 4);
+        assert_eq!(Stage::Interrupted(15).code(), 143);
+        assert_eq!(Stage::Interrupted(1).code(), 129);
         assert_eq!(Success::Done.code(), 0);
         assert_eq!(Success::Denied.code(), 3);
         assert_eq!(Success::LlmFailedAfterReport.code(), 4);

@@ -39,7 +39,10 @@ pub async fn once(
     let run_id = run_id(started);
 
     // config, and what a turn needs that costs no token
-    let cfg = config::load(args.config.clone()).stage(Stage::Config)?;
+    let cfg = unless_signalled(interrupt, async {
+        config::load(args.config.clone(), redactor).stage(Stage::Config)
+    })
+    .await?;
     let replay = args.replay.clone().or_else(|| cfg.litellm.replay.clone());
     let sandbox = sandbox_status(&cfg)?;
     let backend = if args.dry_run {
@@ -50,10 +53,15 @@ pub async fn once(
 
     // intake and routing
     let redmine = redmine_client(&cfg, &args, redactor)?;
-    let Some(taken) = take_task(&cfg, &args, redmine.as_ref(), &run_id).await? else {
+    let Some(taken) = take_task(&cfg, &args, redmine.as_ref(), &run_id, interrupt).await? else {
         info!("intake: no tasks in scope; nothing to do");
         return Ok(Success::Done);
     };
+    // A signal during the claim: the claim is given up, as after any pre-turn failure.
+    if let Err(failure) = unless_signalled(interrupt, checkpoint()).await {
+        release_claim(redmine.as_ref(), &taken, &run_id, &failure, redactor).await;
+        return Err(failure);
+    }
     let task = &taken.task;
     info!(
         "task {} ({}): {:?} {}",
@@ -64,13 +72,18 @@ pub async fn once(
     );
     let Some(backend) = backend else {
         let plan = plan::plan(&cfg, task, &taken.route, replay.as_deref(), sandbox);
-        emit(&plan::render(&plan));
+        emit(&redactor.redact(&plan::render(&plan)))?;
         info!("dry-run complete, no LLM call made");
         return Ok(Success::Done);
     };
 
     // turn
-    let ready = match ready_turn(&cfg, backend, &taken.route, sandbox, redactor).await {
+    let ready = unless_signalled(interrupt, async {
+        let ready = ready_turn(&cfg, backend, &taken.route, sandbox, redactor).await?;
+        checkpoint().await?;
+        Ok(ready)
+    });
+    let ready = match ready.await {
         Ok(ready) => ready,
         Err(failure) => {
             release_claim(redmine.as_ref(), &taken, &run_id, &failure, redactor).await;
@@ -104,11 +117,12 @@ pub async fn once(
         run_id: run_id.clone(),
         started,
         finished,
-        backend: backend.describe(),
+        backend: redactor.redact(&backend.describe()),
         sandbox: sandbox.describe(),
     };
     let report = report_of(&cfg, task, &route, &turn, run, redactor);
-    let path = report::write_reports(&cfg.report_dir, &report).stage(Stage::Writeback)?;
+    let path =
+        report::write_reports(&cfg.report_dir, &report).map_err(|e| unwritten(&report, e))?;
     info!(
         "REPORT written: {} (stop reason {}, {} rounds, {} tokens)",
         path.display(),
@@ -116,7 +130,14 @@ pub async fn once(
         turn.rounds,
         turn.usage.total_tokens
     );
-    emit(&format!("{}\n", path.display()));
+    // Not printed is not delivered; the write-back still runs, the failure comes at the end.
+    let printed = emit(&format!("{}\n", path.display())).map_err(|f| {
+        Failure::new(
+            f.stage,
+            f.error
+                .context(format!("the REPORT is on disk at {}", path.display())),
+        )
+    });
     // The cassette comes after the REPORT, so a bad --record path cannot cost the REPORT.
     if let Some(cassette) = &args.record {
         llm::cassette::save(cassette, turn.recorded.clone(), redactor)
@@ -135,7 +156,37 @@ pub async fn once(
         error!("llm: {err}");
     }
     delivered?;
-    Ok(success_of(&turn.outcome))
+    match success_of(&turn.outcome) {
+        Success::Done => printed.map(|()| Success::Done),
+        other => Ok(other),
+    }
+}
+
+/// Runs a stage before the turn unless a signal comes first (received before it or while it
+/// runs): then the run stops with 128 + the signal, before any token and any REPORT.
+async fn unless_signalled<T>(
+    interrupt: &Interrupt,
+    stage: impl std::future::Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
+    interrupt
+        .or_signal(stage)
+        .await
+        .unwrap_or_else(|signal| Err(interrupted(signal)))
+}
+
+/// Lets a signal that reached the process be seen (the handler is a task on this thread)
+/// before the next stage starts; a stage for [`unless_signalled`].
+async fn checkpoint() -> Result<(), Failure> {
+    tokio::task::yield_now().await;
+    Ok(())
+}
+
+/// The failure of a run stopped by `signal` before its turn.
+fn interrupted(signal: i32) -> Failure {
+    Failure::new(
+        Stage::Interrupted(signal),
+        anyhow!("interrupted by signal {signal} before the turn: no token spent, no REPORT written, no claim kept"),
+    )
 }
 
 /// How this run's commands are confined; warns about escape-hatch allow rules. Fails (exit 1)
@@ -227,6 +278,7 @@ async fn take_task(
     args: &OnceArgs,
     redmine: Option<&RedmineClient>,
     run_id: &str,
+    interrupt: &Interrupt,
 ) -> Result<Option<Taken>, Failure> {
     let (Some(client), Some(rm)) = (redmine, &cfg.redmine) else {
         info!("intake: demo issue from {} [demo]", cfg.path.display());
@@ -255,6 +307,7 @@ async fn take_task(
     };
     let claim = rm.claim.enabled && !args.dry_run;
     let taken = intake::redmine::take(
+        interrupt,
         client,
         rm,
         run_id,
@@ -274,6 +327,7 @@ async fn take_task(
         Ok(Intake::NothingInScope) => Ok(None),
         Err(TakeError::Routing(e)) => Err(e).stage(Stage::Routing),
         Err(TakeError::Intake(e)) => Err(e).stage(Stage::Intake),
+        Err(TakeError::Interrupted(signal)) => Err(interrupted(signal)),
     }
 }
 
@@ -368,6 +422,9 @@ struct RunInfo {
     sandbox: String,
 }
 
+/// How much of each command (and each reason) the REPORT's round log quotes, in bytes.
+const REPORT_QUOTE_MAX: usize = 2048;
+
 /// The REPORT of a finished turn, with every text that may hold a secret masked.
 fn report_of(
     cfg: &Config,
@@ -414,9 +471,33 @@ fn report_of(
         finished: run.finished,
         backend: run.backend,
         sandbox: run.sandbox,
-        round_log: turn.log.clone(),
+        round_log: turn
+            .log
+            .iter()
+            .map(|r| turn::RoundRecord {
+                tools: r
+                    .tools
+                    .iter()
+                    .map(|t| t.clipped(REPORT_QUOTE_MAX))
+                    .collect(),
+                ..r.clone()
+            })
+            .collect(),
         reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
     }
+}
+
+/// A REPORT that could not be written (a full disk): the tokens are spent, so its text, the
+/// model's reply included, goes to stderr rather than being lost; the run fails (exit 1).
+fn unwritten(report: &report::Report, e: anyhow::Error) -> Failure {
+    error!(
+        "the REPORT could not be written ({e:#}); here it is, the model's reply included:\n{}",
+        report::render(report)
+    );
+    Failure::new(
+        Stage::Writeback,
+        e.context("the REPORT could not be written; its text is on stderr above"),
+    )
 }
 
 /// Posts the written REPORT to its Redmine issue, when the task came from Redmine. A failure

@@ -104,7 +104,7 @@ impl KeyRef {
                 }
             },
             KeyRef::File(path) => {
-                let text = std::fs::read_to_string(path)
+                let text = crate::bounded::read_text(path, crate::bounded::KEY_FILE_MAX)
                     .with_context(|| format!("{what}: cannot read key file {}", path.display()))?;
                 text.trim_end_matches(['\n', '\r']).to_string()
             }
@@ -127,15 +127,16 @@ fn is_env_name(s: &str) -> bool {
 }
 
 /// Masks every known secret in text, longest first so a secret that contains another is
-/// masked whole.
+/// masked whole. Clones share their secrets: one added later (a key resolved after the
+/// narration started) is masked by every clone, the stderr narration's included.
 #[derive(Clone, Default)]
 pub struct Redactor {
-    secrets: Vec<String>,
+    secrets: std::sync::Arc<std::sync::RwLock<Vec<String>>>,
 }
 
 impl fmt::Debug for Redactor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Redactor({} secrets)", self.secrets.len())
+        write!(f, "Redactor({} secrets)", self.read().len())
     }
 }
 
@@ -143,26 +144,56 @@ impl fmt::Debug for Redactor {
 pub const MASK: &str = "[redacted]";
 
 impl Redactor {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<String>> {
+        // A panic while adding cannot leave the list half-written (push then sort).
+        self.secrets.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn insert(&self, s: &str) {
+        let mut secrets = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+        if !secrets.iter().any(|x| x == s) {
+            secrets.push(s.to_string());
+            secrets.sort_by_key(|x| std::cmp::Reverse(x.len()));
+        }
+    }
+
     /// Adds a secret to mask from now on.
     pub fn add(&mut self, secret: &Secret) {
         let s = secret.expose();
         // Very short values would mask ordinary text everywhere; resolve() refuses empty ones
         // and a 1-3 character key is not a credential anyone should rely on.
-        if s.len() >= 4 && !self.secrets.iter().any(|x| x == s) {
-            self.secrets.push(s.to_string());
-            self.secrets.sort_by_key(|x| std::cmp::Reverse(x.len()));
+        if s.len() >= 4 {
+            self.insert(s);
+        }
+    }
+
+    /// Masks the password of `url` (`http://user:PASSWORD@host`), as written and as
+    /// percent-decoded: on its own (when long enough to be told from ordinary text) and
+    /// always where it stands in a URL, so `http://user:[redacted]@host` is all that shows.
+    pub fn add_url(&mut self, url: &str) {
+        for password in url_passwords(url) {
+            if password.len() >= 4 {
+                self.insert(&password);
+            } else {
+                self.insert(&format!(":{password}@"));
+            }
         }
     }
 
     /// True when no secret is registered.
     pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty()
+        self.read().is_empty()
     }
 
     /// Returns `text` with every secret replaced by `[redacted]`.
     pub fn redact(&self, text: &str) -> String {
         let mut out = text.to_string();
-        for s in &self.secrets {
+        for s in self.read().iter() {
+            if s.starts_with(':') && s.ends_with('@') {
+                // A short URL password: masked in place, the user name and host kept.
+                out = out.replace(s.as_str(), &format!(":{MASK}@"));
+                continue;
+            }
             if out.contains(s.as_str()) {
                 out = out.replace(s.as_str(), MASK);
             }
@@ -174,7 +205,7 @@ impl Redactor {
     /// that a cut could leave as the first half of a secret.
     pub fn dangling_prefix_len(&self, text: &str) -> usize {
         let mut best = 0;
-        for s in &self.secrets {
+        for s in self.read().iter() {
             for (i, _) in s.char_indices().skip(1) {
                 if i > best && text.ends_with(&s[..i]) {
                     best = i;
@@ -188,7 +219,7 @@ impl Redactor {
     /// that a cut could leave as the second half of a secret.
     pub fn dangling_suffix_len(&self, text: &str) -> usize {
         let mut best = 0;
-        for s in &self.secrets {
+        for s in self.read().iter() {
             for (i, _) in s.char_indices().skip(1) {
                 let tail = &s[i..];
                 if tail.len() > best && text.starts_with(tail) {
@@ -198,6 +229,58 @@ impl Redactor {
         }
         best
     }
+}
+
+/// `url` with the password of its userinfo replaced by `[redacted]`, for messages about a
+/// URL that is not valid yet (PURE).
+pub fn masked_url(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(password) = url_passwords(url).first() {
+        out = out.replace(&format!(":{password}@"), &format!(":{MASK}@"));
+    }
+    out
+}
+
+/// The password of a URL's userinfo, as written and percent-decoded (PURE).
+fn url_passwords(url: &str) -> Vec<String> {
+    let Some((_, rest)) = url.split_once("://") else {
+        return Vec::new();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let Some((userinfo, _)) = authority.rsplit_once('@') else {
+        return Vec::new();
+    };
+    let Some((_, password)) = userinfo.split_once(':') else {
+        return Vec::new();
+    };
+    if password.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![password.to_string()];
+    let decoded = percent_decode(password);
+    if decoded != password && !decoded.is_empty() {
+        out.push(decoded);
+    }
+    out
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -297,6 +380,34 @@ mod tests {
             r.redact("x abcdefgh y abcd z"),
             "x [redacted] y [redacted] z"
         );
+    }
+
+    #[test]
+    fn url_passwords_are_masked_in_place_and_everywhere() {
+        let mut r = Redactor::default();
+        r.add_url("http://bot:s3cr%40t-pw@127.0.0.1:4000/v1");
+        r.add_url("http://me:ab@localhost/");
+        r.add_url("http://nopassword@host/ and http://host:80/x");
+        let shared = r.clone();
+        assert_eq!(
+            shared.redact("GET http://bot:s3cr%40t-pw@127.0.0.1:4000/v1/models: s3cr@t-pw"),
+            "GET http://bot:[redacted]@127.0.0.1:4000/v1/models: [redacted]"
+        );
+        assert_eq!(
+            r.redact("http://me:ab@localhost/ about ab"),
+            "http://me:[redacted]@localhost/ about ab"
+        );
+        assert_eq!(url_passwords("http://u@h:1/a:b@c"), Vec::<String>::new());
+        assert_eq!(masked_url("http://u:p w@h/?x"), "http://u:[redacted]@h/?x");
+        assert_eq!(url_passwords("http://u:p%zz@h"), vec!["p%zz".to_string()]);
+    }
+
+    #[test]
+    fn clones_share_what_is_added_later() {
+        let mut r = Redactor::default();
+        let narration = r.clone();
+        r.add(&Secret::new("sk-later-added"));
+        assert_eq!(narration.redact("x sk-later-added"), "x [redacted]");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::tools::gate::Policy;
 
 mod load;
 mod raw;
+mod schema;
 mod validate;
 
 pub use load::load;
@@ -338,10 +339,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
     };
     let mut unknown = Vec::new();
     let deserializer = toml::Deserializer::new(text);
-    let raw: RawConfig = serde_ignored::deserialize(deserializer, |p| {
+    let raw: RawConfig = match serde_ignored::deserialize(deserializer, |p| {
         unknown.push(format!("{}: unknown key", key_label(&p.to_string())))
-    })
-    .map_err(|e| fail(vec![e.to_string().trim_end().to_string()]))?;
+    }) {
+        Ok(raw) => raw,
+        Err(e) => {
+            return Err(fail(
+                type_problems(text).unwrap_or_else(|| vec![e.to_string().trim_end().to_string()]),
+            ))
+        }
+    };
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -356,6 +363,21 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
     } else {
         Err(fail(v.problems))
     }
+}
+
+/// When the raw layer refused `text`: every type error, each with its key, and every unknown
+/// key, all at once ([`schema::check`]); `None` when the file is not TOML or has no type
+/// error (then serde's own message says what is wrong).
+fn type_problems(text: &str) -> Option<Vec<String>> {
+    let mut doc: toml::Table = text.parse().ok()?;
+    let mut problems = schema::check(&mut doc);
+    if problems.is_empty() {
+        return None;
+    }
+    let _: Result<RawConfig, _> = serde_ignored::deserialize(toml::Value::Table(doc), |p| {
+        problems.push(format!("{}: unknown key", key_label(&p.to_string())))
+    });
+    Some(problems)
 }
 
 /// `tools.bash.alow` -> `[tools.bash].alow`; `vertcal` -> `vertcal`.

@@ -178,6 +178,30 @@ fn type_errors_name_the_key() {
 }
 
 #[test]
+fn type_errors_are_all_reported_at_once_in_words_with_unknown_keys() {
+    let text = format!(
+        "{}\n[loop]\nmax_rounds = \"eight\"\nmax_round = 3\n[tools.bash]\ntimeout_secs = true\n",
+        MINIMAL.replace("[models]\n", "[models]\nmopac-code = 5\n")
+    );
+    let p = problems(&text);
+    assert_eq!(
+        p,
+        vec![
+            "[loop].max_rounds: must be a whole number, not a string (\"eight\")".to_string(),
+            "[models].mopac-code: must be a model name or a list of model names, not a whole number (5)".to_string(),
+            "[tools.bash].timeout_secs: must be a whole number, not true".to_string(),
+            "[loop].max_round: unknown key".to_string(),
+        ]
+    );
+    for p in &p {
+        assert!(
+            !p.contains("i64") && !p.contains("untagged") && !p.contains("RawTier"),
+            "{p}"
+        );
+    }
+}
+
+#[test]
 fn paths_are_cleaned() {
     assert_eq!(
         clean_path(Path::new("examples/demo/../../reports")),
@@ -372,5 +396,17 @@ fn prompt_keys_default_and_validate() {
     assert_eq!(
         problems(&text),
         vec!["[prompt].agents_max_bytes: must be between 0 and 1048576, got -1".to_string()]
+    );
+}
+
+#[test]
+fn a_bad_url_is_quoted_without_its_password() {
+    let text = MINIMAL.replace(
+        "http://127.0.0.1:4000/v1",
+        "http://bot:hunter2 x@127.0.0.1:4000/v1?q",
+    );
+    assert_eq!(
+        problems(&text),
+        vec!["[litellm].base_url: must be a plain base URL, got \"http://bot:[redacted]@127.0.0.1:4000/v1?q\"".to_string()]
     );
 }

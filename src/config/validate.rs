@@ -53,16 +53,18 @@ impl Validator {
 
     fn url(&mut self, key: &str, v: Option<String>) -> Option<String> {
         let s = v?;
+        // Messages quote the URL; its password must not show.
+        let shown = crate::secrets::masked_url(&s);
         let trimmed = s.trim_end_matches('/').to_string();
         if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
             self.problem(
                 key,
-                format!("must be an http:// or https:// URL, got {s:?}"),
+                format!("must be an http:// or https:// URL, got {shown:?}"),
             );
             return None;
         }
         if trimmed.contains(char::is_whitespace) || trimmed.contains('?') {
-            self.problem(key, format!("must be a plain base URL, got {s:?}"));
+            self.problem(key, format!("must be a plain base URL, got {shown:?}"));
             return None;
         }
         Some(trimmed)

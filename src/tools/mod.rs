@@ -124,6 +124,44 @@ impl ToolEvent {
         }
     }
 
+    /// The event with its command and reason cut to `max` bytes each (head and tail kept),
+    /// as the REPORT quotes it: a huge command makes a bounded REPORT.
+    pub fn clipped(&self, max: usize) -> ToolEvent {
+        use crate::bounded::clip;
+        match self {
+            ToolEvent::Ran {
+                command,
+                ending,
+                output_bytes,
+            } => ToolEvent::Ran {
+                command: clip(command, max),
+                ending: clip(ending, max),
+                output_bytes: *output_bytes,
+            },
+            ToolEvent::Denied { command, reason } => ToolEvent::Denied {
+                command: clip(command, max),
+                reason: clip(reason, max),
+            },
+            ToolEvent::File {
+                tool,
+                path,
+                summary,
+            } => ToolEvent::File {
+                tool: tool.clone(),
+                path: clip(path, max),
+                summary: clip(summary, max),
+            },
+            ToolEvent::FileRefused { tool, path, reason } => ToolEvent::FileRefused {
+                tool: tool.clone(),
+                path: clip(path, max),
+                reason: clip(reason, max),
+            },
+            ToolEvent::Invalid { reason } => ToolEvent::Invalid {
+                reason: clip(reason, max),
+            },
+        }
+    }
+
     /// Whether the command was interrupted by a signal to the harness.
     pub fn interrupted(&self) -> bool {
         matches!(self, ToolEvent::Ran { ending, .. } if ending == "interrupted")
