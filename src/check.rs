@@ -114,6 +114,7 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
         crate::tools::sandbox::kernel_abi(),
         cfg.bash.network,
     );
+    let confined = matches!(sandbox, Ok(crate::tools::sandbox::Status::Landlock { .. }));
     items.push(match sandbox {
         Ok(s) => item(
             Status::Ok,
@@ -122,6 +123,79 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
         ),
         Err(e) => item(Status::Fail, "sandbox", format!("{e:#}")),
     });
+    items.extend(read_items(cfg, confined));
+    items
+}
+
+/// What commands may read: one item per read root, a failure for each key file, config or
+/// report dir they could read, a warning where the kernel cannot keep them out.
+fn read_items(cfg: &Config, confined: bool) -> Vec<Item> {
+    use crate::tools::sandbox::reads;
+    if !confined {
+        return vec![item(
+            Status::Warn,
+            "reads",
+            "commands run unconfined: they can read every file this user can, key files and the config included",
+        )];
+    }
+    let mut items = match reads::read_set(&cfg.bash, &cfg.work_root, None) {
+        Ok(set) => {
+            let mut items: Vec<Item> = set
+                .lines
+                .iter()
+                .map(|l| item(Status::Ok, "reads", l.clone()))
+                .collect();
+            if !set.hidden.is_empty() {
+                items.push(item(
+                    Status::Warn,
+                    "reads",
+                    format!(
+                        "work_root holds {}: hidden from commands, and so is every file created later beside them; a work tree in its own directory avoids this",
+                        set.hidden.join(", ")
+                    ),
+                ));
+            }
+            items
+        }
+        Err(problems) => problems
+            .into_iter()
+            .map(|p| item(Status::Fail, "reads", p))
+            .collect(),
+    };
+    // A hard link is the same file under another path: Landlock would allow it there.
+    for n in &cfg.bash.never_read {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::metadata(&n.path) {
+            if meta.is_file() && meta.nlink() > 1 {
+                items.push(item(
+                    Status::Warn,
+                    "reads",
+                    format!(
+                        "{} ({}) has {} hard links: a link inside a read root would be readable",
+                        n.what,
+                        n.path.display(),
+                        meta.nlink()
+                    ),
+                ));
+            }
+        }
+    }
+    if !cfg.bash.network && !cfg.bash.unix_sockets.is_empty() {
+        let names: Vec<String> = cfg
+            .bash
+            .unix_sockets
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        items.push(item(
+            Status::Warn,
+            "sockets",
+            format!(
+                "unix_sockets = [{}]: commands may create Unix sockets and so connect to any socket file they can name, not only these (the kernel cannot check the name)",
+                names.join(", ")
+            ),
+        ));
+    }
     items
 }
 

@@ -90,7 +90,12 @@ async fn once(
 ) -> Result<Success, Failure> {
     let started = Utc::now();
     let run_id = run_id(started);
-    let cfg = load_config(args.config.clone())?;
+    let mut cfg = load_config(args.config.clone())?;
+    if let Some(cassette) = &args.record {
+        cfg.bash
+            .never_read
+            .push(config::NeverRead::cassette(cassette));
+    }
     let replay = args.replay.clone().or_else(|| cfg.litellm.replay.clone());
     let sandbox = sandbox_status(&cfg)?;
 
@@ -469,13 +474,20 @@ fn sandbox_status(cfg: &Config) -> Result<tools::sandbox::Status, Failure> {
     for w in gate::lint(&cfg.bash.policy) {
         warn!("[tools.bash]: {w}");
     }
-    tools::sandbox::decide(
+    let status = tools::sandbox::decide(
         cfg.bash.sandbox,
         tools::sandbox::kernel_abi(),
         cfg.bash.network,
     )
     .with_context(|| format!("config {}", cfg.path.display()))
-    .stage(Stage::Config)
+    .stage(Stage::Config)?;
+    // A read root that exposes a key, the config or the reports stops the run before any claim.
+    if let tools::sandbox::Status::Landlock { .. } = status {
+        tools::sandbox::reads::read_set(&cfg.bash, &cfg.work_root, None)
+            .map_err(|p| anyhow!("config {}: {}", cfg.path.display(), p.join("; ")))
+            .stage(Stage::Config)?;
+    }
+    Ok(status)
 }
 
 fn plan(

@@ -164,10 +164,8 @@ impl BashTool {
         env.push(("TMPDIR".to_string(), tmp.path().display().to_string()));
         env.sort();
         let landlock = match status {
-            sandbox::Status::Landlock { network, .. } => {
-                let mut roots = vec![work_root.clone(), tmp.path().to_path_buf()];
-                roots.extend(config.write_roots.iter().cloned());
-                Some(sandbox::Landlock::build(&roots, network)?)
+            sandbox::Status::Landlock { .. } => {
+                Some(sandbox::Landlock::build(&config, &work_root, tmp.path())?)
             }
             sandbox::Status::Off | sandbox::Status::Unavailable => None,
         };
