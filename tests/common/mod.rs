@@ -375,3 +375,25 @@ pub fn chat_bodies_at(url: &str) -> Vec<Value> {
         .map(|r| r["body"].clone())
         .collect()
 }
+
+/// Whether this kernel has Landlock; says so loudly when it does not (CI's kernel has it).
+pub fn landlock() -> bool {
+    match harness::tools::sandbox::kernel_abi() {
+        Ok(_) => true,
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run on a kernel with Landlock: {why}"
+            );
+            eprintln!("SKIPPED: Landlock tests: {why}");
+            false
+        }
+    }
+}
+
+/// Writes an executable bash script.
+pub fn script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/bash\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
