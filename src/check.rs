@@ -140,11 +140,7 @@ fn read_items(cfg: &Config, confined: bool) -> Vec<Item> {
     }
     let mut items = match reads::read_set(&cfg.bash, &cfg.work_root, None) {
         Ok(set) => {
-            let mut items: Vec<Item> = set
-                .lines
-                .iter()
-                .map(|l| item(Status::Ok, "reads", l.clone()))
-                .collect();
+            let mut items = vec![item(Status::Ok, "reads", set.lines.join("; "))];
             if !set.hidden.is_empty() {
                 items.push(item(
                     Status::Warn,

@@ -261,7 +261,7 @@ fn check_shows_the_read_set_and_hides_the_config_inside_the_work_root() {
     let root = ws.path().canonicalize().unwrap();
     assert!(
         check.stdout.contains(&format!(
-            "ok    reads: work_root: {} except harness.toml (the config file), reports (the report dir)",
+            "ok    reads: work_root: {} except harness.toml (the config file), reports (the report dir); ",
             root.display()
         )),
         "{}",
@@ -270,7 +270,7 @@ fn check_shows_the_read_set_and_hides_the_config_inside_the_work_root() {
     assert!(
         check
             .stdout
-            .contains("ok    reads: [tools.bash].read_roots[0] (@system): /usr/bin"),
+            .contains("; [tools.bash].read_roots[0] (@system): /usr/bin "),
         "{}",
         check.stdout
     );
