@@ -322,3 +322,70 @@ fn unconfined_the_masker_still_hides_the_encoded_key() {
         }
     }
 }
+
+#[test]
+fn the_harness_process_is_not_dumpable() {
+    // The kernel gives a non-dumpable process's /proc files to root. That shows only when
+    // harness runs as another user, which only root can arrange.
+    // SAFETY: geteuid only returns a number.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: non-dumpable test: needs root to run harness as another user");
+        return;
+    }
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    let llm = Llm::start(&json!([tool_call("c1", "./scripts/slow.sh"), text("done")]));
+    let ws = workspace(&llm, "");
+    script(
+        &ws.path().join("work/scripts/slow.sh"),
+        "touch started && sleep 3",
+    );
+    for d in [
+        ws.path(),
+        &ws.path().join("work"),
+        &ws.path().join("work/scripts"),
+    ] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    std::fs::set_permissions(
+        ws.path().join("reports"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        ws.path().join("keys"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["once", "--demo", "--config"])
+        .arg(ws.config())
+        .current_dir(ws.path())
+        .env_remove("RUST_LOG")
+        .uid(65534)
+        .gid(65534)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = ws.path().join("work/started");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !started.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(started.exists(), "the command never ran");
+    let owner = std::fs::metadata(format!("/proc/{}/environ", child.id()))
+        .unwrap()
+        .uid();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        owner, 0,
+        "/proc/PID/environ of harness belongs to its user: it is dumpable"
+    );
+}
