@@ -357,7 +357,7 @@ fn the_harness_process_is_not_dumpable() {
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
         .args(["once", "--demo", "--config"])
         .arg(ws.config())
         .current_dir(ws.path())
