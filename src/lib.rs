@@ -543,7 +543,7 @@ fn plan(
         routing: route.describe(),
         tools,
         sandbox: if cfg.bash.enabled {
-            sandbox.plan_line(cfg.bash.write_roots.len())
+            sandbox.plan_line_with_reads(&cfg.bash, &cfg.work_root)
         } else {
             "none (no bash tool)".to_string()
         },

@@ -94,6 +94,19 @@ impl Status {
     }
 }
 
+impl Status {
+    /// [`Status::plan_line`] and, under Landlock, the read set: the PLAN's `sandbox` value.
+    pub fn plan_line_with_reads(&self, bash: &BashConfig, work_root: &Path) -> String {
+        let line = self.plan_line(bash.write_roots.len());
+        match (self, reads::read_set(bash, work_root, None)) {
+            (Status::Landlock { .. }, Ok(set)) => {
+                format!("{line}; read set: {}", reads::summary(bash, &set.hidden))
+            }
+            _ => line,
+        }
+    }
+}
+
 /// The confinement `mode` gets on a kernel whose Landlock ABI is `kernel` (or why it has none).
 /// PURE. `sandbox = "landlock"` fails where Landlock is missing, or where `network = false`
 /// cannot be enforced.

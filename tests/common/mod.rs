@@ -349,16 +349,23 @@ pub fn real_server(flag: &str, what: &str) -> bool {
     false
 }
 
-/// The PLAN's `sandbox:` line for the standard config on this kernel (Landlock when it has it).
+/// The PLAN's `sandbox:` line for the standard config on this kernel (Landlock when it has
+/// it, then with the read set).
 pub fn sandbox_plan_line() -> String {
     use harness::tools::sandbox;
-    sandbox::decide(
+    let status = sandbox::decide(
         harness::config::SandboxMode::Auto,
         sandbox::kernel_abi(),
         /*network*/ false,
     )
-    .unwrap()
-    .plan_line(0)
+    .unwrap();
+    match status {
+        sandbox::Status::Landlock { .. } => format!(
+            "{}; read set: work_root, a private TMPDIR, @system",
+            status.plan_line(0)
+        ),
+        _ => status.plan_line(0),
+    }
 }
 
 /// The chat request bodies a `scripted-llm` at `url` received, in order.

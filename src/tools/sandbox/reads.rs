@@ -137,6 +137,35 @@ pub struct ReadSet {
     pub hidden: Vec<String>,
 }
 
+/// The read set in one line for the PLAN: the roots by name, `@system` as one word, the
+/// paths hidden inside the work root. PURE.
+pub fn summary(bash: &BashConfig, hidden: &[String]) -> String {
+    let mut parts = vec![if hidden.is_empty() {
+        "work_root".to_string()
+    } else {
+        format!("work_root except {}", hidden.join(", "))
+    }];
+    parts.push("a private TMPDIR".to_string());
+    parts.extend(bash.write_roots.iter().map(|p| p.display().to_string()));
+    parts.extend(bash.read_roots.iter().map(|r| match r {
+        ReadRoot::System => "@system".to_string(),
+        ReadRoot::Path(p) => p.display().to_string(),
+    }));
+    parts.join(", ")
+}
+
+impl ReadSet {
+    /// Whether a command may read the file at `path` (`list` false) or list the directory at
+    /// `path` (`list` true), `path` resolved, as Landlock judges it. For tools that run inside
+    /// the harness (the file tools), which Landlock does not confine: they obey the same set.
+    /// PURE.
+    pub fn allows(&self, path: &Path, list: bool) -> bool {
+        self.rules
+            .iter()
+            .any(|r| path.starts_with(&r.path) && (list || r.grant == Grant::Tree))
+    }
+}
+
 /// Whether a read root at `root` would expose `protected` (both resolved): it contains it,
 /// or lies inside it. PURE.
 pub fn overlaps(root: &Path, protected: &Path) -> bool {
@@ -438,6 +467,19 @@ mod tests {
     }
 
     #[test]
+    fn the_summary_names_every_root() {
+        let mut b = bash(
+            vec![],
+            vec![ReadRoot::System, ReadRoot::Path("/opt/t".into())],
+        );
+        b.write_roots = vec![PathBuf::from("/srv/cache")];
+        assert_eq!(
+            summary(&b, &["harness.toml (the config file)".to_string()]),
+            "work_root except harness.toml (the config file), a private TMPDIR, /srv/cache, @system, /opt/t"
+        );
+    }
+
+    #[test]
     fn overlap_is_containment_either_way() {
         assert!(overlaps(Path::new("/a"), Path::new("/a/b/key")));
         assert!(overlaps(Path::new("/a/b"), Path::new("/a")));
@@ -512,6 +554,16 @@ mod tests {
             }
         );
         assert_eq!(set.hidden.len(), 3, "{:?}", set.hidden);
+        // What the file tools ask: the same answers Landlock gives.
+        assert!(set.allows(&r.join("src/deep/x.rs"), false));
+        assert!(set.allows(&r.join("reports"), true), "names stay listable");
+        assert!(!set.allows(&r.join("reports/REPORT-1.md"), false));
+        assert!(!set.allows(&r.join("harness.toml"), false));
+        assert!(!set.allows(&r.join("created-later.txt"), false));
+        assert!(
+            !set.allows(Path::new("/etc/passwd"), false),
+            "no @system here"
+        );
     }
 
     #[test]
