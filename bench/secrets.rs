@@ -49,7 +49,7 @@ fn output() -> String {
         ));
         out.push_str("aGVsbG8gd29ybGQsIG5vdGhpbmcgc2VjcmV0IGhlcmUsIGp1c3QgYmFzZTY0IHRleHQ=\n");
         out.push_str("68656c6c6f20776f726c642c206e6f7468696e67207365637265740a\n");
-        if i % 5000 == 0 {
+        if i % 400 == 0 {
             let rev: String = KEY.chars().rev().collect();
             out.push_str(&format!("{KEY} {rev}\n"));
         }
@@ -99,8 +99,8 @@ fn main() {
     );
     let t = time(50, || sandbox::seccomp::socket_filter(false).unwrap());
     println!(
-        "seccomp_compile\t{:.3} ms\t(part of the above)",
-        t.as_secs_f64() * 1e3
+        "seccomp_compile\t{:.1} us\t(part of the above)",
+        t.as_secs_f64() * 1e6
     );
 
     let landlock = sandbox::Landlock::build(&cfg.bash, &work, &tmp).unwrap();
@@ -125,10 +125,11 @@ fn main() {
             .unwrap()
         })
     };
-    // Interleaved, so that a busy machine slows both alike.
+    // Interleaved, so that a busy machine slows both alike; the minimum is the figure least
+    // disturbed by other load.
     let mut plain = Vec::new();
     let mut confined = Vec::new();
-    for _ in 0..60 {
+    for _ in 0..150 {
         let s = Instant::now();
         black_box(start(None));
         plain.push(s.elapsed());
@@ -136,11 +137,15 @@ fn main() {
         black_box(start(Some(&landlock)));
         confined.push(s.elapsed());
     }
-    let (plain, confined) = (median(plain), median(confined));
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (plain_min, confined_min) = (
+        ms(*plain.iter().min().unwrap()),
+        ms(*confined.iter().min().unwrap()),
+    );
+    let (plain, confined) = (ms(median(plain)), ms(median(confined)));
     println!(
-        "command_start\t{:.3} ms confined, {:.3} ms not\t(bash -c true; the confinement adds {:.3} ms)",
-        confined.as_secs_f64() * 1e3,
-        plain.as_secs_f64() * 1e3,
-        (confined.as_secs_f64() - plain.as_secs_f64()) * 1e3
+        "command_start\t+{:.3} ms (min), +{:.3} ms (median)\t(bash -c true: {confined_min:.3}/{confined:.3} ms confined, {plain_min:.3}/{plain:.3} ms not, min/median)",
+        confined_min - plain_min,
+        confined - plain
     );
 }
