@@ -16,7 +16,7 @@ RUNS=${RUNS:-15}
 cd "$ROOT"
 
 echo "building release binaries..." >&2
-cargo build --release --quiet --bins
+cargo build --release --quiet --workspace --bins
 mkdir -p target/bench
 rustc --edition 2021 -O bench/measure.rs -o target/bench/measure
 MEASURE=target/bench/measure

@@ -13,7 +13,7 @@
 #
 # env (all optional; relative paths are taken from the current directory):
 #   SCRIPTED_LLM           upstream binary (default <repo>/target/debug/scripted-llm; build it
-#                          first with `cargo build --bin scripted-llm`)
+#                          first with `cargo build -p scripted-llm`)
 #   LITELLM_VENV           venv holding LiteLLM (default <repo>/.cache/litellm-venv; created
 #                          on first use, about 1 min and 760 MB)
 #   LITELLM_RUN_DIR        pid files, logs, runtime config (default <repo>/.cache/litellm-run)
@@ -47,7 +47,7 @@ abspath() { case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; e
 SCRIPT=$(abspath "$1")
 [ -f "$SCRIPT" ] || die "script file not found: $SCRIPT"
 SCRIPTED_LLM=$(abspath "${SCRIPTED_LLM:-$REPO/target/debug/scripted-llm}")
-[ -x "$SCRIPTED_LLM" ] || die "no scripted-llm binary at $SCRIPTED_LLM (run: cargo build --bin scripted-llm, or set SCRIPTED_LLM)"
+[ -x "$SCRIPTED_LLM" ] || die "no scripted-llm binary at $SCRIPTED_LLM (run: cargo build -p scripted-llm, or set SCRIPTED_LLM)"
 VENV=$(abspath "${LITELLM_VENV:-$REPO/.cache/litellm-venv}")
 RUN=$(abspath "${LITELLM_RUN_DIR:-$REPO/.cache/litellm-run}")
 CONFIG=$(abspath "${LITELLM_CONFIG:-$REPO/tests/litellm/litellm.yaml}")

@@ -27,8 +27,8 @@ end
 ADMIN_PASSWORD = ENV.fetch('REDMINE_ADMIN_PASSWORD', 'redmine-admin-pw')
 BOT_PASSWORD   = ENV.fetch('REDMINE_BOT_PASSWORD', 'redmine-bot-pw')
 
-# The permissions of the bot's role "Bot", and nothing more. This is the exact list the
-# README documents for a real deployment (names as in Administration > Roles):
+# The permissions of the bot's role "Bot", and nothing more. This is the exact list that
+# docs/redmine.md documents for a real deployment (names as in Administration > Roles):
 #   :view_issues      "View Issues"       - list/show issues, use public saved queries, read journals
 #   :add_issue_notes  "Add notes"         - claim notes and the REPORT note (a PUT with only "notes")
 #   :edit_issues      "Edit issues"       - change status_id and assigned_to_id in the same PUT; also

@@ -9,7 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-cargo build --all-targets --quiet
+# --workspace: the scripted-llm test server (crates/scripted-llm) is built too; the
+# integration tests start target/debug/scripted-llm.
+cargo build --workspace --all-targets --quiet
 
 if [[ -z "${HARNESS_TEST_QUICK:-}" ]]; then
   if [[ -x scripts/redmine-up.sh && -f tests/redmine.rs ]]; then
@@ -42,4 +44,4 @@ if [[ -z "${HARNESS_TEST_QUICK:-}" ]]; then
 fi
 
 # One test binary at a time keeps the real-server tests from racing each other.
-cargo test --all-targets --no-fail-fast -- --test-threads="${HARNESS_TEST_THREADS:-2}"
+cargo test --workspace --all-targets --no-fail-fast -- --test-threads="${HARNESS_TEST_THREADS:-2}"

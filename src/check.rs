@@ -1,14 +1,16 @@
 //! `harness check`: every check that costs no token, as a checklist. A loaded [`Config`] in,
-//! a list of [`Item`]s out; [`render`] is PURE. The checks are adapters: key refs are
-//! resolved (env, files), the report dir is written to and cleaned, the proxy gets
+//! a list of [`Item`]s out; [`render`] is PURE. The checks are adapters: the
+//! [`crate::preflight`] list that `harness once` runs too (report dir, work root, write roots),
+//! key refs resolved (env, files) and checked as header values, the proxy gets
 //! `GET /models` (and `GET /model/info` with `prices = "proxy"`), Redmine gets
 //! `GET /users/current.json`. No chat completion is ever sent.
 
 use std::collections::BTreeMap;
 
 use crate::config::{Config, Prices};
-use crate::intake::redmine::RedmineClient;
 use crate::llm::client::{ClientOptions, HttpClient};
+use crate::preflight;
+use crate::redmine::client::RedmineClient;
 use crate::secrets::Redactor;
 use crate::tools::gate;
 
@@ -57,28 +59,16 @@ pub async fn run(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
             if tiers == 1 { "" } else { "s" }
         ),
     )];
-    items.push(match crate::report::prepare_dir(&cfg.report_dir) {
-        Ok(()) => item(
-            Status::Ok,
-            "report dir",
-            format!("{} is writable", cfg.report_dir.display()),
-        ),
-        Err(e) => item(Status::Fail, "report dir", format!("{e:#}")),
-    });
+    // The same list `harness once` stops at, so check passes only what once accepts.
+    items.extend(
+        preflight::local(cfg, None)
+            .into_iter()
+            .map(|c| match c.outcome {
+                Ok(detail) => item(Status::Ok, c.what, detail),
+                Err(e) => item(Status::Fail, c.what, format!("{e:#}")),
+            }),
+    );
     if cfg.bash.enabled {
-        items.push(if cfg.work_root.is_dir() {
-            item(
-                Status::Ok,
-                "work root",
-                format!("{} is a directory", cfg.work_root.display()),
-            )
-        } else {
-            item(
-                Status::Fail,
-                "work root",
-                format!("{} is not a directory", cfg.work_root.display()),
-            )
-        });
         items.extend(gate_items(cfg));
     }
     items.extend(litellm_items(cfg, redactor).await);
@@ -127,8 +117,8 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
     items
 }
 
-/// What commands may read: one item per read root, a failure for each key file, config or
-/// report dir they could read, a warning where the kernel cannot keep them out.
+/// Warnings about what commands may read: unconfined commands, paths hidden inside the work
+/// root, key files with hard links, Unix sockets the kernel cannot hold to their names.
 fn read_items(cfg: &Config, confined: bool) -> Vec<Item> {
     use crate::tools::sandbox::reads;
     if !confined {
@@ -138,26 +128,20 @@ fn read_items(cfg: &Config, confined: bool) -> Vec<Item> {
             "commands run unconfined: they can read every file this user can, key files and the config included",
         )];
     }
-    let mut items = match reads::read_set(&cfg.bash, &cfg.work_root, None) {
-        Ok(set) => {
-            let mut items = vec![item(Status::Ok, "reads", set.lines.join("; "))];
-            if !set.hidden.is_empty() {
-                items.push(item(
-                    Status::Warn,
-                    "reads",
-                    format!(
-                        "work_root holds {}: hidden from commands, and so is every file created later beside them; a work tree in its own directory avoids this",
-                        set.hidden.join(", ")
-                    ),
-                ));
-            }
-            items
+    // The read set itself, and its failures, are a preflight entry (`reads`).
+    let mut items = Vec::new();
+    if let Ok(set) = reads::read_set(&cfg.bash, &cfg.work_root, None) {
+        if !set.hidden.is_empty() {
+            items.push(item(
+                Status::Warn,
+                "reads",
+                format!(
+                    "work_root holds {}: hidden from commands, and so is every file created later beside them; a work tree in its own directory avoids this",
+                    set.hidden.join(", ")
+                ),
+            ));
         }
-        Err(problems) => problems
-            .into_iter()
-            .map(|p| item(Status::Fail, "reads", p))
-            .collect(),
-    };
+    }
     // A hard link is the same file under another path: Landlock would allow it there.
     for n in &cfg.bash.never_read {
         use std::os::unix::fs::MetadataExt;
@@ -213,11 +197,10 @@ async fn litellm_items(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
             "[litellm] needs base_url and key_ref (or replay)",
         )];
     };
-    let key = match key_ref.resolve("litellm key") {
+    let key = match preflight::key(key_ref, "litellm key", "[litellm].key_ref", redactor) {
         Ok(k) => k,
         Err(e) => return vec![item(Status::Fail, "litellm key", format!("{e:#}"))],
     };
-    redactor.add(&key);
     let mut items = vec![item(
         Status::Ok,
         "litellm key",
@@ -286,11 +269,10 @@ async fn redmine_items(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
     let Some(rm) = &cfg.redmine else {
         return vec![item(Status::Skip, "redmine", "no [redmine] section")];
     };
-    let key = match rm.key_ref.resolve("redmine key") {
+    let key = match preflight::key(&rm.key_ref, "redmine key", "[redmine].key_ref", redactor) {
         Ok(k) => k,
         Err(e) => return vec![item(Status::Fail, "redmine key", format!("{e:#}"))],
     };
-    redactor.add(&key);
     let mut items = vec![item(
         Status::Ok,
         "redmine key",

@@ -24,7 +24,7 @@ Exit codes:
   2  intake error
   3  `gate`: command denied
   4  llm / turn error (a partial REPORT is written when the model was reached)
-  130, 143  interrupted by SIGINT / SIGTERM (a partial REPORT is written)
+  129, 130, 131, 143  interrupted by SIGHUP / SIGINT / SIGQUIT / SIGTERM (a partial REPORT is written)
 
 Results go to stdout (the REPORT path, the PLAN, a gate verdict); narration and logs go to
 stderr (-v for debug, or RUST_LOG). harness never reads stdin.";

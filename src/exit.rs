@@ -88,7 +88,7 @@ pub enum Success {
     LlmFailedAfterReport,
     /// A signal stopped the turn after its partial REPORT was written.
     Interrupted {
-        /// The signal number (2 for SIGINT, 15 for SIGTERM).
+        /// The signal number (1 SIGHUP, 2 SIGINT, 3 SIGQUIT, 15 SIGTERM).
         signal: i32,
     },
 }

@@ -1,6 +1,7 @@
 //! Writeback stage: the REPORT. [`render`] is PURE (a [`Report`] in, Markdown out, the clock
-//! passed in as values); [`write_atomic`] and [`write_reports`] are the filesystem adapter
-//! (temp file in the same directory, fsync, rename, fsync of the directory).
+//! passed in as values); [`prepare_dir`] and [`write_reports`] are the filesystem adapter, on
+//! top of [`crate::atomic`] (temp file in the same directory, fsync, rename, fsync of the
+//! directory).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,11 +10,9 @@ use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::atomic::{self, TEMP_PREFIX};
 use crate::llm::wire::Usage;
 use crate::turn::{RoundRecord, SkippedModel};
-
-/// Prefix of the temp files this module creates; a crashed run leaves at most these.
-pub const TEMP_PREFIX: &str = ".harness-tmp-";
 
 /// Everything a REPORT says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -165,99 +164,16 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
             )
         })?;
     drop(probe);
-    remove_stale_temps(dir);
+    atomic::remove_stale_temps(dir);
     Ok(())
-}
-
-fn remove_stale_temps(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let cutoff = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
-    for entry in entries.flatten() {
-        let stale = entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX)
-            && entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t < cutoff);
-        if stale {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
-/// Writes `bytes` to `path` atomically: a reader sees the old file or the new one, whole.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = parent_dir(path);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(&dir)
-        .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
-    tmp.write_all(bytes)
-        .and_then(|_| tmp.as_file().sync_all())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(path)
-        .map_err(|e| e.error)
-        .with_context(|| format!("cannot rename into {}", path.display()))?;
-    sync_dir(&dir);
-    Ok(())
-}
-
-/// Like [`write_atomic`] but never replaces an existing file: `-2`, `-3`... are tried.
-fn write_atomic_new(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
-    let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)
-        .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
-    tmp.write_all(bytes)
-        .and_then(|_| tmp.as_file().sync_all())
-        .with_context(|| format!("cannot write a REPORT in {}", dir.display()))?;
-    let stem = name.trim_end_matches(".md");
-    let mut n = 1;
-    loop {
-        let candidate = if n == 1 {
-            dir.join(name)
-        } else {
-            dir.join(format!("{stem}-{n}.md"))
-        };
-        match tmp.persist_noclobber(&candidate) {
-            Ok(_) => {
-                sync_dir(dir);
-                return Ok(candidate);
-            }
-            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => {
-                tmp = e.file;
-                n += 1;
-            }
-            Err(e) => {
-                return Err(e.error)
-                    .with_context(|| format!("cannot rename into {}", candidate.display()))
-            }
-        }
-    }
-}
-
-fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-fn sync_dir(dir: &Path) {
-    // A directory fsync makes the rename durable; where a filesystem refuses it there is
-    // nothing better to do, and the data itself is already synced.
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
 }
 
 /// Writes the timestamped REPORT and then `REPORT-latest.md`; returns the timestamped path.
 pub fn write_reports(dir: &Path, report: &Report) -> Result<PathBuf> {
     let text = render(report);
     let name = file_name(&report.vertical, &report.task_id, report.started);
-    let path = write_atomic_new(dir, &name, text.as_bytes())?;
-    write_atomic(&dir.join("REPORT-latest.md"), text.as_bytes())?;
+    let path = atomic::write_new(dir, &name, text.as_bytes())?;
+    atomic::write(&dir.join("REPORT-latest.md"), text.as_bytes())?;
     Ok(path)
 }
 
@@ -415,88 +331,6 @@ All good.
             format!("{e:#}").contains("cannot create report dir"),
             "{e:#}"
         );
-    }
-}
-
-/// What a `--dry-run` shows: the run's plan, nothing executed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    /// The vertical.
-    pub vertical: String,
-    /// `[id] subject (source src)`.
-    pub task: String,
-    /// `class "x" -> tier t -> model m`.
-    pub routing: String,
-    /// `bash (allow=N deny=M default=deny timeout=60s)` or `none`.
-    pub tools: String,
-    /// How commands would be confined, e.g. `landlock (ABI 7): writes only under ...`.
-    pub sandbox: String,
-    /// Round cap.
-    pub max_rounds: u32,
-    /// `[budget] max_total_tokens`, if set.
-    pub max_total_tokens: Option<u64>,
-    /// `[budget] max_cost_usd`, if set.
-    pub max_cost_usd: Option<f64>,
-    /// Where replies would come from.
-    pub llm: String,
-    /// Where the REPORT would go.
-    pub report_dir: String,
-}
-
-/// Renders the PLAN block printed by `--dry-run`.
-pub fn render_plan(p: &Plan) -> String {
-    let mut bound = format!("max {} rounds", p.max_rounds);
-    if let Some(t) = p.max_total_tokens {
-        bound.push_str(&format!(", max {t} tokens"));
-    }
-    if let Some(c) = p.max_cost_usd {
-        bound.push_str(&format!(", max {c} USD"));
-    }
-    format!(
-        "PLAN (dry-run)\n  vertical: {}\n  task: {}\n  routing: {}\n  tools: {}\n  sandbox: {}\n  bound: {bound}\n  llm: {}\n  report: {}\n",
-        p.vertical, p.task, p.routing, p.tools, p.sandbox, p.llm, p.report_dir
-    )
-}
-
-#[cfg(test)]
-mod plan_tests {
-    use super::*;
-    use pretty_assertions::assert_eq;
-
-    #[test]
-    fn plan_block() {
-        let p = Plan {
-            vertical: "demo".into(),
-            task: "[demo-1] MVP demo: GLM self-description (source demo)".into(),
-            routing: "class \"primary\" -> tier mopac-primary -> model glm-5.3".into(),
-            tools: "bash (allow=18 deny=7 default=deny timeout=60s)".into(),
-            sandbox: "landlock (ABI 7): writes only under work_root".into(),
-            max_rounds: 8,
-            max_total_tokens: None,
-            max_cost_usd: None,
-            llm: "http://127.0.0.1:4000/v1/chat/completions (key env:HARNESS_LITELLM_KEY)".into(),
-            report_dir: "reports".into(),
-        };
-        assert_eq!(
-            render_plan(&p),
-            "PLAN (dry-run)
-  vertical: demo
-  task: [demo-1] MVP demo: GLM self-description (source demo)
-  routing: class \"primary\" -> tier mopac-primary -> model glm-5.3
-  tools: bash (allow=18 deny=7 default=deny timeout=60s)
-  sandbox: landlock (ABI 7): writes only under work_root
-  bound: max 8 rounds
-  llm: http://127.0.0.1:4000/v1/chat/completions (key env:HARNESS_LITELLM_KEY)
-  report: reports
-"
-        );
-        let budgeted = Plan {
-            max_total_tokens: Some(5000),
-            max_cost_usd: Some(0.25),
-            ..p
-        };
-        assert!(render_plan(&budgeted)
-            .contains("\n  bound: max 8 rounds, max 5000 tokens, max 0.25 USD\n"));
     }
 }
 

@@ -1,13 +1,15 @@
-//! Signals adapter: SIGINT/SIGTERM in, an [`Interrupt`] that the turn and the bash runner
-//! await. The first signal asks the run to stop and write its partial REPORT; a second one
-//! exits at once.
+//! Signals adapter: SIGINT, SIGTERM, SIGHUP and SIGQUIT in, an [`Interrupt`] that the turn and
+//! the bash runner await. The first signal asks the run to stop and write its partial REPORT;
+//! a second one exits at once. All four are handled alike: a closed terminal (SIGHUP) or a
+//! quit key (SIGQUIT, which would otherwise dump core and skip the REPORT) end the run as
+//! cleanly as a SIGTERM, with 128 + the signal.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-/// Shared flag set by the first SIGINT or SIGTERM.
+/// Shared flag set by the first handled signal.
 #[derive(Debug, Default)]
 pub struct Interrupt {
     signal: AtomicI32,
@@ -72,17 +74,24 @@ impl Interrupt {
     }
 }
 
-/// Installs the handlers: the first SIGINT/SIGTERM triggers `interrupt`, a second one exits
+/// The signals that stop a run: each exits with 128 + its number.
+pub const HANDLED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// Installs the handlers: the first of [`HANDLED`] triggers `interrupt`, a second one exits
 /// the process immediately with 128 + signal.
 pub fn install(interrupt: Arc<Interrupt>) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut quit = signal(SignalKind::quit())?;
     tokio::spawn(async move {
         loop {
             let sig = tokio::select! {
                 _ = int.recv() => libc::SIGINT,
                 _ = term.recv() => libc::SIGTERM,
+                _ = hup.recv() => libc::SIGHUP,
+                _ = quit.recv() => libc::SIGQUIT,
             };
             if interrupt.received().is_some() {
                 interrupt.kill_child_group();

@@ -7,7 +7,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use tracing::info;
 
 use crate::config::RedmineConfig;
-use crate::intake::redmine::{marker_run, RedmineClient, REPORT_MARKER};
+use crate::redmine::attachments;
+use crate::redmine::client::RedmineClient;
+use crate::redmine::notes::{marker_run, REPORT_MARKER};
 use crate::report::Parsed;
 
 /// Characters of the reply kept in the note when the full REPORT is attached instead.
@@ -107,14 +109,10 @@ pub async fn write_back(
     if cfg.writeback.enabled && !posted {
         let max = cfg.writeback.max_note_chars;
         let attached = if needs_attachment(&report, max) {
-            let token = client
-                .upload(report_text.as_bytes().to_vec(), file_name)
+            let uploads = attachments::upload(client, report_text.as_bytes().to_vec(), file_name)
                 .await
                 .context("attaching the REPORT")?;
-            fields.insert(
-                "uploads".into(),
-                serde_json::json!([{"token": token, "filename": file_name, "content_type": "text/markdown"}]),
-            );
+            fields.insert("uploads".into(), uploads);
             Some(file_name)
         } else {
             None

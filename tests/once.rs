@@ -458,20 +458,24 @@ fn the_demo_example_runs_offline_on_its_cassette() {
     );
 }
 
+/// Issue 10 §5: a `--record` target that cannot be written is found before any request
+/// (it used to be found after the turn, with the REPORT on disk and the tokens spent).
 #[test]
-fn a_record_path_that_cannot_be_written_does_not_cost_the_report() {
-    let llm = Llm::start(&json!([text("kept")]));
+fn a_record_path_that_cannot_be_written_fails_before_any_request() {
+    let llm = Llm::start(&json!([text("never asked")]));
     let ws = Workspace::new(&llm.base_url(), |c| c);
     std::fs::write(ws.path().join("blocker"), "a file").unwrap();
     let bad = ws.path().join("blocker/cassette.json");
     let run = ws.run(&["once", "--demo", "--record", bad.to_str().unwrap()]);
     assert_eq!(run.code, 1, "{run:?}");
-    assert_eq!(body(&ws.latest()), "kept\n");
     assert!(
-        run.stderr.contains("the REPORT is on disk at"),
+        run.stderr.contains(&format!("--record {}", bad.display())),
         "{}",
         run.stderr
     );
+    assert!(run.stderr.contains("cannot write in"), "{}", run.stderr);
+    assert!(ws.report_files().is_empty(), "a REPORT was written");
+    assert_eq!(llm.requests(), Vec::<serde_json::Value>::new());
 }
 
 #[test]

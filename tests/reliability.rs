@@ -2,7 +2,7 @@
 //!
 //! - crash safety: SIGKILL at random moments of many runs never leaves a torn REPORT, and
 //!   nothing a later run trips over;
-//! - signals: SIGINT/SIGTERM during a command end its whole process group, write a partial
+//! - signals: SIGINT/SIGTERM/SIGHUP/SIGQUIT during a command end its whole process group, write a partial
 //!   REPORT and exit 130/143; a second signal exits at once;
 //! - the fault matrix from the model's side: each fault has its exit code and REPORT;
 //! - secrets: every scenario is scanned for every canary key, in every byte written;
@@ -437,7 +437,12 @@ fn signal(child: &Child, sig: i32) {
 
 #[test]
 fn a_signal_during_a_command_kills_its_group_and_writes_a_partial_report() {
-    for (sig, code, seconds) in [(libc::SIGINT, 130, "31.25"), (libc::SIGTERM, 143, "32.25")] {
+    for (sig, code, seconds) in [
+        (libc::SIGINT, 130, "31.25"),
+        (libc::SIGTERM, 143, "32.25"),
+        (libc::SIGHUP, 129, "37.25"),
+        (libc::SIGQUIT, 131, "38.25"),
+    ] {
         let (child, llm, ws, pgid) = start_sleeping_run(seconds);
         signal(&child, sig);
         let run = finish(child, "interrupted run");
@@ -459,6 +464,19 @@ fn a_signal_during_a_command_kills_its_group_and_writes_a_partial_report() {
         assert_eq!(llm.chat_bodies().len(), 1);
         assert_no_canary(&ws, &run, &llm, &[]);
     }
+}
+
+#[test]
+fn a_sigkilled_harness_leaves_no_command_running() {
+    // SIGKILL cannot be handled: the watchdog between the harness and bash sees its parent
+    // die and kills the command's whole group, grandchildren included.
+    let (child, llm, ws, pgid) = start_sleeping_run("39.25");
+    signal(&child, libc::SIGKILL);
+    let run = finish(child, "killed run");
+    assert_eq!(run.code, 137, "{run:?}");
+    assert_group_gone(pgid);
+    assert_all_reports_complete(&ws, None);
+    assert_no_canary(&ws, &run, &llm, &[]);
 }
 
 #[test]

@@ -12,8 +12,11 @@ use std::time::Duration;
 use crate::secrets::KeyRef;
 use crate::tools::gate::Policy;
 
+mod load;
 mod raw;
 mod validate;
+
+pub use load::load;
 
 use raw::RawConfig;
 use validate::Validator;

@@ -91,6 +91,17 @@ impl Validator {
             }
         };
         let work_root = self.path(raw.work_root, ".");
+        if raw
+            .report_dir
+            .as_deref()
+            .is_some_and(|d| d.trim().is_empty())
+        {
+            // An empty path would put REPORTs beside the config, which nobody means.
+            self.problem(
+                "report_dir",
+                "must not be empty (leave it out for the default, \"reports\")",
+            );
+        }
         let report_dir = self.path(raw.report_dir, "reports");
         let max_rounds = self.int_in(
             "[loop].max_rounds",

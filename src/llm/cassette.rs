@@ -100,7 +100,7 @@ pub fn save(path: &Path, replies: Vec<Recorded>, redactor: &Redactor) -> Result<
     let text = serde_json::to_string_pretty(&cassette).context("cannot encode cassette")?;
     // A cassette is meant to be shared: a key the model echoed must not be in it.
     let text = redactor.redact(&text);
-    crate::report::write_atomic(path, text.as_bytes())
+    crate::atomic::write(path, text.as_bytes())
         .with_context(|| format!("cannot write cassette {}", path.display()))
 }
 

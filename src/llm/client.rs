@@ -1,9 +1,9 @@
 //! LLM adapter: `POST {base_url}/chat/completions` over reqwest, with per-request timeouts,
-//! retries with exponential backoff and jitter, and `Retry-After`; optionally streamed (SSE,
+//! retries under the one policy of [`crate::http`] (backoff with jitter, `Retry-After`); optionally streamed (SSE,
 //! assembled by [`super::stream`], with an idle timeout and progress narration). Also the two
 //! no-cost reads of a LiteLLM proxy: `GET /models` (preflight, `harness check`) and
-//! `GET /model/info` (prices). The pure parts (what to retry, how long to wait, how to
-//! classify a refusal, how to read the listings) sit at the bottom with their tests.
+//! `GET /model/info` (prices). The pure parts (how to classify a refusal, how to read the
+//! listings) sit at the bottom with their tests.
 
 use std::collections::BTreeMap;
 
@@ -16,16 +16,9 @@ use super::stream::StreamAssembler;
 use super::wire::{ChatRequest, ChatResponse};
 use super::{reply_from, LlmError, LlmErrorKind, Reply};
 use crate::config::{LitellmConfig, ModelPrice};
+use crate::http::{self, excerpt, transport_message, Fault, Retry};
 use crate::secrets::{KeyRef, Redactor, Secret};
 
-/// Longest wait a `Retry-After` header can impose; a longer ask is cut to this.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
-/// First backoff step; doubles per attempt.
-const BACKOFF_BASE: Duration = Duration::from_millis(500);
-/// Backoff ceiling without `Retry-After`.
-const BACKOFF_CAP: Duration = Duration::from_secs(20);
-/// How much of an error body goes into a message.
-const BODY_EXCERPT: usize = 400;
 /// How often a streaming reply's progress is narrated.
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// The header LiteLLM puts the cost of a non-streamed reply in (USD; always 0 on streams).
@@ -78,13 +71,7 @@ impl HttpClient {
         options: ClientOptions,
         redactor: Redactor,
     ) -> anyhow::Result<HttpClient> {
-        let timeout = options.timeout;
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .user_agent(concat!("harness/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
+        let http = http::client(options.timeout)?;
         let base_url = base_url.trim_end_matches('/').to_string();
         Ok(HttpClient {
             http,
@@ -131,13 +118,21 @@ impl HttpClient {
                             ..reply
                         })
                     }
-                    Err(why) => Attempt::retryable(format!("unusable reply: {why}"), None),
+                    Err(why) => Attempt::no_answer(format!("unusable reply: {why}")),
                 },
                 Err(f) => f,
             };
             let message = self.redactor.redact(&failure.message);
             let tried = attempt + 1;
-            if !failure.retryable || attempt >= self.options.max_retries {
+            let decision = http::decide(
+                failure.fault,
+                attempt,
+                self.options.max_retries,
+                failure.retry_after.as_deref(),
+                chrono::Utc::now(),
+                http::jitter_seed(),
+            );
+            let Retry::After(wait) = decision else {
                 let kind = match failure.kind {
                     Some(k) => k,
                     None => LlmErrorKind::Exhausted,
@@ -163,8 +158,7 @@ impl HttpClient {
                         self.endpoint
                     ),
                 });
-            }
-            let wait = backoff(attempt, failure.retry_after, jitter_seed());
+            };
             info!(
                 "llm: attempt {tried} failed ({message}); retrying in {:.1}s",
                 wait.as_secs_f64()
@@ -187,9 +181,9 @@ impl HttpClient {
             .body(body.to_vec())
             .send()
             .await
-            .map_err(|e| Attempt::retryable(transport_message(&e), None))?;
+            .map_err(|e| Attempt::no_answer(transport_message(&e)))?;
         let status = response.status().as_u16();
-        let retry_after = retry_after(response.headers(), chrono::Utc::now());
+        let retry_after = http::retry_after_header(response.headers());
         let is_sse = response
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
@@ -204,32 +198,26 @@ impl HttpClient {
         let text = response
             .text()
             .await
-            .map_err(|e| Attempt::retryable(transport_message(&e), None))?;
+            .map_err(|e| Attempt::no_answer(transport_message(&e)))?;
         debug!("llm: HTTP {status}, {} bytes", text.len());
         if status == 200 {
             return serde_json::from_str::<ChatResponse>(&text)
                 .map(|r| (r, cost))
                 .map_err(|e| {
-                    Attempt::retryable(
-                        format!(
-                            "HTTP 200 with a body that is not a chat completion ({e}): {}",
-                            excerpt(&text)
-                        ),
-                        None,
-                    )
+                    Attempt::no_answer(format!(
+                        "HTTP 200 with a body that is not a chat completion ({e}): {}",
+                        excerpt(&text)
+                    ))
                 });
         }
-        let message = format!("HTTP {status}: {}", excerpt(&text));
-        if is_retryable_status(status) {
-            Err(Attempt::retryable(message, retry_after))
-        } else {
-            Err(Attempt {
-                message,
-                retryable: false,
-                retry_after: None,
-                kind: Some(classify_refusal(status, &text)),
-            })
-        }
+        // A status the policy retries ends, when retries run out, as Exhausted; any other is
+        // final at once and classified.
+        Err(Attempt {
+            message: format!("HTTP {status}: {}", excerpt(&text)),
+            fault: Fault::Status(status),
+            retry_after,
+            kind: (!http::is_retryable_status(status)).then(|| classify_refusal(status, &text)),
+        })
     }
 }
 
@@ -247,20 +235,17 @@ impl HttpClient {
         loop {
             let chunk = match tokio::time::timeout(idle, response.chunk()).await {
                 Err(_) => {
-                    return Err(Attempt::retryable(
-                        format!(
-                            "the stream stalled: no data for {}s (stream_idle_timeout_secs)",
-                            idle.as_secs()
-                        ),
-                        None,
-                    ))
+                    return Err(Attempt::no_answer(format!(
+                        "the stream stalled: no data for {}s (stream_idle_timeout_secs)",
+                        idle.as_secs()
+                    )))
                 }
-                Ok(Err(e)) => return Err(Attempt::retryable(transport_message(&e), None)),
+                Ok(Err(e)) => return Err(Attempt::no_answer(transport_message(&e))),
                 Ok(Ok(None)) => break,
                 Ok(Ok(Some(bytes))) => bytes,
             };
             sse.push(&chunk)
-                .map_err(|f| Attempt::retryable(f.to_string(), None))?;
+                .map_err(|f| Attempt::no_answer(f.to_string()))?;
             if narrated.elapsed() >= PROGRESS_EVERY {
                 narrated = Instant::now();
                 info!(
@@ -273,8 +258,7 @@ impl HttpClient {
                 break;
             }
         }
-        sse.finish()
-            .map_err(|f| Attempt::retryable(f.to_string(), None))
+        sse.finish().map_err(|f| Attempt::no_answer(f.to_string()))
     }
 
     /// `GET {base_url}/models`: the model ids the endpoint serves for this key. One attempt.
@@ -320,7 +304,7 @@ impl HttpClient {
         if status == 200 {
             return Ok(text);
         }
-        let kind = if is_retryable_status(status) {
+        let kind = if http::is_retryable_status(status) {
             LlmErrorKind::Exhausted
         } else {
             classify_refusal(status, &text)
@@ -343,98 +327,26 @@ impl HttpClient {
 /// One failed attempt.
 struct Attempt {
     message: String,
-    retryable: bool,
-    retry_after: Option<Duration>,
+    fault: Fault,
+    /// The response's `Retry-After` value, for the retry policy.
+    retry_after: Option<String>,
+    /// Set for a final refusal; `None` ends as [`LlmErrorKind::Exhausted`].
     kind: Option<LlmErrorKind>,
 }
 
 impl Attempt {
-    fn retryable(message: String, retry_after: Option<Duration>) -> Attempt {
+    /// No usable answer (transport, a broken stream, an unreadable reply): always retryable.
+    fn no_answer(message: String) -> Attempt {
         Attempt {
             message,
-            retryable: true,
-            retry_after,
+            fault: Fault::NoAnswer,
+            retry_after: None,
             kind: None,
         }
     }
 }
 
-/// What a transport failure was (timeout, connect, broken body), with its cause chain.
-pub fn transport_message(e: &reqwest::Error) -> String {
-    let what = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "could not connect"
-    } else if e.is_body() || e.is_decode() {
-        "the connection broke while reading the reply"
-    } else {
-        "transport error"
-    };
-    let mut chain = Vec::new();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        chain.push(s.to_string());
-        source = s.source();
-    }
-    if chain.is_empty() {
-        what.to_string()
-    } else {
-        format!("{what}: {}", chain.join(": "))
-    }
-}
-
-fn jitter_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default(),
-    );
-    h.finish()
-}
-
 // ---------- pure decisions ----------
-
-/// 408, 429 and the 5xx gateway family are worth another attempt; other statuses are final.
-pub fn is_retryable_status(status: u16) -> bool {
-    matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
-}
-
-/// How long to wait before retry number `attempt + 1`: the server's `Retry-After` (capped)
-/// when given, else `BACKOFF_BASE * 2^attempt` (capped) with up to 50% jitter from `seed`.
-pub fn backoff(attempt: u32, retry_after: Option<Duration>, seed: u64) -> Duration {
-    if let Some(ra) = retry_after {
-        return ra.min(MAX_RETRY_AFTER);
-    }
-    let exp = BACKOFF_BASE
-        .saturating_mul(1u32 << attempt.min(16))
-        .min(BACKOFF_CAP);
-    let jitter = exp.mul_f64((seed % 1000) as f64 / 2000.0);
-    exp + jitter
-}
-
-/// Reads `Retry-After` (seconds or an HTTP date), or LiteLLM's `llm_provider-retry-after`
-/// which is how the proxy passes the upstream's header on.
-pub fn retry_after(headers: &HeaderMap, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
-    ["retry-after", "llm_provider-retry-after"]
-        .iter()
-        .filter_map(|name| headers.get(*name)?.to_str().ok())
-        .find_map(|v| parse_retry_after(v, now))
-}
-
-/// Parses a `Retry-After` value: delta seconds (integer or decimal) or an HTTP date.
-pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
-    let v = value.trim();
-    if let Ok(secs) = v.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0)
-            .then(|| Duration::from_secs_f64(secs.min(86400.0)));
-    }
-    let when = chrono::DateTime::parse_from_rfc2822(v).ok()?;
-    let delta = when.with_timezone(&chrono::Utc) - now;
-    Some(delta.to_std().unwrap_or(Duration::ZERO))
-}
 
 /// Classifies a final (non-retryable) refusal from its status and body.
 pub fn classify_refusal(status: u16, body: &str) -> LlmErrorKind {
@@ -527,89 +439,10 @@ pub fn parse_model_info(body: &str) -> Result<BTreeMap<String, ModelPrice>, Stri
     Ok(prices)
 }
 
-/// The first `BODY_EXCERPT` characters of a body, on one line.
-pub fn excerpt(body: &str) -> String {
-    let one_line: String = body
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    let trimmed = one_line.trim();
-    if trimmed.is_empty() {
-        return "(empty body)".to_string();
-    }
-    match trimmed.char_indices().nth(BODY_EXCERPT) {
-        Some((i, _)) => format!("{}...", &trimmed[..i]),
-        None => trimmed.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
-
-    fn now() -> chrono::DateTime<chrono::Utc> {
-        chrono::DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z")
-            .unwrap()
-            .with_timezone(&chrono::Utc)
-    }
-
-    #[test]
-    fn retryable_statuses() {
-        for s in [408, 429, 500, 502, 503, 504] {
-            assert!(is_retryable_status(s), "{s}");
-        }
-        for s in [400, 401, 403, 404, 422, 501] {
-            assert!(!is_retryable_status(s), "{s}");
-        }
-    }
-
-    #[test]
-    fn retry_after_seconds_and_dates() {
-        assert_eq!(parse_retry_after("2", now()), Some(Duration::from_secs(2)));
-        assert_eq!(
-            parse_retry_after(" 0.5 ", now()),
-            Some(Duration::from_millis(500))
-        );
-        assert_eq!(
-            parse_retry_after("Mon, 30 Nov 2026 12:00:07 GMT", now()),
-            Some(Duration::from_secs(7))
-        );
-        assert_eq!(
-            parse_retry_after("Mon, 30 Nov 2026 11:00:00 GMT", now()),
-            Some(Duration::ZERO)
-        );
-        assert_eq!(parse_retry_after("soon", now()), None);
-        assert_eq!(parse_retry_after("-1", now()), None);
-    }
-
-    #[test]
-    fn retry_after_reads_the_litellm_header_too() {
-        let mut h = HeaderMap::new();
-        h.insert("llm_provider-retry-after", "3".parse().unwrap());
-        assert_eq!(retry_after(&h, now()), Some(Duration::from_secs(3)));
-        h.insert("retry-after", "1".parse().unwrap());
-        assert_eq!(retry_after(&h, now()), Some(Duration::from_secs(1)));
-    }
-
-    #[test]
-    fn backoff_grows_with_jitter_and_honours_retry_after_capped() {
-        assert_eq!(backoff(0, None, 0), Duration::from_millis(500));
-        assert_eq!(backoff(1, None, 0), Duration::from_millis(1000));
-        assert_eq!(
-            backoff(1, None, 999),
-            Duration::from_millis(1000).mul_f64(1.4995)
-        );
-        assert_eq!(backoff(30, None, 0), BACKOFF_CAP);
-        assert_eq!(
-            backoff(0, Some(Duration::from_secs(2)), 5),
-            Duration::from_secs(2)
-        );
-        assert_eq!(
-            backoff(0, Some(Duration::from_secs(900)), 5),
-            MAX_RETRY_AFTER
-        );
-    }
 
     #[test]
     fn refusals_are_classified() {
@@ -674,13 +507,5 @@ mod tests {
         assert_eq!(prices.len(), 1);
         assert_eq!(prices["glm-5.3"].input_usd_per_mtok, 1.0);
         assert_eq!(prices["glm-5.3"].output_usd_per_mtok, 2.0);
-    }
-
-    #[test]
-    fn excerpts_are_one_line_and_bounded() {
-        assert_eq!(excerpt(" a\nb "), "a b");
-        assert_eq!(excerpt(""), "(empty body)");
-        let long = "x".repeat(1000);
-        assert_eq!(excerpt(&long).len(), BODY_EXCERPT + 3);
     }
 }

@@ -182,7 +182,7 @@ impl StreamAssembler {
             return Ok(());
         }
         let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|e| StreamFault::BadEvent(format!("{e}: {}", super::client::excerpt(data))))?;
+            .map_err(|e| StreamFault::BadEvent(format!("{e}: {}", crate::http::excerpt(data))))?;
         if let Some(error) = chunk.error {
             let message = error["message"]
                 .as_str()
@@ -195,7 +195,7 @@ impl StreamAssembler {
             };
             return Err(StreamFault::InBand(format!(
                 "{}{code}",
-                super::client::excerpt(&message)
+                crate::http::excerpt(&message)
             )));
         }
         if chunk.model.is_some() {

@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use tokio::io::AsyncReadExt;
 
 use super::sandbox::Landlock;
+use super::watchdog;
 use crate::secrets::Redactor;
 use crate::signals::Interrupt;
 
@@ -31,7 +32,7 @@ pub enum Ending {
     Signaled(i32),
     /// Ran past the timeout; the group was killed.
     TimedOut,
-    /// A SIGINT/SIGTERM to the harness stopped it; the group was killed.
+    /// A handled signal to the harness stopped it; the group was killed.
     Interrupted,
 }
 
@@ -82,6 +83,7 @@ pub async fn run(
         .stderr(Stdio::from(OwnedFd::from(writer_err)))
         .process_group(0)
         .kill_on_drop(true);
+    watchdog::install(&mut cmd, timeout);
     if let Some(landlock) = landlock {
         landlock.confine(&mut cmd);
     }

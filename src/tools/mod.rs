@@ -5,6 +5,7 @@
 pub mod bash;
 pub mod gate;
 pub mod sandbox;
+pub mod watchdog;
 
 use std::path::{Path, PathBuf};
 

@@ -14,6 +14,28 @@ use serde_json::Value;
 /// The canary used as the LiteLLM key in tests: it must never appear in any output.
 pub const CANARY: &str = "sk-canary-7f3a9c1e5b2d4f60";
 
+/// The `scripted-llm` binary. It is a workspace member (crates/scripted-llm), not a binary of
+/// this package, so Cargo sets no `CARGO_BIN_EXE_scripted-llm`; it lands in the same
+/// target/<profile>/ as this test's own binary (target/<profile>/deps/<test>-<hash>), and a
+/// plain `cargo build`/`cargo test` at the root builds it (it is a default member).
+pub fn scripted_llm_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap_or_else(|| {
+        panic!(
+            "test binary {} has no target/<profile>/ above it",
+            exe.display()
+        )
+    });
+    let bin = profile_dir.join("scripted-llm");
+    assert!(
+        bin.is_file(),
+        "no scripted-llm binary at {}: build it first with `cargo build -p scripted-llm` \
+         (or run `cargo test` / scripts/test.sh at the repository root, which build it)",
+        bin.display()
+    );
+    bin
+}
+
 /// A running `scripted-llm` process.
 pub struct Llm {
     child: Child,
@@ -28,7 +50,7 @@ impl Llm {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("script.json");
         std::fs::write(&path, serde_json::to_vec(script).unwrap()).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_scripted-llm"))
+        let mut child = Command::new(scripted_llm_bin())
             .args(["--script", path.to_str().unwrap(), "--port", "0"])
             .args(["--models", "glm-5.3,glm-5.2,glm-4.7-flash,glm-5-turbo"])
             .stdin(Stdio::null())

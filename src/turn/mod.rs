@@ -2,12 +2,17 @@
 //! in; a [`Turn`] out, whose [`TurnOutcome`] is a closed set. Never panics, never exits: every
 //! way the loop can end is a value the REPORT writer and the exit mapping match on.
 //!
+//! [`run`] is the loop as named steps; the decisions are PURE in [`step`]; the model call
+//! (with fallback and interrupts) and the tool calls are the adapters of `round`.
+//!
 //! Before each round the `[budget]` limits are checked; each round's cost is the endpoint's
 //! own figure or usage x `[models.prices]`. When a model is unknown to the endpoint or its
 //! retries run out, the next model of the tier's chain answers the same round, and stays.
 
+mod round;
+pub mod step;
+
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::Serialize;
 use tracing::info;
@@ -16,8 +21,8 @@ use crate::config::{BudgetConfig, ModelPrice};
 use crate::intake::Task;
 use crate::llm::cassette::Recorded;
 pub use crate::llm::preflight::SkippedModel;
-use crate::llm::wire::{bash_tool_spec, ChatRequest, Message, Usage};
-use crate::llm::{Backend, LlmError, LlmErrorKind};
+use crate::llm::wire::{Message, Usage};
+use crate::llm::{Backend, LlmError};
 use crate::routing::Route;
 use crate::signals::Interrupt;
 use crate::tools::{BashTool, ToolEvent};
@@ -39,7 +44,7 @@ pub enum TurnOutcome {
         /// The final error.
         error: LlmError,
     },
-    /// SIGINT/SIGTERM stopped the turn.
+    /// A handled signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) stopped the turn.
     Interrupted {
         /// The signal number.
         signal: i32,
@@ -184,7 +189,8 @@ pub fn system_prompt(vertical: &str, max_rounds: u32, tools: bool) -> String {
 /// Text added before the last round so the model answers instead of asking for a tool.
 pub const LAST_ROUND_NOTE: &str = "[harness] This is the last round of this turn: tools are no longer available. Reply now with your final answer (what you did, what you found, what is left).";
 
-/// Runs the bounded loop.
+/// Runs the bounded loop: before each model call the limits are checked; a reply either
+/// ends the turn or has its tool calls run, whose results start the next round.
 pub async fn run(
     task: &Task,
     route: &Route,
@@ -195,229 +201,220 @@ pub async fn run(
     interrupt: &Interrupt,
 ) -> Turn {
     let max_rounds = limits.max_rounds;
-    let tool_specs = [bash_tool_spec()];
     let mut messages = vec![
         Message::System { content: system },
         Message::User {
             content: task.prompt.clone(),
         },
     ];
-    let mut turn = Turn {
-        outcome: TurnOutcome::Completed,
-        reply: None,
-        rounds: 0,
-        usage: Usage::default(),
-        cost_usd: None,
-        model: route.model().to_string(),
-        skipped: Vec::new(),
-        log: Vec::new(),
-        recorded: Vec::new(),
-    };
+    let mut turn = Turn::start(route);
     // Index into the tier's chain; a fallback moves it on for the rest of the turn.
     let mut chain = 0;
     for round in 1..=max_rounds {
-        if let Some(signal) = interrupt.received() {
-            turn.outcome = TurnOutcome::Interrupted { signal };
+        let (used, spent) = (turn.usage.total_tokens, turn.cost_usd);
+        if let Some(stop) = step::before_round(interrupt.received(), &limits.budget, used, spent) {
+            if let TurnOutcome::Budget { stop } = &stop {
+                info!("{}; stopping before round {round}", stop.describe());
+            }
+            turn.outcome = stop;
             return turn;
         }
-        if let Some(stop) = budget_reached(&limits.budget, &turn) {
-            info!("{}; stopping before round {round}", stop.describe());
-            turn.outcome = TurnOutcome::Budget { stop };
-            return turn;
-        }
-        let last = round == max_rounds;
-        let offer_tools = bash.is_some() && !last;
-        if bash.is_some() && last {
+        let shape = step::shape(round, max_rounds, bash.is_some());
+        if shape.last_round_note {
             messages.push(Message::User {
                 content: LAST_ROUND_NOTE.to_string(),
             });
         }
         turn.rounds = round;
-        let (model, reply) = loop {
-            let model = route.models.get(chain).cloned().unwrap_or_default();
-            let request = ChatRequest {
-                model: &model,
-                messages: &messages,
-                tools: offer_tools.then_some(&tool_specs[..]),
-                stream: false,
-                stream_options: None,
-            };
-            let result = tokio::select! {
-                r = backend.chat(&request) => r,
-                signal = interrupt.wait() => {
-                    turn.outcome = TurnOutcome::Interrupted { signal };
-                    return turn;
-                }
-            };
-            let error = match result {
-                Ok(reply) => break (model, reply),
-                Err(error) => explain(error, &model, &route.tier),
-            };
-            let next = route.models.get(chain + 1);
-            if let (Some(next), true) = (next, falls_back(error.kind)) {
-                info!(
-                    "round {round}/{max_rounds}: {model} skipped, falling back to {next}: {error}"
-                );
-                turn.skipped.push(SkippedModel {
-                    model,
-                    reason: error.message,
-                });
-                chain += 1;
-                continue;
-            }
-            info!("round {round}/{max_rounds}: {model} failed: {error}");
-            turn.outcome = match error.kind {
-                LlmErrorKind::Budget => TurnOutcome::Budget {
-                    stop: BudgetStop::Proxy { error },
-                },
-                LlmErrorKind::AuthRejected
-                | LlmErrorKind::UnknownModel
-                | LlmErrorKind::Rejected
-                | LlmErrorKind::Exhausted
-                | LlmErrorKind::Replay => TurnOutcome::LlmFailed { error },
-            };
-            return turn;
-        };
-        turn.model = model.clone();
-        let usage = reply.usage.unwrap_or_default();
-        turn.usage.add(&usage);
-        let cost = reply
-            .cost_usd
-            .or_else(|| limits.prices.get(&model).map(|p| p.cost(&usage)))
-            .map(round_usd);
-        if let Some(c) = cost {
-            turn.cost_usd = Some(round_usd(turn.cost_usd.unwrap_or(0.0) + c));
-        }
-        turn.recorded.push(Recorded {
-            model: model.clone(),
-            response: reply.raw.clone(),
-        });
-        info!(
-            "round {round}/{max_rounds}: {model} answered ({} tokens{}, {:.1}s{}), {} tool call{}",
-            usage.total_tokens,
-            cost.map_or_else(String::new, |c| format!(", {c} USD")),
-            reply.latency.as_secs_f64(),
-            retry_note(reply.retries),
-            reply.tool_calls.len(),
-            if reply.tool_calls.len() == 1 { "" } else { "s" }
+        let asked = round::ask(
+            backend, route, &mut chain, &messages, shape, interrupt, &mut turn,
         );
-        let mut record = RoundRecord {
-            round,
-            model: model.clone(),
-            usage,
-            cost_usd: cost,
-            latency_ms: duration_ms(reply.latency),
-            retries: reply.retries,
-            tools: Vec::new(),
+        let round::Answer { model, reply } = match asked.await {
+            Ok(answer) => answer,
+            Err(outcome) => {
+                turn.outcome = outcome;
+                return turn;
+            }
         };
+        let mut record = round::account(&mut turn, limits, &model, &reply, shape);
         let text = reply.content.clone().filter(|c| !c.trim().is_empty());
         if text.is_some() {
             turn.reply = text;
         }
-        let Some(tool) = bash.filter(|_| offer_tools && !reply.tool_calls.is_empty()) else {
-            if !reply.tool_calls.is_empty() && turn.reply.is_none() {
-                turn.reply = Some(
-                    "(the model asked for a tool when no tool was available and gave no final answer)"
-                        .to_string(),
-                );
-            }
-            turn.outcome = if last && bash.is_some() {
-                TurnOutcome::MaxRounds
-            } else {
-                TurnOutcome::Completed
-            };
-            turn.log.push(record);
-            return turn;
-        };
-        messages.push(Message::Assistant {
-            content: reply.content.clone(),
-            tool_calls: reply.tool_calls.clone(),
-        });
-        for call in &reply.tool_calls {
-            // Every call gets exactly one result, even after an interrupt, so the transcript
-            // stays well-formed for a later resume.
-            let run = if interrupt.received().is_some() {
-                crate::tools::ToolRun {
-                    result: "not run: the harness was interrupted".to_string(),
-                    event: ToolEvent::Invalid {
-                        reason: "not run: the harness was interrupted".to_string(),
-                    },
+        match (
+            step::after_reply(shape, reply.tool_calls.len(), turn.reply.is_some()),
+            bash,
+        ) {
+            (step::Next::RunTools, Some(tool)) => {
+                messages.push(Message::Assistant {
+                    content: reply.content.clone(),
+                    tool_calls: reply.tool_calls.clone(),
+                });
+                let runs = round::run_tools(tool, &reply.tool_calls, interrupt, round).await;
+                for (call, run) in reply.tool_calls.iter().zip(runs) {
+                    messages.push(Message::Tool {
+                        tool_call_id: call.id.clone(),
+                        content: run.result,
+                    });
+                    record.tools.push(run.event);
                 }
-            } else {
-                tool.dispatch(call, interrupt).await
-            };
-            info!("round {round}: {}", run.event.narrate());
-            messages.push(Message::Tool {
-                tool_call_id: call.id.clone(),
-                content: run.result,
-            });
-            record.tools.push(run.event);
+                turn.log.push(record);
+            }
+            (step::Next::Finish { outcome, stand_in }, _) => {
+                if let Some(text) = stand_in {
+                    turn.reply = Some(text.to_string());
+                }
+                turn.outcome = outcome;
+                turn.log.push(record);
+                return turn;
+            }
+            // after_reply runs tools only in a round that offers them, which needs bash.
+            (step::Next::RunTools, None) => {
+                turn.log.push(record);
+                return turn;
+            }
         }
-        turn.log.push(record);
     }
     turn
 }
 
-/// The limit the turn has reached, if any: checked before each round.
-fn budget_reached(budget: &BudgetConfig, turn: &Turn) -> Option<BudgetStop> {
-    if let Some(limit) = budget.max_total_tokens {
-        let used = turn.usage.total_tokens;
-        if used >= limit {
-            return Some(BudgetStop::Tokens { used, limit });
+impl Turn {
+    /// A turn before its first round: no reply, nothing spent, the chain's first model.
+    fn start(route: &Route) -> Turn {
+        Turn {
+            outcome: TurnOutcome::Completed,
+            reply: None,
+            rounds: 0,
+            usage: Usage::default(),
+            cost_usd: None,
+            model: route.model().to_string(),
+            skipped: Vec::new(),
+            log: Vec::new(),
+            recorded: Vec::new(),
         }
     }
-    if let (Some(limit), Some(spent)) = (budget.max_cost_usd, turn.cost_usd) {
-        if spent >= limit {
-            return Some(BudgetStop::Cost { spent, limit });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intake::Source;
+    use crate::llm::cassette::Replayer;
+    use pretty_assertions::assert_eq;
+
+    fn task() -> Task {
+        Task {
+            id: "demo-1".into(),
+            source: Source::Demo,
+            subject: "s".into(),
+            class: None,
+            prompt: "What is 2+2?".into(),
         }
     }
-    None
-}
 
-/// Whether the next model of the chain may succeed where this one failed: the model is
-/// unknown there, or its retries ran out. A rejected key, a spent budget or a malformed
-/// request fail the same way on every model.
-fn falls_back(kind: LlmErrorKind) -> bool {
-    match kind {
-        LlmErrorKind::UnknownModel | LlmErrorKind::Exhausted => true,
-        LlmErrorKind::AuthRejected
-        | LlmErrorKind::Budget
-        | LlmErrorKind::Rejected
-        | LlmErrorKind::Replay => false,
+    fn route() -> Route {
+        Route {
+            class: None,
+            tier: "primary".into(),
+            models: vec!["m1".into(), "m2".into()],
+        }
     }
-}
 
-/// Names the config entry an unknown model came from, so the user knows what to fix.
-fn explain(error: LlmError, model: &str, tier: &str) -> LlmError {
-    match error.kind {
-        LlmErrorKind::UnknownModel => LlmError {
-            message: format!(
-                "model {model:?} (from [models].{tier}) is unknown to the endpoint: {}",
-                error.message
-            ),
-            ..error
-        },
-        LlmErrorKind::AuthRejected
-        | LlmErrorKind::Budget
-        | LlmErrorKind::Rejected
-        | LlmErrorKind::Exhausted
-        | LlmErrorKind::Replay => error,
+    fn limits(max_rounds: u32, budget: BudgetConfig) -> Limits {
+        Limits {
+            max_rounds,
+            budget,
+            prices: BTreeMap::new(),
+        }
     }
-}
 
-/// Rounds to a nano-dollar, so sums of float prices print as the decimals they are.
-fn round_usd(usd: f64) -> f64 {
-    (usd * 1e9).round() / 1e9
-}
-
-fn retry_note(retries: u32) -> String {
-    match retries {
-        0 => String::new(),
-        1 => ", 1 retry".to_string(),
-        n => format!(", {n} retries"),
+    /// Runs a turn without tools against a cassette of these `choices[0].message` values.
+    async fn turn_of(messages: &[serde_json::Value], limits: &Limits, signal: Option<i32>) -> Turn {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        let replies: Vec<serde_json::Value> = messages
+            .iter()
+            .map(|m| {
+                serde_json::json!({"model": "m1", "response": {"choices": [{"message": m}],
+                    "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}}})
+            })
+            .collect();
+        let cassette = serde_json::json!({"harness_cassette": 1, "replies": replies});
+        std::fs::write(&path, cassette.to_string()).unwrap();
+        let mut backend = Backend::Replay(Replayer::load(&path).unwrap());
+        let interrupt = Interrupt::new();
+        if let Some(s) = signal {
+            interrupt.trigger(s);
+        }
+        let system = system_prompt("demo", limits.max_rounds, false);
+        run(
+            &task(),
+            &route(),
+            limits,
+            system,
+            &mut backend,
+            None,
+            &interrupt,
+        )
+        .await
     }
-}
 
-fn duration_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    #[tokio::test]
+    async fn a_text_reply_completes_the_turn() {
+        let t = turn_of(
+            &[serde_json::json!({"content": "4"})],
+            &limits(3, Default::default()),
+            None,
+        )
+        .await;
+        assert_eq!(t.outcome.stop_reason(), "completed");
+        assert_eq!(
+            (t.rounds, t.reply.as_deref(), t.model.as_str()),
+            (1, Some("4"), "m1")
+        );
+        assert_eq!(t.usage.total_tokens, 10);
+        assert_eq!((t.log.len(), t.recorded.len()), (1, 1));
+        assert_eq!(t.log[0].tools, Vec::new());
+    }
+
+    #[tokio::test]
+    async fn a_tool_call_without_tools_completes_with_a_stand_in() {
+        let call = serde_json::json!({"tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}]});
+        let t = turn_of(&[call], &limits(3, Default::default()), None).await;
+        assert_eq!(t.outcome.stop_reason(), "completed");
+        assert_eq!(t.reply.as_deref(), Some(step::NO_ANSWER));
+    }
+
+    #[tokio::test]
+    async fn an_exhausted_cassette_fails_the_turn_without_fallback() {
+        let t = turn_of(&[], &limits(3, Default::default()), None).await;
+        assert_eq!(t.outcome.stop_reason(), "llm_error");
+        assert!(t.outcome.is_failure());
+        assert_eq!((t.rounds, t.skipped.len()), (1, 0));
+    }
+
+    #[tokio::test]
+    async fn limits_stop_the_turn_before_the_model_is_called() {
+        let spent = BudgetConfig {
+            max_total_tokens: Some(0),
+            max_cost_usd: None,
+        };
+        let t = turn_of(
+            &[serde_json::json!({"content": "4"})],
+            &limits(3, spent),
+            None,
+        )
+        .await;
+        assert_eq!((t.outcome.stop_reason(), t.rounds), ("budget", 0));
+        assert!(!t.outcome.is_failure());
+        let t = turn_of(
+            &[serde_json::json!({"content": "4"})],
+            &limits(3, Default::default()),
+            Some(15),
+        )
+        .await;
+        assert!(matches!(t.outcome, TurnOutcome::Interrupted { signal: 15 }));
+        assert_eq!((t.rounds, t.recorded.len()), (0, 0));
+    }
 }

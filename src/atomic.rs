@@ -1,0 +1,96 @@
+//! Leaf adapter (filesystem): atomic, durable file writes. A reader sees the old file or the
+//! new one, whole, never a torn one: the bytes go to a temp file in the same directory, are
+//! fsynced, renamed over the target, and the directory is fsynced. Used by the REPORT writer
+//! and the cassette recorder; imports nothing from the crate.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+/// Prefix of the temp files this module creates; a crashed run leaves at most these.
+pub const TEMP_PREFIX: &str = ".harness-tmp-";
+
+/// Removes temp files that a crashed run left in `dir` more than ten minutes ago.
+pub fn remove_stale_temps(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let cutoff = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+    for entry in entries.flatten() {
+        let stale = entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX)
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < cutoff);
+        if stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a reader sees the old file or the new one, whole.
+pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = parent_dir(path);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(&dir)
+        .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|_| tmp.as_file().sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("cannot rename into {}", path.display()))?;
+    sync_dir(&dir);
+    Ok(())
+}
+
+/// Like [`write`] but never replaces an existing file: `-2`, `-3`... are tried.
+pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|_| tmp.as_file().sync_all())
+        .with_context(|| format!("cannot write a REPORT in {}", dir.display()))?;
+    let stem = name.trim_end_matches(".md");
+    let mut n = 1;
+    loop {
+        let candidate = if n == 1 {
+            dir.join(name)
+        } else {
+            dir.join(format!("{stem}-{n}.md"))
+        };
+        match tmp.persist_noclobber(&candidate) {
+            Ok(_) => {
+                sync_dir(dir);
+                return Ok(candidate);
+            }
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => {
+                tmp = e.file;
+                n += 1;
+            }
+            Err(e) => {
+                return Err(e.error)
+                    .with_context(|| format!("cannot rename into {}", candidate.display()))
+            }
+        }
+    }
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn sync_dir(dir: &Path) {
+    // A directory fsync makes the rename durable; where a filesystem refuses it there is
+    // nothing better to do, and the data itself is already synced.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}

@@ -1,0 +1,87 @@
+//! The small commands: `harness gate`, `harness check`, `harness writeback` and
+//! `harness version`. Each loads the config, calls one stage and prints its result through
+//! [`crate::emit`]. (`harness once` has a module of its own, [`crate::once`].)
+
+use anyhow::{anyhow, Context};
+
+use crate::cli::{self, GateArgs};
+use crate::exit::{Failure, Stage, StageExt, Success};
+use crate::redmine::client::RedmineClient;
+use crate::secrets::Redactor;
+use crate::tools::gate;
+use crate::{check, config, emit, writeback};
+
+/// `harness version`.
+pub fn version() -> Result<Success, Failure> {
+    emit(&format!("harness {}\n", env!("CARGO_PKG_VERSION")));
+    Ok(Success::Done)
+}
+
+/// `harness writeback`: posts a REPORT file to its Redmine issue.
+pub async fn writeback_command(
+    args: cli::WritebackArgs,
+    redactor: &mut Redactor,
+) -> Result<Success, Failure> {
+    let cfg = config::load(args.config).stage(Stage::Config)?;
+    let Some(rm) = &cfg.redmine else {
+        return Err(anyhow!(
+            "config {} has no [redmine] section",
+            cfg.path.display()
+        ))
+        .stage(Stage::Config);
+    };
+    let text = std::fs::read_to_string(&args.report)
+        .with_context(|| format!("cannot read REPORT {}", args.report.display()))
+        .stage(Stage::Usage)?;
+    let key = crate::preflight::key(&rm.key_ref, "redmine key", "[redmine].key_ref", redactor)
+        .stage(Stage::Config)?;
+    let client = RedmineClient::new(rm, key, redactor.clone()).stage(Stage::Config)?;
+    let name = args
+        .report
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    writeback::write_back(&client, rm, &text, &name)
+        .await
+        .with_context(|| format!("write-back of {}", args.report.display()))
+        .stage(Stage::Writeback)?;
+    Ok(Success::Done)
+}
+
+/// `harness check`: every check that costs no token, as a checklist.
+pub async fn check_command(
+    args: cli::CheckArgs,
+    redactor: &mut Redactor,
+) -> Result<Success, Failure> {
+    let cfg = config::load(args.config).stage(Stage::Config)?;
+    let items = check::run(&cfg, redactor).await;
+    emit(&check::render(&items));
+    match check::failures(&items) {
+        0 => Ok(Success::Done),
+        n => Err(anyhow!("check: {n} of {} checks failed", items.len())).stage(Stage::Config),
+    }
+}
+
+/// `harness gate`: judges one command under the config's policy.
+pub fn gate_command(args: GateArgs) -> Result<Success, Failure> {
+    let cfg = config::load(args.config).stage(Stage::Config)?;
+    let judgement = gate::judge(&cfg.bash.policy, &args.command);
+    let warnings = gate::lint(&cfg.bash.policy);
+    if args.json {
+        let value = serde_json::json!({
+            "verdict": judgement.verdict,
+            "command": judgement.command,
+            "reason": judgement.reason,
+            "segments": judgement.segments,
+            "runtime_path_checks": judgement.runtime_path_checks,
+            "warnings": warnings,
+        });
+        emit(&format!("{value}\n"));
+    } else {
+        emit(&gate::render_human(&judgement, &warnings));
+    }
+    Ok(match judgement.verdict {
+        gate::Verdict::Allow => Success::Done,
+        gate::Verdict::Deny => Success::Denied,
+    })
+}

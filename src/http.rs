@@ -1,0 +1,286 @@
+//! Leaf adapter (HTTP plumbing) shared by every HTTP peer, the LLM endpoint and Redmine:
+//! client construction, the ONE retry policy ([`decide`]: which faults are retried, how long
+//! to wait, `Retry-After` honoured up to [`MAX_RETRY_AFTER`]), transport error messages and
+//! body excerpts. [`decide`], [`backoff`], [`parse_retry_after`] and [`excerpt`] are PURE.
+//! Imports nothing from the crate.
+
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+
+/// Longest wait a `Retry-After` header can impose; a longer ask is cut to this.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// First backoff step; doubles per attempt.
+pub const BACKOFF_BASE: Duration = Duration::from_millis(500);
+/// Backoff ceiling without `Retry-After`.
+pub const BACKOFF_CAP: Duration = Duration::from_secs(20);
+/// How much of a body goes into a message, in characters.
+pub const BODY_EXCERPT: usize = 400;
+/// Longest a connection may take to open, whatever the request timeout.
+const CONNECT_TIMEOUT_CAP: Duration = Duration::from_secs(10);
+
+/// A client whose every request is bounded by `timeout` (connecting by at most 10 s), with
+/// harness's user agent.
+pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(CONNECT_TIMEOUT_CAP))
+        .user_agent(concat!("harness/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))
+}
+
+/// What went wrong with one attempt, as far as the retry policy cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The peer answered with this (non-success) status.
+    Status(u16),
+    /// No usable answer: a transport error, a broken, stalled or unreadable body.
+    NoAnswer,
+}
+
+/// The retry policy's verdict on a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Try again after this long.
+    After(Duration),
+    /// The fault is final, or the retries are spent.
+    GiveUp,
+}
+
+/// The one retry policy for every HTTP peer. Attempt `attempt` (0-based) failed with
+/// `fault`; `max_retries` attempts may follow the first. A transport fault or a status of
+/// [`is_retryable_status`] is retried while retries remain: after the peer's `Retry-After`
+/// (`retry_after`, the header's value, read at `now`; capped at [`MAX_RETRY_AFTER`]) when it
+/// gave a readable one, else after [`backoff`] with jitter from `seed`. Anything else is final.
+pub fn decide(
+    fault: Fault,
+    attempt: u32,
+    max_retries: u32,
+    retry_after: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+    seed: u64,
+) -> Retry {
+    let retryable = match fault {
+        Fault::Status(status) => is_retryable_status(status),
+        Fault::NoAnswer => true,
+    };
+    if !retryable || attempt >= max_retries {
+        return Retry::GiveUp;
+    }
+    let asked = match fault {
+        Fault::Status(_) => retry_after.and_then(|v| parse_retry_after(v, now)),
+        Fault::NoAnswer => None,
+    };
+    Retry::After(backoff(attempt, asked, seed))
+}
+
+/// 408, 429 and the 5xx gateway family are worth another attempt; other statuses are final.
+pub fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
+}
+
+/// How long to wait before retry number `attempt + 1`: the server's `Retry-After` (capped)
+/// when given, else `BACKOFF_BASE * 2^attempt` (capped) with up to 50% jitter from `seed`.
+pub fn backoff(attempt: u32, retry_after: Option<Duration>, seed: u64) -> Duration {
+    if let Some(ra) = retry_after {
+        return ra.min(MAX_RETRY_AFTER);
+    }
+    let exp = BACKOFF_BASE
+        .saturating_mul(1u32 << attempt.min(16))
+        .min(BACKOFF_CAP);
+    let jitter = exp.mul_f64((seed % 1000) as f64 / 2000.0);
+    exp + jitter
+}
+
+/// The `Retry-After` value of a response: the standard header, or LiteLLM's
+/// `llm_provider-retry-after`, which is how the proxy passes the upstream's header on.
+pub fn retry_after_header(headers: &HeaderMap) -> Option<String> {
+    ["retry-after", "llm_provider-retry-after"]
+        .iter()
+        .filter_map(|name| headers.get(*name)?.to_str().ok())
+        // Readable at any time: the epoch stands in for "now", which only moves the result.
+        .find(|v| parse_retry_after(v, chrono::DateTime::UNIX_EPOCH).is_some())
+        .map(str::to_string)
+}
+
+/// Parses a `Retry-After` value: delta seconds (integer or decimal) or an HTTP date.
+pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    let v = value.trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0)
+            .then(|| Duration::from_secs_f64(secs.min(86400.0)));
+    }
+    let when = chrono::DateTime::parse_from_rfc2822(v).ok()?;
+    let delta = when.with_timezone(&chrono::Utc) - now;
+    Some(delta.to_std().unwrap_or(Duration::ZERO))
+}
+
+/// A jitter seed that differs between calls and processes.
+pub fn jitter_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    h.finish()
+}
+
+/// What a transport failure was (timeout, connect, broken body), with its cause chain.
+pub fn transport_message(e: &reqwest::Error) -> String {
+    let what = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "could not connect"
+    } else if e.is_body() || e.is_decode() {
+        "the connection broke while reading the reply"
+    } else {
+        "transport error"
+    };
+    let mut chain = Vec::new();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        chain.push(s.to_string());
+        source = s.source();
+    }
+    if chain.is_empty() {
+        what.to_string()
+    } else {
+        format!("{what}: {}", chain.join(": "))
+    }
+}
+
+/// The first [`BODY_EXCERPT`] characters of a body, on one line.
+pub fn excerpt(body: &str) -> String {
+    let one_line: String = body
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let trimmed = one_line.trim();
+    if trimmed.is_empty() {
+        return "(empty body)".to_string();
+    }
+    match trimmed.char_indices().nth(BODY_EXCERPT) {
+        Some((i, _)) => format!("{}...", &trimmed[..i]),
+        None => trimmed.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn now() -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc)
+    }
+
+    fn secs(s: u64) -> Retry {
+        Retry::After(Duration::from_secs(s))
+    }
+
+    #[test]
+    fn retryable_statuses() {
+        for s in [408, 429, 500, 502, 503, 504] {
+            assert!(is_retryable_status(s), "{s}");
+        }
+        for s in [400, 401, 403, 404, 412, 422, 501, 505] {
+            assert!(!is_retryable_status(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn the_policy_retries_transient_faults_while_retries_remain() {
+        let d = |fault, attempt, ra| decide(fault, attempt, 2, ra, now(), 0);
+        assert_eq!(d(Fault::NoAnswer, 0, None), Retry::After(BACKOFF_BASE));
+        assert_eq!(d(Fault::NoAnswer, 1, None), Retry::After(BACKOFF_BASE * 2));
+        assert_eq!(d(Fault::NoAnswer, 2, None), Retry::GiveUp);
+        assert_eq!(d(Fault::Status(503), 0, None), Retry::After(BACKOFF_BASE));
+        assert_eq!(d(Fault::Status(503), 2, Some("1")), Retry::GiveUp);
+        assert_eq!(
+            decide(Fault::Status(503), 0, 0, None, now(), 0),
+            Retry::GiveUp
+        );
+    }
+
+    #[test]
+    fn final_statuses_are_never_retried_whatever_retry_after_says() {
+        for s in [400, 401, 403, 404, 422, 501] {
+            assert_eq!(
+                decide(Fault::Status(s), 0, 5, Some("1"), now(), 0),
+                Retry::GiveUp
+            );
+        }
+    }
+
+    #[test]
+    fn retry_after_is_honoured_and_capped() {
+        let d = |ra| decide(Fault::Status(429), 0, 3, Some(ra), now(), 999);
+        assert_eq!(d("2"), secs(2));
+        assert_eq!(d("0"), secs(0));
+        assert_eq!(d("Mon, 30 Nov 2026 12:00:07 GMT"), secs(7));
+        // A date in the past means now.
+        assert_eq!(d("Mon, 30 Nov 2026 11:00:00 GMT"), secs(0));
+        assert_eq!(d("3600"), Retry::After(MAX_RETRY_AFTER));
+        assert_eq!(
+            d("Tue, 01 Dec 2026 12:00:00 GMT"),
+            Retry::After(MAX_RETRY_AFTER)
+        );
+        // Unreadable: the usual backoff, with its jitter.
+        assert_eq!(d("soon"), Retry::After(BACKOFF_BASE.mul_f64(1.4995)));
+        assert_eq!(d("-1"), Retry::After(BACKOFF_BASE.mul_f64(1.4995)));
+    }
+
+    #[test]
+    fn retry_after_values_are_parsed() {
+        assert_eq!(parse_retry_after("2", now()), Some(Duration::from_secs(2)));
+        assert_eq!(
+            parse_retry_after(" 0.5 ", now()),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(parse_retry_after("soon", now()), None);
+        assert_eq!(parse_retry_after("-1", now()), None);
+        assert_eq!(parse_retry_after("NaN", now()), None);
+    }
+
+    #[test]
+    fn retry_after_reads_the_litellm_header_too() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after_header(&h), None);
+        h.insert("llm_provider-retry-after", "3".parse().unwrap());
+        assert_eq!(retry_after_header(&h).as_deref(), Some("3"));
+        h.insert("retry-after", "1".parse().unwrap());
+        assert_eq!(retry_after_header(&h).as_deref(), Some("1"));
+        // An unreadable standard header does not hide a readable LiteLLM one.
+        h.insert("retry-after", "soon".parse().unwrap());
+        assert_eq!(retry_after_header(&h).as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn backoff_grows_with_jitter_up_to_its_cap() {
+        assert_eq!(backoff(0, None, 0), Duration::from_millis(500));
+        assert_eq!(backoff(1, None, 0), Duration::from_millis(1000));
+        assert_eq!(
+            backoff(1, None, 999),
+            Duration::from_millis(1000).mul_f64(1.4995)
+        );
+        assert_eq!(backoff(30, None, 0), BACKOFF_CAP);
+        assert_eq!(
+            backoff(0, Some(Duration::from_secs(900)), 5),
+            MAX_RETRY_AFTER
+        );
+    }
+
+    #[test]
+    fn excerpts_are_one_line_and_bounded() {
+        assert_eq!(excerpt(" a\nb "), "a b");
+        assert_eq!(excerpt(""), "(empty body)");
+        let long = "x".repeat(1000);
+        assert_eq!(excerpt(&long).len(), BODY_EXCERPT + 3);
+    }
+}

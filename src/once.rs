@@ -1,0 +1,490 @@
+//! `harness once`, top to bottom: config -> intake -> routing -> turn -> report -> writeback.
+//! Each stage returns a plain value that the next one takes; a failure carries the
+//! [`Stage`] that decides the exit code. Orchestration only (it calls the stages' adapters);
+//! the decisions live in the stages.
+//!
+//! Everything that can fail without the model fails before an issue is claimed and before
+//! the first token. Between the claim and the turn, [`release_claim`] is the one place a
+//! claim is given up.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Context};
+use chrono::Utc;
+use tracing::{error, info, warn};
+
+use crate::cli::OnceArgs;
+use crate::config::Config;
+use crate::exit::{Failure, Stage, StageExt, Success};
+use crate::intake::redmine::{Intake, TakeError};
+use crate::intake::Task;
+use crate::llm::Backend;
+use crate::redmine::client::RedmineClient;
+use crate::routing::Route;
+use crate::secrets::Redactor;
+use crate::signals::Interrupt;
+use crate::tools::{gate, sandbox, BashTool};
+use crate::{
+    config, emit, intake, llm, plan, preflight, redmine, report, routing, tools, turn, writeback,
+};
+
+/// Runs `harness once`.
+pub async fn once(
+    args: OnceArgs,
+    interrupt: &Interrupt,
+    redactor: &mut Redactor,
+) -> Result<Success, Failure> {
+    let started = Utc::now();
+    let run_id = run_id(started);
+
+    // config, and what a turn needs that costs no token
+    let mut cfg = config::load(args.config.clone()).stage(Stage::Config)?;
+    if let Some(cassette) = &args.record {
+        // Commands must not read the conversation being recorded.
+        cfg.bash
+            .never_read
+            .push(config::NeverRead::cassette(cassette));
+    }
+    let replay = args.replay.clone().or_else(|| cfg.litellm.replay.clone());
+    let sandbox = sandbox_status(&cfg)?;
+    let backend = if args.dry_run {
+        None
+    } else {
+        Some(ready_backend(&cfg, &args, replay.as_deref(), redactor)?)
+    };
+
+    // intake and routing
+    let redmine = redmine_client(&cfg, &args, redactor)?;
+    let Some(taken) = take_task(&cfg, &args, redmine.as_ref(), &run_id).await? else {
+        info!("intake: no tasks in scope; nothing to do");
+        return Ok(Success::Done);
+    };
+    let task = &taken.task;
+    info!(
+        "task {} ({}): {:?} {}",
+        task.id,
+        task.source.as_str(),
+        task.subject,
+        route_line(&taken.route)
+    );
+    let Some(backend) = backend else {
+        let mut plan = plan::plan(&cfg, task, &taken.route, replay.as_deref(), sandbox);
+        if cfg.bash.enabled {
+            plan.sandbox = sandbox.plan_line_with_reads(&cfg.bash, &cfg.work_root);
+        }
+        emit(&plan::render(&plan));
+        info!("dry-run complete, no LLM call made");
+        return Ok(Success::Done);
+    };
+
+    // turn
+    let ready = match ready_turn(&cfg, backend, &taken.route, sandbox, redactor).await {
+        Ok(ready) => ready,
+        Err(failure) => {
+            release_claim(redmine.as_ref(), &taken, &run_id, &failure, redactor).await;
+            return Err(failure);
+        }
+    };
+    let Ready {
+        mut backend,
+        route,
+        skipped,
+        bash,
+        limits,
+    } = ready;
+    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.is_some());
+    let mut turn = turn::run(
+        task,
+        &route,
+        &limits,
+        system,
+        &mut backend,
+        bash.as_ref(),
+        interrupt,
+    )
+    .await;
+    let finished = Utc::now();
+    turn.skipped.splice(0..0, skipped);
+
+    // report
+    let run = RunInfo {
+        run_id: run_id.clone(),
+        started,
+        finished,
+        backend: backend.describe(),
+        sandbox: sandbox.describe(),
+    };
+    let report = report_of(&cfg, task, &route, &turn, run, redactor);
+    let path = report::write_reports(&cfg.report_dir, &report).stage(Stage::Writeback)?;
+    info!(
+        "REPORT written: {} (stop reason {}, {} rounds, {} tokens)",
+        path.display(),
+        report.stop_reason,
+        turn.rounds,
+        turn.usage.total_tokens
+    );
+    emit(&format!("{}\n", path.display()));
+    // The cassette comes after the REPORT, so a bad --record path cannot cost the REPORT.
+    if let Some(cassette) = &args.record {
+        llm::cassette::save(cassette, turn.recorded.clone(), redactor)
+            .with_context(|| format!("the REPORT is on disk at {}", path.display()))
+            .stage(Stage::Writeback)?;
+        info!(
+            "recorded {} replies to {}",
+            turn.recorded.len(),
+            cassette.display()
+        );
+    }
+
+    // writeback
+    let delivered = write_back(&cfg, redmine.as_ref(), &report, &path).await;
+    if let Some(err) = report.error.as_ref().filter(|_| turn.outcome.is_failure()) {
+        error!("llm: {err}");
+    }
+    delivered?;
+    Ok(success_of(&turn.outcome))
+}
+
+/// How this run's commands are confined; warns about escape-hatch allow rules. Fails (exit 1)
+/// where `sandbox = "landlock"` cannot be had.
+fn sandbox_status(cfg: &Config) -> Result<sandbox::Status, Failure> {
+    if !cfg.bash.enabled {
+        return Ok(sandbox::Status::Off);
+    }
+    for w in gate::lint(&cfg.bash.policy) {
+        warn!("[tools.bash]: {w}");
+    }
+    sandbox::decide(cfg.bash.sandbox, sandbox::kernel_abi(), cfg.bash.network)
+        .with_context(|| format!("config {}", cfg.path.display()))
+        .stage(Stage::Config)
+}
+
+/// Checks everything a turn needs that costs no token (the [`preflight`] list that
+/// `harness check` shows too), then builds the reply source.
+fn ready_backend(
+    cfg: &Config,
+    args: &OnceArgs,
+    replay: Option<&Path>,
+    redactor: &mut Redactor,
+) -> Result<Backend, Failure> {
+    preflight::first_failure(preflight::local(cfg, args.record.as_deref()))?;
+    backend(cfg, replay, redactor).stage(Stage::Config)
+}
+
+/// Builds the reply source; resolves the key only for a live endpoint.
+fn backend(
+    cfg: &Config,
+    replay: Option<&Path>,
+    redactor: &mut Redactor,
+) -> anyhow::Result<Backend> {
+    if let Some(path) = replay {
+        return Ok(Backend::Replay(llm::cassette::Replayer::load(path)?));
+    }
+    let (Some(url), Some(key_ref)) = (&cfg.litellm.base_url, &cfg.litellm.key_ref) else {
+        return Err(anyhow!(
+            "[litellm] needs base_url and key_ref (or replay) in {}",
+            cfg.path.display()
+        ));
+    };
+    let key = preflight::key(key_ref, "litellm key", "[litellm].key_ref", redactor)?;
+    let options = llm::client::ClientOptions::new(&cfg.litellm, key_ref);
+    Ok(Backend::Http(llm::client::HttpClient::new(
+        url,
+        key,
+        options,
+        redactor.clone(),
+    )?))
+}
+
+/// The Redmine client for a run that takes its task from Redmine (not `--demo`).
+fn redmine_client(
+    cfg: &Config,
+    args: &OnceArgs,
+    redactor: &mut Redactor,
+) -> Result<Option<RedmineClient>, Failure> {
+    if args.demo {
+        return Ok(None);
+    }
+    let Some(rm) = &cfg.redmine else {
+        return Err(anyhow!(
+            "config {} has no [redmine] section: configure Redmine intake, or pass --demo to run the [demo] issue",
+            cfg.path.display()
+        ))
+        .stage(Stage::Config);
+    };
+    let key = preflight::key(&rm.key_ref, "redmine key", "[redmine].key_ref", redactor)
+        .stage(Stage::Config)?;
+    RedmineClient::new(rm, key, redactor.clone())
+        .map(Some)
+        .stage(Stage::Config)
+}
+
+/// The task this run works on, routed, and the Redmine issue this run holds a claim on.
+struct Taken {
+    task: Task,
+    route: Route,
+    claimed: Option<u64>,
+}
+
+/// Intake and routing: the one task of this run and its route, or `None` when nothing is in
+/// scope. A Redmine issue is routed once, before it is claimed, so an unroutable issue is
+/// never claimed.
+async fn take_task(
+    cfg: &Config,
+    args: &OnceArgs,
+    redmine: Option<&RedmineClient>,
+    run_id: &str,
+) -> Result<Option<Taken>, Failure> {
+    let (Some(client), Some(rm)) = (redmine, &cfg.redmine) else {
+        info!("intake: demo issue from {} [demo]", cfg.path.display());
+        let task = intake::demo::task(&cfg.demo);
+        if let Some(id) = &args.task_id {
+            if *id != task.id {
+                return Err(anyhow!(
+                    "--task-id {id} does not match the demo issue, whose id is {}",
+                    task.id
+                ))
+                .stage(Stage::Intake);
+            }
+        }
+        let route = routing::route(&cfg.models, task.class.as_deref())
+            .map_err(|e| anyhow!("routing task {}: {e}", task.id))
+            .stage(Stage::Routing)?;
+        return Ok(Some(Taken {
+            task,
+            route,
+            claimed: None,
+        }));
+    };
+    let route = |task: &Task| {
+        routing::route(&cfg.models, task.class.as_deref())
+            .map_err(|e| anyhow!("routing Redmine issue #{}: {e}", task.id))
+    };
+    let claim = rm.claim.enabled && !args.dry_run;
+    let taken = intake::redmine::take(
+        client,
+        rm,
+        run_id,
+        args.task_id.as_deref(),
+        args.force,
+        claim,
+        &cfg.report_dir,
+        &route,
+    )
+    .await;
+    match taken {
+        Ok(Intake::Task(t)) => Ok(Some(Taken {
+            task: t.task,
+            route: t.route,
+            claimed: t.claimed,
+        })),
+        Ok(Intake::NothingInScope) => Ok(None),
+        Err(TakeError::Routing(e)) => Err(e).stage(Stage::Routing),
+        Err(TakeError::Intake(e)) => Err(e).stage(Stage::Intake),
+    }
+}
+
+/// What the turn runs with, once every no-cost check passed.
+struct Ready {
+    backend: Backend,
+    /// The route, less the models the preflight found unserved.
+    route: Route,
+    /// The models the preflight dropped, with why.
+    skipped: Vec<turn::SkippedModel>,
+    bash: Option<BashTool>,
+    limits: turn::Limits,
+}
+
+/// The checks between the claim and the turn: no-cost reads of the proxy (is the routed
+/// model served, what does a token cost) and the bash tool's preparation.
+async fn ready_turn(
+    cfg: &Config,
+    backend: Backend,
+    route: &Route,
+    sandbox: sandbox::Status,
+    redactor: &Redactor,
+) -> Result<Ready, Failure> {
+    let (route, skipped) = match &backend {
+        Backend::Http(client) if cfg.litellm.preflight => {
+            llm::preflight::route(client, route).await?
+        }
+        Backend::Http(_) | Backend::Replay(_) => (route.clone(), Vec::new()),
+    };
+    let prices = llm::preflight::prices(&cfg.prices, &backend).await;
+    let bash = cfg
+        .bash
+        .enabled
+        .then(|| {
+            BashTool::prepare(
+                cfg.bash.clone(),
+                cfg.work_root.clone(),
+                tools::bash::scrubbed_env(std::env::vars()),
+                sandbox,
+                redactor.clone(),
+            )
+        })
+        .transpose()
+        .stage(Stage::Config)?;
+    if bash.is_some() {
+        info!("sandbox: {}", sandbox.plan_line(cfg.bash.write_roots.len()));
+    }
+    info!(
+        "turn: {} (max {} rounds)",
+        backend.describe(),
+        cfg.max_rounds
+    );
+    Ok(Ready {
+        backend,
+        route,
+        skipped,
+        bash,
+        limits: turn::Limits {
+            max_rounds: cfg.max_rounds,
+            budget: cfg.budget,
+            prices,
+        },
+    })
+}
+
+/// Gives up this run's claim after a failure between the claim and the turn, so other
+/// workers may take the issue. The one place `once` releases a claim.
+async fn release_claim(
+    redmine: Option<&RedmineClient>,
+    taken: &Taken,
+    run_id: &str,
+    failure: &Failure,
+    redactor: &Redactor,
+) {
+    let (Some(client), Some(issue)) = (redmine, taken.claimed) else {
+        return;
+    };
+    // The note is public on the issue: the error is masked like every other output.
+    let why = redactor.redact(&format!("{:#}", failure.error));
+    if let Err(e) = redmine::claim::release(client, issue, run_id, &why).await {
+        error!("could not release the claim on issue #{issue}: {e:#}");
+    }
+}
+
+/// What the REPORT says about the run itself, beside the task and the turn.
+struct RunInfo {
+    run_id: String,
+    started: chrono::DateTime<Utc>,
+    finished: chrono::DateTime<Utc>,
+    backend: String,
+    sandbox: String,
+}
+
+/// The REPORT of a finished turn, with every text that may hold a secret masked.
+fn report_of(
+    cfg: &Config,
+    task: &Task,
+    route: &Route,
+    turn: &turn::Turn,
+    run: RunInfo,
+    redactor: &Redactor,
+) -> report::Report {
+    let error = match &turn.outcome {
+        turn::TurnOutcome::LlmFailed { error } => Some(redactor.redact(&error.message)),
+        turn::TurnOutcome::Budget { stop } => Some(redactor.redact(&stop.describe())),
+        turn::TurnOutcome::Interrupted { signal } => {
+            Some(format!("interrupted by signal {signal}"))
+        }
+        turn::TurnOutcome::Completed | turn::TurnOutcome::MaxRounds => None,
+    };
+    report::Report {
+        run_id: run.run_id,
+        vertical: cfg.vertical.clone(),
+        task_id: task.id.clone(),
+        source: task.source.as_str().to_string(),
+        subject: task.subject.clone(),
+        class: route.class.clone(),
+        tier: route.tier.clone(),
+        model: turn.model.clone(),
+        models_skipped: turn
+            .skipped
+            .iter()
+            .map(|s| turn::SkippedModel {
+                model: s.model.clone(),
+                reason: redactor.redact(&s.reason),
+            })
+            .collect(),
+        usage: turn.usage,
+        cost_usd: turn.cost_usd,
+        rounds: turn.rounds,
+        max_rounds: cfg.max_rounds,
+        max_total_tokens: cfg.budget.max_total_tokens,
+        max_cost_usd: cfg.budget.max_cost_usd,
+        stop_reason: turn.outcome.stop_reason().to_string(),
+        error,
+        started: run.started,
+        finished: run.finished,
+        backend: run.backend,
+        sandbox: run.sandbox,
+        round_log: turn.log.clone(),
+        reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
+    }
+}
+
+/// Posts the written REPORT to its Redmine issue, when the task came from Redmine. A failure
+/// says how to retry the write-back alone.
+async fn write_back(
+    cfg: &Config,
+    redmine: Option<&RedmineClient>,
+    report: &report::Report,
+    path: &Path,
+) -> Result<(), Failure> {
+    let (Some(client), Some(rm)) = (redmine, cfg.redmine.as_ref()) else {
+        return Ok(());
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    writeback::write_back(client, rm, &report::render(report), &name)
+        .await
+        .map_err(|e| {
+            anyhow!(
+                "{e:#}\nthe REPORT is on disk at {}; retry the write-back with: harness writeback --config {} {}",
+                path.display(),
+                cfg.path.display(),
+                path.display()
+            )
+        })
+        .stage(Stage::Writeback)
+}
+
+/// The exit of a turn whose REPORT is written. A configured limit is a bounded, expected
+/// stop like max_rounds; the proxy refusing for budget is a failure, since every later run
+/// would be refused too.
+fn success_of(outcome: &turn::TurnOutcome) -> Success {
+    if let turn::TurnOutcome::Interrupted { signal } = outcome {
+        Success::Interrupted { signal: *signal }
+    } else if outcome.is_failure() {
+        Success::LlmFailedAfterReport
+    } else {
+        Success::Done
+    }
+}
+
+fn route_line(route: &Route) -> String {
+    let class = route.class.as_deref().unwrap_or("(none)");
+    format!(
+        "class={class} -> {} -> {}",
+        route.tier,
+        route.models.join(" | ")
+    )
+}
+
+/// A run id unique across hosts and processes: time, pid and random bits.
+fn run_id(started: chrono::DateTime<Utc>) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_i64(started.timestamp_nanos_opt().unwrap_or_default());
+    format!(
+        "{}-{}-{:08x}",
+        started.format("%Y%m%dT%H%M%SZ"),
+        std::process::id(),
+        h.finish() as u32
+    )
+}

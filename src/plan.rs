@@ -1,0 +1,159 @@
+//! Dry-run stage, PURE: the PLAN that `harness once --dry-run` prints instead of running
+//! the turn. The config, the task, its route and the sandbox decision in; text out.
+
+use std::path::Path;
+
+use crate::config::Config;
+use crate::intake::Task;
+use crate::routing::Route;
+use crate::tools::gate;
+use crate::tools::sandbox::Status;
+
+/// What a `--dry-run` shows: the run's plan, nothing executed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The vertical.
+    pub vertical: String,
+    /// `[id] subject (source src)`.
+    pub task: String,
+    /// `class "x" -> tier t -> model m`.
+    pub routing: String,
+    /// `bash (allow=N deny=M default=deny timeout=60s)` or `none`.
+    pub tools: String,
+    /// How commands would be confined, e.g. `landlock (ABI 7): writes only under ...`.
+    pub sandbox: String,
+    /// Round cap.
+    pub max_rounds: u32,
+    /// `[budget] max_total_tokens`, if set.
+    pub max_total_tokens: Option<u64>,
+    /// `[budget] max_cost_usd`, if set.
+    pub max_cost_usd: Option<f64>,
+    /// Where replies would come from.
+    pub llm: String,
+    /// Where the REPORT would go.
+    pub report_dir: String,
+}
+
+/// Renders the PLAN block printed by `--dry-run`.
+pub fn render(p: &Plan) -> String {
+    let mut bound = format!("max {} rounds", p.max_rounds);
+    if let Some(t) = p.max_total_tokens {
+        bound.push_str(&format!(", max {t} tokens"));
+    }
+    if let Some(c) = p.max_cost_usd {
+        bound.push_str(&format!(", max {c} USD"));
+    }
+    format!(
+        "PLAN (dry-run)\n  vertical: {}\n  task: {}\n  routing: {}\n  tools: {}\n  sandbox: {}\n  bound: {bound}\n  llm: {}\n  report: {}\n",
+        p.vertical, p.task, p.routing, p.tools, p.sandbox, p.llm, p.report_dir
+    )
+}
+
+/// The PLAN of a run: what it would do with this task, route and sandbox, from the config.
+pub fn plan(
+    cfg: &Config,
+    task: &Task,
+    route: &Route,
+    replay: Option<&Path>,
+    sandbox: Status,
+) -> Plan {
+    let tools = if cfg.bash.enabled {
+        let default = match cfg.bash.policy.default {
+            gate::Verdict::Allow => "allow",
+            gate::Verdict::Deny => "deny",
+        };
+        format!(
+            "bash (allow={} deny={} default={default} timeout={}s)",
+            cfg.bash.policy.allow.len(),
+            cfg.bash.policy.deny.len(),
+            cfg.bash.timeout.as_secs()
+        )
+    } else {
+        "none ([tools.bash] enabled = false)".to_string()
+    };
+    let llm = match (replay, &cfg.litellm.base_url) {
+        (Some(p), _) => format!("replay {}", p.display()),
+        (None, Some(url)) => format!(
+            "{url}/chat/completions (key {}{}{})",
+            cfg.litellm
+                .key_ref
+                .as_ref()
+                .map_or_else(|| "none".to_string(), |k| k.describe()),
+            if cfg.litellm.streaming {
+                ", streaming"
+            } else {
+                ""
+            },
+            if cfg.litellm.preflight {
+                ", preflight"
+            } else {
+                ""
+            }
+        ),
+        (None, None) => "none".to_string(),
+    };
+    Plan {
+        vertical: cfg.vertical.clone(),
+        task: format!(
+            "[{}] {} (source {})",
+            task.id,
+            task.subject,
+            task.source.as_str()
+        ),
+        routing: route.describe(),
+        tools,
+        sandbox: if cfg.bash.enabled {
+            sandbox.plan_line(cfg.bash.write_roots.len())
+        } else {
+            "none (no bash tool)".to_string()
+        },
+        max_rounds: cfg.max_rounds,
+        max_total_tokens: cfg.budget.max_total_tokens,
+        max_cost_usd: cfg.budget.max_cost_usd,
+        llm,
+        report_dir: cfg.report_dir.display().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn plan_block() {
+        let p = Plan {
+            vertical: "demo".into(),
+            task: "[demo-1] MVP demo: GLM self-description (source demo)".into(),
+            routing: "class \"primary\" -> tier mopac-primary -> model glm-5.3".into(),
+            tools: "bash (allow=18 deny=7 default=deny timeout=60s)".into(),
+            sandbox: "landlock (ABI 7): writes only under work_root".into(),
+            max_rounds: 8,
+            max_total_tokens: None,
+            max_cost_usd: None,
+            llm: "http://127.0.0.1:4000/v1/chat/completions (key env:HARNESS_LITELLM_KEY)".into(),
+            report_dir: "reports".into(),
+        };
+        assert_eq!(
+            render(&p),
+            "PLAN (dry-run)
+  vertical: demo
+  task: [demo-1] MVP demo: GLM self-description (source demo)
+  routing: class \"primary\" -> tier mopac-primary -> model glm-5.3
+  tools: bash (allow=18 deny=7 default=deny timeout=60s)
+  sandbox: landlock (ABI 7): writes only under work_root
+  bound: max 8 rounds
+  llm: http://127.0.0.1:4000/v1/chat/completions (key env:HARNESS_LITELLM_KEY)
+  report: reports
+"
+        );
+        let budgeted = Plan {
+            max_total_tokens: Some(5000),
+            max_cost_usd: Some(0.25),
+            ..p
+        };
+        assert!(
+            render(&budgeted).contains("\n  bound: max 8 rounds, max 5000 tokens, max 0.25 USD\n")
+        );
+    }
+}

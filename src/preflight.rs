@@ -1,0 +1,190 @@
+//! Preflight, before intake and before any request: what can fail without the model, as ONE
+//! list. `harness check` shows every entry; `harness once` stops at the first failure, before
+//! an issue is claimed and before the first token. Filesystem adapter (the report dir and the
+//! `--record` target are probed with a temp file that is removed again; directories are
+//! looked at); [`header_safe`] is PURE.
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context};
+
+use crate::atomic::TEMP_PREFIX;
+use crate::config::Config;
+use crate::exit::{Failure, Stage};
+use crate::secrets::{KeyRef, Redactor, Secret};
+
+/// One entry of the list.
+#[derive(Debug)]
+pub struct Check {
+    /// What was checked, as `harness check` labels it (`report dir`, `work root`, ...).
+    pub what: &'static str,
+    /// The stage a failure belongs to in `harness once` (its exit code).
+    pub stage: Stage,
+    /// What was found: a line for `harness check`, or what is wrong, naming the key to fix.
+    pub outcome: anyhow::Result<String>,
+}
+
+/// The local checks of `cfg` (no network, no key): the report dir, and with the bash tool its
+/// work root and write roots; with `record`, the `--record` target.
+pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
+    let mut checks = vec![Check {
+        what: "report dir",
+        stage: Stage::Writeback,
+        outcome: report_dir(&cfg.report_dir)
+            .map(|()| format!("{} is writable", cfg.report_dir.display())),
+    }];
+    if cfg.bash.enabled {
+        let is_dir = |what: &'static str, key: &str, dir: &Path| Check {
+            what,
+            stage: Stage::Config,
+            outcome: if dir.is_dir() {
+                Ok(format!("{} is a directory", dir.display()))
+            } else {
+                Err(anyhow!(
+                    "{key} {} is not a directory (config {})",
+                    dir.display(),
+                    cfg.path.display()
+                ))
+            },
+        };
+        checks.push(is_dir("work root", "work_root", &cfg.work_root));
+        for root in &cfg.bash.write_roots {
+            checks.push(is_dir("write root", "[tools.bash].write_roots:", root));
+        }
+        checks.extend(reads(cfg));
+    }
+    if let Some(path) = record {
+        checks.push(Check {
+            what: "record",
+            stage: Stage::Usage,
+            outcome: writable_target(path)
+                .map(|()| format!("{} can be written", path.display()))
+                .with_context(|| format!("--record {}", path.display())),
+        });
+    }
+    checks
+}
+
+/// Under Landlock, the read set of the commands: a read root that would expose a key file,
+/// the config or the report dir fails, naming its key (Landlock can only allow).
+fn reads(cfg: &Config) -> Option<Check> {
+    use crate::tools::sandbox;
+    let status = sandbox::decide(cfg.bash.sandbox, sandbox::kernel_abi(), cfg.bash.network);
+    if !matches!(status, Ok(sandbox::Status::Landlock { .. })) {
+        return None;
+    }
+    Some(Check {
+        what: "reads",
+        stage: Stage::Config,
+        outcome: sandbox::reads::read_set(&cfg.bash, &cfg.work_root, None)
+            .map(|set| set.lines.join("; "))
+            .map_err(|problems| anyhow!("{}", problems.join("; "))),
+    })
+}
+
+/// The first failed check as the run's failure.
+pub fn first_failure(checks: Vec<Check>) -> Result<(), Failure> {
+    match checks.into_iter().find(|c| c.outcome.is_err()) {
+        Some(Check {
+            stage,
+            outcome: Err(error),
+            ..
+        }) => Err(Failure { stage, error }),
+        Some(_) | None => Ok(()),
+    }
+}
+
+/// Resolves the key of `key_ref` (the config's `config_key`, such as `[litellm].key_ref`) and
+/// proves it can be sent: an HTTP header value holds no line break or other control
+/// character. The key joins `redactor` as soon as it is read.
+pub fn key(
+    key_ref: &KeyRef,
+    label: &str,
+    config_key: &str,
+    redactor: &mut Redactor,
+) -> anyhow::Result<Secret> {
+    let key = key_ref.resolve(label)?;
+    redactor.add(&key);
+    if !header_safe(key.expose()) {
+        bail!(
+            "{config_key} ({}): the key is not a valid HTTP header value (it holds a line break or another control character)",
+            key_ref.describe()
+        );
+    }
+    Ok(key)
+}
+
+/// Whether `value` can be an HTTP header value as sent: visible ASCII, spaces and tabs, or
+/// bytes of non-ASCII text; no control characters (a line break would end the header).
+pub fn header_safe(value: &str) -> bool {
+    reqwest::header::HeaderValue::from_str(value).is_ok()
+}
+
+/// The report dir exists as a directory (created if missing) that a REPORT can be written in.
+fn report_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.as_os_str().is_empty() {
+        bail!("report_dir is empty");
+    }
+    if dir.exists() && !dir.is_dir() {
+        bail!(
+            "cannot create report dir {}: report_dir names a file, not a directory",
+            dir.display()
+        );
+    }
+    crate::report::prepare_dir(dir)
+}
+
+/// A file can be written atomically at `path`: it is not a directory, and a temp file can be
+/// created beside it (where the atomic write puts its temp file).
+fn writable_target(path: &Path) -> anyhow::Result<()> {
+    if path.is_dir() {
+        bail!("is a directory");
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)
+        .map(drop)
+        .with_context(|| format!("cannot write in {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_hold_no_control_characters() {
+        assert!(header_safe("sk-abc123"));
+        assert!(header_safe("with space\tand tab"));
+        assert!(!header_safe("two\nlines"));
+        assert!(!header_safe("cr\r"));
+        assert!(!header_safe("nul\0"));
+    }
+
+    #[test]
+    fn a_record_target_must_be_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(writable_target(&dir.path().join("c.json")).is_ok());
+        assert!(writable_target(dir.path()).is_err());
+        std::fs::write(dir.path().join("file"), "x").unwrap();
+        let e = writable_target(&dir.path().join("file/c.json")).unwrap_err();
+        assert!(format!("{e:#}").contains("cannot write in"), "{e:#}");
+        assert!(writable_target(&dir.path().join("missing/c.json")).is_err());
+        // Nothing is left behind by the probe.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_report_dir_that_is_a_file_is_named_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("reports");
+        std::fs::write(&file, "x").unwrap();
+        let e = report_dir(&file).unwrap_err().to_string();
+        assert!(e.contains("report_dir names a file"), "{e}");
+        assert!(report_dir(Path::new("")).is_err());
+        assert!(report_dir(&dir.path().join("new")).is_ok());
+    }
+}

@@ -1,0 +1,213 @@
+//! Redmine adapter (HTTP): a thin REST client bound to one server and one key, the key only
+//! in the `X-Redmine-API-Key` header. Retries follow the one policy of [`crate::http`]
+//! (transient statuses and transport faults, `Retry-After` honoured); refusals are explained
+//! in terms of what to fix.
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+use tracing::{debug, info};
+
+use super::issue::{list_path, parse_issue_list, status_by_name, Issue, Named, User};
+use crate::config::RedmineConfig;
+use crate::http::{self, excerpt, Fault, Retry};
+use crate::secrets::{Redactor, Secret};
+
+/// A Redmine REST client bound to one server and one key.
+#[derive(Debug)]
+pub struct RedmineClient {
+    http: reqwest::Client,
+    base: String,
+    key: Secret,
+    key_source: String,
+    max_retries: u32,
+    redactor: Redactor,
+}
+
+/// One HTTP answer.
+pub(super) struct Answer {
+    pub(super) status: u16,
+    pub(super) body: String,
+}
+
+impl RedmineClient {
+    /// A client for `cfg.url`; `key` is the resolved `[redmine].key_ref`.
+    pub fn new(cfg: &RedmineConfig, key: Secret, redactor: Redactor) -> Result<RedmineClient> {
+        Ok(RedmineClient {
+            http: http::client(cfg.timeout)?,
+            base: cfg.url.trim_end_matches('/').to_string(),
+            key,
+            key_source: cfg.key_ref.describe(),
+            max_retries: cfg.max_retries,
+            redactor,
+        })
+    }
+
+    /// The server's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    pub(super) async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<(Vec<u8>, &str)>,
+    ) -> Result<Answer> {
+        let url = format!("{}{path}", self.base);
+        let mut attempt = 0;
+        loop {
+            let mut req = self
+                .http
+                .request(method.clone(), &url)
+                .header("X-Redmine-API-Key", self.key.expose())
+                .header(reqwest::header::ACCEPT, "application/json");
+            if let Some((bytes, content_type)) = &body {
+                req = req
+                    .header(reqwest::header::CONTENT_TYPE, *content_type)
+                    .body(bytes.clone());
+            }
+            // A failed attempt: what the retry policy sees, and what the user would read.
+            let (fault, retry_after, answer, reason) = match req.send().await {
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    let retry_after = http::retry_after_header(resp.headers());
+                    match resp.text().await {
+                        Ok(body) if !http::is_retryable_status(status) => {
+                            debug!("redmine: {method} {path} -> {status}");
+                            return Ok(Answer { status, body });
+                        }
+                        Ok(body) => (
+                            Fault::Status(status),
+                            retry_after,
+                            Some(Answer { status, body }),
+                            format!("HTTP {status}"),
+                        ),
+                        Err(e) => (
+                            Fault::NoAnswer,
+                            None,
+                            None,
+                            format!("the connection broke while reading the reply: {e}"),
+                        ),
+                    }
+                }
+                Err(e) => (Fault::NoAnswer, None, None, http::transport_message(&e)),
+            };
+            let decision = http::decide(
+                fault,
+                attempt,
+                self.max_retries,
+                retry_after.as_deref(),
+                chrono::Utc::now(),
+                http::jitter_seed(),
+            );
+            match (decision, answer) {
+                (Retry::After(wait), _) => {
+                    info!(
+                        "redmine: {method} {url} failed ({reason}); retry {} of {} in {:.1}s",
+                        attempt + 1,
+                        self.max_retries,
+                        wait.as_secs_f64()
+                    );
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                (Retry::GiveUp, Some(a)) => bail!(
+                    "{method} {url}: Redmine answered HTTP {} after {} attempts: {}",
+                    a.status,
+                    attempt + 1,
+                    self.redactor.redact(&excerpt(&a.body))
+                ),
+                (Retry::GiveUp, None) => bail!(
+                    "{method} {url}: {} (after {} attempts)",
+                    self.redactor.redact(&reason),
+                    attempt + 1
+                ),
+            }
+        }
+    }
+
+    /// Explains a non-2xx status in terms of what to fix.
+    pub(super) fn refusal(&self, method: &str, path: &str, a: &Answer) -> anyhow::Error {
+        let url = format!("{}{path}", self.base);
+        let what = match a.status {
+            401 => format!(
+                "Redmine rejected the API key from {} (401): check [redmine].key_ref and that the user is active",
+                self.key_source
+            ),
+            403 => "Redmine refused the request (403): the REST API is disabled (Administration > Settings > API > Enable REST web service) or the bot user's role lacks the permission".to_string(),
+            404 => "not found (404): check the issue id, [redmine].scope_query_id and [redmine].project".to_string(),
+            412 => "precondition failed (412)".to_string(),
+            422 => format!(
+                "Redmine refused the change (422): {}",
+                self.redactor.redact(&excerpt(&a.body))
+            ),
+            s => format!(
+                "unexpected HTTP {s}: {}",
+                self.redactor.redact(&excerpt(&a.body))
+            ),
+        };
+        anyhow!("{method} {url}: {what}")
+    }
+
+    /// GET a JSON document; any non-200 is an error that says what to fix.
+    pub async fn get_json(&self, path: &str) -> Result<Value> {
+        let a = self.send(reqwest::Method::GET, path, None).await?;
+        if a.status != 200 {
+            return Err(self.refusal("GET", path, &a));
+        }
+        serde_json::from_str(&a.body).with_context(|| {
+            format!(
+                "GET {}{path}: the body is not JSON: {}",
+                self.base,
+                self.redactor.redact(&excerpt(&a.body))
+            )
+        })
+    }
+
+    /// PUT a JSON document; Redmine answers 204 (which does not prove anything was applied).
+    pub async fn put_json(&self, path: &str, body: &Value) -> Result<()> {
+        let bytes = serde_json::to_vec(body).context("cannot encode the request")?;
+        let a = self
+            .send(
+                reqwest::Method::PUT,
+                path,
+                Some((bytes, "application/json")),
+            )
+            .await?;
+        match a.status {
+            200 | 201 | 204 => Ok(()),
+            _ => Err(self.refusal("PUT", path, &a)),
+        }
+    }
+
+    /// The key's user: proves the key works and the REST API is on (an anonymous
+    /// `/issues.json` would otherwise answer an empty 200 list).
+    pub async fn current_user(&self) -> Result<User> {
+        let v = self.get_json("/users/current.json").await?;
+        serde_json::from_value(v["user"].clone())
+            .context("GET /users/current.json: unexpected body (no user)")
+    }
+
+    /// The issues in scope, in the scope's order.
+    pub async fn list(&self, cfg: &RedmineConfig) -> Result<Vec<Issue>> {
+        let path = list_path(cfg);
+        let v = self.get_json(&path).await?;
+        parse_issue_list(&v).with_context(|| format!("GET {}{path}: unexpected body", self.base))
+    }
+
+    /// One issue with its journals.
+    pub async fn issue(&self, id: u64) -> Result<Issue> {
+        let path = format!("/issues/{id}.json?include=journals");
+        let v = self.get_json(&path).await?;
+        serde_json::from_value(v["issue"].clone())
+            .with_context(|| format!("GET {}{path}: unexpected body (no issue)", self.base))
+    }
+
+    /// Status id by name (case-insensitive), from `/issue_statuses.json`.
+    pub async fn status_id(&self, name: &str) -> Result<u64> {
+        let v = self.get_json("/issue_statuses.json").await?;
+        let statuses: Vec<Named> = serde_json::from_value(v["issue_statuses"].clone())
+            .context("GET /issue_statuses.json: unexpected body")?;
+        status_by_name(&statuses, name)
+    }
+}

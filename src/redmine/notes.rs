@@ -1,0 +1,128 @@
+//! Redmine adapter, PURE part: the marker notes harness writes on an issue (claim, REPORT,
+//! release) and what they say about who holds the issue.
+
+use chrono::{DateTime, Utc};
+
+use super::issue::{Issue, Journal};
+
+/// Marker that starts a claim note; followed by `run=<run id>`.
+pub const CLAIM_MARKER: &str = "[harness-claim]";
+/// Marker that starts a write-back note; followed by `run=<run id>`.
+pub const REPORT_MARKER: &str = "[harness-report]";
+/// Marker of a note that gives a claim up without a REPORT.
+pub const RELEASE_MARKER: &str = "[harness-release]";
+
+/// Whether a journal is a harness marker note (claim, report, release), not discussion.
+pub fn is_marker(notes: &str) -> bool {
+    let n = notes.trim_start();
+    n.starts_with(CLAIM_MARKER) || n.starts_with(REPORT_MARKER) || n.starts_with(RELEASE_MARKER)
+}
+
+/// The run id in a marker note (`[harness-claim] run=ID ...`).
+pub fn marker_run(notes: &str, marker: &str) -> Option<String> {
+    let rest = notes.trim_start().strip_prefix(marker)?;
+    let token = rest
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("run="))?;
+    Some(token.trim_end_matches(['.', ',']).to_string())
+}
+
+/// Who holds the issue now: the earliest claim after the last report/release note, with its
+/// time. `None` when the issue is unclaimed.
+pub fn active_claim(journals: &[Journal]) -> Option<(String, DateTime<Utc>)> {
+    let mut sorted: Vec<&Journal> = journals.iter().collect();
+    sorted.sort_by_key(|j| j.id);
+    let mut holder = None;
+    for j in sorted {
+        if marker_run(&j.notes, REPORT_MARKER).is_some()
+            || marker_run(&j.notes, RELEASE_MARKER).is_some()
+        {
+            holder = None;
+        } else if let Some(run) = marker_run(&j.notes, CLAIM_MARKER) {
+            if holder.is_none() {
+                holder = Some((run, j.created_on));
+            }
+        }
+    }
+    holder
+}
+
+/// The run whose REPORT note is the issue's latest journal: the issue was answered and
+/// nobody has written or changed anything since, so working it again would only repeat the
+/// answer (with the default write-back, which leaves the status, it stays in scope).
+pub fn answered_by(issue: &Issue) -> Option<String> {
+    let last = issue.journals.iter().max_by_key(|j| j.id)?;
+    marker_run(&last.notes, REPORT_MARKER)
+}
+
+/// Claim arbitration: among the claim notes written after journal `since` (the last journal
+/// seen before claiming), the earliest wins. Returns the winning run id.
+pub fn claim_winner(journals: &[Journal], since: u64) -> Option<String> {
+    journals
+        .iter()
+        .filter(|j| j.id > since)
+        .filter_map(|j| marker_run(&j.notes, CLAIM_MARKER).map(|r| (j.id, r)))
+        .min_by_key(|(id, _)| *id)
+        .map(|(_, r)| r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::issue::fixtures::{issue, journal};
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_earliest_claim_after_the_snapshot_wins() {
+        let js = vec![
+            journal(10, "[harness-claim] run=old"),
+            journal(11, "[harness-report] run=old"),
+            journal(12, "[harness-claim] run=b"),
+            journal(13, "[harness-claim] run=a"),
+        ];
+        assert_eq!(claim_winner(&js, 11), Some("b".into()));
+        assert_eq!(claim_winner(&js, 12), Some("a".into()));
+        assert_eq!(claim_winner(&js, 13), None);
+        // A slow worker whose snapshot predates another's whole run loses to that run.
+        assert_eq!(claim_winner(&js, 9), Some("old".into()));
+    }
+
+    #[test]
+    fn active_claim_is_released_by_report_or_release() {
+        assert_eq!(active_claim(&[journal(1, "hello")]), None);
+        assert_eq!(
+            active_claim(&[
+                journal(1, "[harness-claim] run=x"),
+                journal(2, "[harness-claim] run=y")
+            ])
+            .map(|c| c.0),
+            Some("x".into())
+        );
+        assert_eq!(
+            active_claim(&[
+                journal(1, "[harness-claim] run=x"),
+                journal(2, "[harness-report] run=x\n...")
+            ]),
+            None
+        );
+        assert_eq!(
+            active_claim(&[
+                journal(1, "[harness-claim] run=x"),
+                journal(2, "[harness-release] run=x")
+            ]),
+            None
+        );
+    }
+
+    #[test]
+    fn an_issue_is_answered_until_someone_adds_to_it() {
+        let mut i = issue();
+        assert_eq!(answered_by(&i), None);
+        i.journals
+            .push(journal(4, "[harness-report] run=r9\nThe answer."));
+        assert_eq!(answered_by(&i).as_deref(), Some("r9"));
+        i.journals
+            .push(journal(5, "Thanks, but what about page 3?"));
+        assert_eq!(answered_by(&i), None);
+    }
+}
