@@ -2,7 +2,7 @@
 //! list. `harness check` shows every entry; `harness once` stops at the first failure, before
 //! an issue is claimed and before the first token. Filesystem adapter (the report dir and the
 //! `--record` target are probed with a temp file that is removed again; directories are
-//! looked at); [`header_safe`] is PURE.
+//! looked at; under Landlock the commands' read set is resolved); [`header_safe`] is PURE.
 
 use std::path::Path;
 
@@ -25,7 +25,7 @@ pub struct Check {
 }
 
 /// The local checks of `cfg` (no network, no key): the report dir, and with the bash tool its
-/// work root and write roots; with `record`, the `--record` target.
+/// work root, write roots and (under Landlock) read set; with `record`, the `--record` target.
 pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
     let mut checks = vec![Check {
         what: "report dir",

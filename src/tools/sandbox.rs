@@ -32,14 +32,12 @@ use crate::config::{BashConfig, SandboxMode};
 /// The Landlock ABI this code is written and tested against; newer kernels are used at this
 /// level, older ones at theirs (the crate's best-effort mode).
 const TARGET_ABI: ABI = ABI::V7;
-/// Network restriction needs this ABI (Linux 6.7).
-const NET_ABI: i32 = 4;
 
 /// How the commands of one run are confined, as the PLAN and the REPORT say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
-    /// Under Landlock at this kernel ABI; `network` says whether TCP is allowed (denying it
-    /// needs ABI 4).
+    /// Under Landlock at this kernel ABI, with the socket filter when `network` is false (so
+    /// the network is confined on every ABI: TCP by Landlock too from ABI 4).
     Landlock {
         /// The kernel's Landlock ABI.
         abi: i32,
@@ -56,9 +54,6 @@ impl Status {
     /// `landlock (ABI 7)`, `off`, `unavailable`: the REPORT's `sandbox` value.
     pub fn describe(&self) -> String {
         match self {
-            Status::Landlock { abi, network } if !network && *abi < NET_ABI => {
-                format!("landlock (ABI {abi}, network not confined)")
-            }
             Status::Landlock { abi, .. } => format!("landlock (ABI {abi})"),
             Status::Off => "off".to_string(),
             Status::Unavailable => "unavailable".to_string(),
@@ -108,17 +103,14 @@ impl Status {
 }
 
 /// The confinement `mode` gets on a kernel whose Landlock ABI is `kernel` (or why it has none).
-/// PURE. `sandbox = "landlock"` fails where Landlock is missing, or where `network = false`
-/// cannot be enforced.
+/// PURE. `sandbox = "landlock"` fails where Landlock is missing. (`network = false` no longer
+/// needs Landlock ABI 4: the seccomp filter refuses every internet socket on any ABI.)
 pub fn decide(mode: SandboxMode, kernel: Result<i32, String>, network: bool) -> Result<Status> {
     match (mode, kernel) {
         (SandboxMode::Off, _) => Ok(Status::Off),
         (SandboxMode::Auto, Err(_)) => Ok(Status::Unavailable),
         (SandboxMode::Landlock, Err(why)) => Err(anyhow!(
             "[tools.bash].sandbox = \"landlock\" but {why}; use sandbox = \"auto\" to run unconfined where Landlock is missing"
-        )),
-        (SandboxMode::Landlock, Ok(abi)) if !network && abi < NET_ABI => Err(anyhow!(
-            "[tools.bash].sandbox = \"landlock\" with network = false needs Landlock ABI {NET_ABI} (Linux 6.7); this kernel has ABI {abi}"
         )),
         (SandboxMode::Auto | SandboxMode::Landlock, Ok(abi)) => {
             Ok(Status::Landlock { abi, network })
@@ -290,15 +282,16 @@ mod tests {
                 network: false
             }
         );
+        // Before the socket filter, ABI 3 left the network open; now seccomp closes it.
         assert_eq!(
             decide(SandboxMode::Auto, Ok(3), false).unwrap().describe(),
-            "landlock (ABI 3, network not confined)"
+            "landlock (ABI 3)"
         );
         assert_eq!(
             decide(SandboxMode::Landlock, none(), true).unwrap_err().to_string(),
             "[tools.bash].sandbox = \"landlock\" but no landlock; use sandbox = \"auto\" to run unconfined where Landlock is missing"
         );
-        assert!(decide(SandboxMode::Landlock, Ok(3), false).is_err());
+        assert!(decide(SandboxMode::Landlock, Ok(3), false).is_ok());
         assert!(decide(SandboxMode::Landlock, Ok(3), true).is_ok());
     }
 
