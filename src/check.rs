@@ -131,6 +131,19 @@ fn read_items(cfg: &Config, confined: bool) -> Vec<Item> {
     // The read set itself, and its failures, are a preflight entry (`reads`).
     let mut items = Vec::new();
     if let Ok(set) = reads::read_set(&cfg.bash, &cfg.work_root, None) {
+        // $HOME holds keys harness does not know about (~/.ssh, ~/.config, ~/.netrc).
+        let home =
+            std::env::var_os("HOME").and_then(|h| std::path::Path::new(&h).canonicalize().ok());
+        if let Some(home) = home.filter(|h| set.allows(h, false)) {
+            items.push(item(
+                Status::Warn,
+                "reads",
+                format!(
+                    "commands can read all of {} ($HOME: ~/.ssh, ~/.config and other keys); name narrower read roots",
+                    home.display()
+                ),
+            ));
+        }
         if !set.hidden.is_empty() {
             items.push(item(
                 Status::Warn,

@@ -70,7 +70,8 @@ pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
 fn reads(cfg: &Config) -> Option<Check> {
     use crate::tools::sandbox;
     let status = sandbox::decide(cfg.bash.sandbox, sandbox::kernel_abi(), cfg.bash.network);
-    if !matches!(status, Ok(sandbox::Status::Landlock { .. })) {
+    // A missing work root is the `work root` entry's failure already.
+    if !matches!(status, Ok(sandbox::Status::Landlock { .. })) || !cfg.work_root.is_dir() {
         return None;
     }
     Some(Check {

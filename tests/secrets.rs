@@ -389,3 +389,28 @@ fn the_harness_process_is_not_dumpable() {
         "/proc/PID/environ of harness belongs to its user: it is dumpable"
     );
 }
+
+#[test]
+fn check_warns_when_home_is_readable() {
+    if !landlock() {
+        return;
+    }
+    let llm = Llm::start(&json!([text("never")]));
+    let ws = workspace(&llm, "read_roots = [\"@system\", \"home\"]\n");
+    let home = ws.path().join("home");
+    let check = ws.run_env(
+        &["check"],
+        &[
+            ("HARNESS_TEST_LLM_KEY", CANARY),
+            ("HOME", home.to_str().unwrap()),
+        ],
+    );
+    assert!(
+        check.stdout.contains(&format!(
+            "warn  reads: commands can read all of {} ($HOME",
+            home.canonicalize().unwrap().display()
+        )),
+        "{}",
+        check.stdout
+    );
+}
