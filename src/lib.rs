@@ -20,6 +20,7 @@ pub mod llm;
 pub mod once;
 pub mod plan;
 pub mod preflight;
+pub mod prompt;
 pub mod redmine;
 pub mod report;
 pub mod routing;

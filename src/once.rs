@@ -25,7 +25,8 @@ use crate::secrets::Redactor;
 use crate::signals::Interrupt;
 use crate::tools::{gate, sandbox, BashTool};
 use crate::{
-    config, emit, intake, llm, plan, preflight, redmine, report, routing, tools, turn, writeback,
+    config, emit, intake, llm, plan, preflight, prompt, redmine, report, routing, tools, turn,
+    writeback,
 };
 
 /// Runs `harness once`.
@@ -92,7 +93,8 @@ pub async fn once(
         bash,
         limits,
     } = ready;
-    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.is_some());
+    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.as_ref());
+    let system = prompt::with_project_instructions(system, &cfg.work_root, &cfg.prompt, redactor);
     let mut turn = turn::run(
         task,
         &route,
@@ -322,6 +324,7 @@ async fn ready_turn(
                 sandbox,
                 redactor.clone(),
             )
+            .and_then(|b| b.with_files(&cfg.files))
         })
         .transpose()
         .stage(Stage::Config)?;

@@ -62,8 +62,13 @@ pub fn plan(
             gate::Verdict::Allow => "allow",
             gate::Verdict::Deny => "deny",
         };
+        let files = if cfg.files.enabled {
+            ", read_file write_file edit_file (jailed in the work root)"
+        } else {
+            ""
+        };
         format!(
-            "bash (allow={} deny={} default={default} timeout={}s)",
+            "bash (allow={} deny={} default={default} timeout={}s){files}",
             cfg.bash.policy.allow.len(),
             cfg.bash.policy.deny.len(),
             cfg.bash.timeout.as_secs()

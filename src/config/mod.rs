@@ -47,6 +47,10 @@ pub struct Config {
     pub budget: BudgetConfig,
     /// The bash tool and its gate.
     pub bash: BashConfig,
+    /// `[tools.files]`: the in-process file tools.
+    pub files: FilesConfig,
+    /// `[prompt]`: what goes into the system prompt besides harness's own text.
+    pub prompt: PromptConfig,
     /// The issue `--demo` runs.
     pub demo: DemoConfig,
 }
@@ -185,6 +189,48 @@ pub struct NeverRead {
     /// Whether it may sit inside the work root, hidden from reads there (the config file,
     /// the report dir, a cassette) rather than refused (a key file).
     pub may_share_work_root: bool,
+}
+
+/// `[tools.files]`: `read_file`, `write_file` and `edit_file`, run in-process inside the
+/// work root (a kernel-enforced jail), not through the gate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilesConfig {
+    /// Whether the model is offered the file tools (default false).
+    pub enabled: bool,
+    /// Bytes of file text one `read_file` call returns; longer reads are paged (default 65536).
+    pub max_read_bytes: usize,
+    /// Largest file `write_file` writes and `edit_file` edits, in bytes (default 1048576).
+    pub max_write_bytes: usize,
+    /// Extra places the file tools neither read nor write, as globs relative to the work root
+    /// (default none); dotfiles, `.git/` and the gate's build files are always protected.
+    pub protect: Vec<String>,
+}
+
+impl Default for FilesConfig {
+    fn default() -> Self {
+        FilesConfig {
+            enabled: false,
+            max_read_bytes: 65_536,
+            max_write_bytes: 1_048_576,
+            protect: Vec::new(),
+        }
+    }
+}
+
+/// `[prompt]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PromptConfig {
+    /// Bytes of the work root's `AGENTS.md` put into the system prompt; a longer file is cut
+    /// and says so; 0 leaves it out (default 16384).
+    pub agents_max_bytes: usize,
+}
+
+impl Default for PromptConfig {
+    fn default() -> Self {
+        PromptConfig {
+            agents_max_bytes: 16_384,
+        }
+    }
 }
 
 /// `[tools.bash].sandbox`: whether commands run under Landlock.

@@ -19,6 +19,12 @@ pub(super) struct RawConfig {
     pub(super) tools: Option<RawTools>,
     pub(super) demo: Option<RawDemo>,
     pub(super) budget: Option<RawBudget>,
+    pub(super) prompt: Option<RawPrompt>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawPrompt {
+    pub(super) agents_max_bytes: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -96,6 +102,15 @@ pub(super) enum RawTier {
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawTools {
     pub(super) bash: Option<RawBash>,
+    pub(super) files: Option<RawFiles>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawFiles {
+    pub(super) enabled: Option<bool>,
+    pub(super) max_read_bytes: Option<i64>,
+    pub(super) max_write_bytes: Option<i64>,
+    pub(super) protect: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -362,3 +362,56 @@ fn read_roots_unix_sockets_and_the_paths_never_read() {
         ]
     );
 }
+
+#[test]
+fn file_tool_keys_default_and_validate() {
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.files, FilesConfig::default());
+    assert!(!c.files.enabled);
+    let text = format!(
+        "{MINIMAL}\n[tools.files]\nenabled = true\nmax_read_bytes = 2048\nmax_write_bytes = 4096\nprotect = [\"secrets\", \"*.pem\"]\n"
+    );
+    let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(
+        c.files,
+        FilesConfig {
+            enabled: true,
+            max_read_bytes: 2048,
+            max_write_bytes: 4096,
+            protect: vec!["secrets".into(), "*.pem".into()],
+        }
+    );
+    let text = format!(
+        "{MINIMAL}\n[tools.bash]\nenabled = false\n[tools.files]\nenabled = true\nmax_read_bytes = 10\nprotect = [\"\", \"/etc\", \"a/../b\"]\nmax = 1\n"
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "[tools.files].max: unknown key".to_string(),
+            "[tools.files].protect[0]: must not be empty".to_string(),
+            "[tools.files].protect[1]: must be relative to the work root, without `..`, got \"/etc\"".to_string(),
+            "[tools.files].protect[2]: must be relative to the work root, without `..`, got \"a/../b\"".to_string(),
+            "[tools.files].max_read_bytes: must be between 1024 and 16777216, got 10".to_string(),
+            "[tools.files].enabled: the file tools come with the tool set: they need [tools.bash] enabled = true".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn prompt_keys_default_and_validate() {
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.prompt.agents_max_bytes, 16_384);
+    let text = format!("{MINIMAL}\n[prompt]\nagents_max_bytes = 0\n");
+    assert_eq!(
+        parse(&text, Path::new("/etc/h/harness.toml"))
+            .unwrap()
+            .prompt
+            .agents_max_bytes,
+        0
+    );
+    let text = format!("{MINIMAL}\n[prompt]\nagents_max_bytes = -1\n");
+    assert_eq!(
+        problems(&text),
+        vec!["[prompt].agents_max_bytes: must be between 0 and 1048576, got -1".to_string()]
+    );
+}

@@ -122,9 +122,26 @@ impl Validator {
                 "\"proxy\" reads GET /model/info from [litellm].base_url, which is not set",
             );
         }
-        let mut bash = self.bash(raw.tools.unwrap_or_default().bash.unwrap_or_default());
+        let tools = raw.tools.unwrap_or_default();
+        let mut bash = self.bash(tools.bash.unwrap_or_default());
         bash.never_read = never_read(path, &report_dir, &litellm, redmine.as_ref());
+        let files = self.files(tools.files.unwrap_or_default());
+        if files.enabled && !bash.enabled {
+            self.problem(
+                "[tools.files].enabled",
+                "the file tools come with the tool set: they need [tools.bash] enabled = true",
+            );
+        }
         let demo = self.demo(raw.demo.unwrap_or_default());
+        let prompt = PromptConfig {
+            agents_max_bytes: self.int_in(
+                "[prompt].agents_max_bytes",
+                raw.prompt.unwrap_or_default().agents_max_bytes,
+                PromptConfig::default().agents_max_bytes as i64,
+                0,
+                1024 * 1024,
+            ) as usize,
+        };
         Config {
             path: path.to_path_buf(),
             vertical,
@@ -137,6 +154,8 @@ impl Validator {
             prices,
             budget,
             bash,
+            files,
+            prompt,
             demo,
         }
     }
@@ -417,6 +436,42 @@ impl Validator {
             read_roots,
             unix_sockets,
             never_read: Vec::new(),
+        }
+    }
+
+    fn files(&mut self, raw: RawFiles) -> FilesConfig {
+        let d = FilesConfig::default();
+        let mut protect = Vec::new();
+        for (i, p) in raw.protect.unwrap_or_default().into_iter().enumerate() {
+            let key = format!("[tools.files].protect[{i}]");
+            if p.trim().is_empty() {
+                self.problem(&key, "must not be empty");
+            } else if p.starts_with('/') || p.split('/').any(|c| c == "..") {
+                self.problem(
+                    &key,
+                    format!("must be relative to the work root, without `..`, got {p:?}"),
+                );
+            } else {
+                protect.push(p);
+            }
+        }
+        FilesConfig {
+            enabled: raw.enabled.unwrap_or(d.enabled),
+            max_read_bytes: self.int_in(
+                "[tools.files].max_read_bytes",
+                raw.max_read_bytes,
+                d.max_read_bytes as i64,
+                1024,
+                16 * 1024 * 1024,
+            ) as usize,
+            max_write_bytes: self.int_in(
+                "[tools.files].max_write_bytes",
+                raw.max_write_bytes,
+                d.max_write_bytes as i64,
+                1024,
+                256 * 1024 * 1024,
+            ) as usize,
+            protect,
         }
     }
 

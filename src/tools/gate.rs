@@ -1480,60 +1480,72 @@ fn check_redirect(policy: &Policy, r: &Redir) -> Result<Option<(String, String)>
             "output redirection to `{v}` may leave the work root (`..`)"
         ));
     }
-    if comps.iter().any(|c| c.starts_with('.')) {
-        return Err(format!(
-            "output redirection to `{v}` writes a dotfile or inside .git; always denied"
-        ));
+    if let Some(why) = write_refusal(policy, v) {
+        return Err(format!("output redirection to `{v}` {why}; always denied"));
     }
-    // Files that build and test tools run or load: writing one turns an allowed `make` or
-    // `cargo test` into running what was written.
-    const BUILD_FILES: &[&str] = &[
-        "makefile",
-        "gnumakefile",
-        "build.rs",
-        "cargo.toml",
-        "package.json",
-        "setup.py",
-        "setup.cfg",
-        "pyproject.toml",
-        "conftest.py",
-        "tox.ini",
-        "noxfile.py",
-        "cmakelists.txt",
-        "justfile",
-        "rakefile",
-        "gemfile",
-        "build.gradle",
-        "build.gradle.kts",
-        "pom.xml",
-        "meson.build",
-        "build.ninja",
-        "go.mod",
-        "deno.json",
-        "webpack.config.js",
-        "vite.config.js",
-        "jest.config.js",
-    ];
+    Ok(Some((v.to_string(), ".".to_string())))
+}
+
+/// Files that build and test tools run or load: writing one turns an allowed `make` or
+/// `cargo test` into running what was written. Compared lowercased, by file name.
+const BUILD_FILES: &[&str] = &[
+    "makefile",
+    "gnumakefile",
+    "build.rs",
+    "cargo.toml",
+    "package.json",
+    "setup.py",
+    "setup.cfg",
+    "pyproject.toml",
+    "conftest.py",
+    "tox.ini",
+    "noxfile.py",
+    "cmakelists.txt",
+    "justfile",
+    "rakefile",
+    "gemfile",
+    "build.gradle",
+    "build.gradle.kts",
+    "pom.xml",
+    "meson.build",
+    "build.ninja",
+    "go.mod",
+    "deno.json",
+    "webpack.config.js",
+    "vite.config.js",
+    "jest.config.js",
+];
+
+/// Why writing the work-root-relative path `rel` (no `..`, not absolute) is refused whatever
+/// the rules say, or `None`: a dotfile or `.git/`, a build file, or a place a path rule lets
+/// programs run from. Shared by output redirection and the file tools, so both protect the
+/// same places. The reason reads after "writing `rel`": "writes a dotfile or inside .git".
+pub fn write_refusal(policy: &Policy, rel: &str) -> Option<String> {
+    let comps: Vec<&str> = rel
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    if comps.iter().any(|c| c.starts_with('.')) {
+        return Some("writes a dotfile or inside .git".into());
+    }
     if let Some(last) = comps.last() {
         let lc = last.to_ascii_lowercase();
         if BUILD_FILES.contains(&lc.as_str()) || lc.ends_with(".mk") {
-            return Err(format!(
-                "output redirection to `{v}` writes a file that build and test tools run; always denied"
-            ));
+            return Some("writes a file that build and test tools run".into());
         }
     }
     // Writing a script that a path rule lets run would turn the write into running anything.
     for rule in &policy.allow {
         if let RuleKind::Path(prefix) = &rule.kind {
-            if path_under(v, prefix, false) || path_under(&format!("./{v}"), prefix, false) {
-                return Err(format!(
-                    "output redirection to `{v}` writes where rule `{}` lets programs run; always denied",
+            if path_under(rel, prefix, false) || path_under(&format!("./{rel}"), prefix, false) {
+                return Some(format!(
+                    "writes where rule `{}` lets programs run",
                     rule.text
                 ));
             }
         }
     }
-    Ok(Some((v.to_string(), ".".to_string())))
+    None
 }
 
 fn unsafe_var(w: &Word) -> Option<&str> {

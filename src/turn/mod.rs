@@ -175,12 +175,11 @@ pub struct Turn {
 }
 
 /// The system prompt: what the harness is, the bound, the tool contract, the REPORT.
-pub fn system_prompt(vertical: &str, max_rounds: u32, tools: bool) -> String {
-    let tool_text = if tools {
-        "You have one tool, `bash`, which runs a single command line in the task's working directory and returns its output and exit status. Commands are checked against an allow-list; a denied command is not run and you get the reason instead. Prefer small, read-only commands."
-    } else {
-        "You have no tools in this turn: answer from the task text alone."
-    };
+pub fn system_prompt(vertical: &str, max_rounds: u32, tools: Option<&BashTool>) -> String {
+    let tool_text = tools.map_or(
+        "You have no tools in this turn: answer from the task text alone.",
+        BashTool::contract,
+    );
     format!(
         "You are an agent run by `harness` for the \"{vertical}\" vertical. You get ONE bounded turn of at most {max_rounds} model rounds to work on the task below. {tool_text} When you are done, reply with your final answer in Markdown and no tool call: that reply is saved verbatim as the task's REPORT, so make it complete and self-contained."
     )
@@ -201,6 +200,7 @@ pub async fn run(
     interrupt: &Interrupt,
 ) -> Turn {
     let max_rounds = limits.max_rounds;
+    let tool_specs = bash.map(BashTool::specs).unwrap_or_default();
     let mut messages = vec![
         Message::System { content: system },
         Message::User {
@@ -227,7 +227,16 @@ pub async fn run(
         }
         turn.rounds = round;
         let asked = round::ask(
-            backend, route, &mut chain, &messages, shape, interrupt, &mut turn,
+            backend,
+            route,
+            &mut chain,
+            round::Prompt {
+                messages: &messages,
+                tools: &tool_specs,
+            },
+            shape,
+            interrupt,
+            &mut turn,
         );
         let round::Answer { model, reply } = match asked.await {
             Ok(answer) => answer,
@@ -346,7 +355,7 @@ mod tests {
         if let Some(s) = signal {
             interrupt.trigger(s);
         }
-        let system = system_prompt("demo", limits.max_rounds, false);
+        let system = system_prompt("demo", limits.max_rounds, None);
         run(
             &task(),
             &route(),
