@@ -216,12 +216,17 @@ impl BashTool {
     /// protecting what the gate's rules protect. Fails when the work root cannot be opened.
     pub fn with_files(mut self, config: &FilesConfig) -> anyhow::Result<BashTool> {
         if config.enabled {
-            let tools = files::FileTools::open(
+            let mut tools = files::FileTools::open(
                 config.clone(),
                 &self.work_root,
                 self.config.policy.clone(),
                 self.redactor.clone(),
             )?;
+            // What commands may never read, the file tools may not either (sandbox or not).
+            tools.hide(sandbox::reads::inside_work_root(
+                &self.work_root,
+                &self.config.never_read,
+            ));
             self.files = Some(tools);
         }
         Ok(self)

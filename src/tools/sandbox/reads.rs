@@ -166,6 +166,23 @@ impl ReadSet {
     }
 }
 
+/// The paths never to read that lie inside `work_root`, relative to it (resolved), with what
+/// each is. For the in-process file tools, which must refuse them whatever the sandbox.
+pub fn inside_work_root(work_root: &Path, never_read: &[NeverRead]) -> Vec<(String, String)> {
+    let Ok(root) = work_root.canonicalize() else {
+        return Vec::new();
+    };
+    never_read
+        .iter()
+        .filter_map(|n| {
+            let p = resolve_maybe_missing(&n.path);
+            let rel = p.strip_prefix(&root).ok()?;
+            Some((rel.to_string_lossy().into_owned(), n.what.clone()))
+        })
+        .filter(|(rel, _)| !rel.is_empty())
+        .collect()
+}
+
 /// Whether a read root at `root` would expose `protected` (both resolved): it contains it,
 /// or lies inside it. PURE.
 pub fn overlaps(root: &Path, protected: &Path) -> bool {
@@ -629,6 +646,35 @@ mod tests {
             .any(|x| x.path == r && x.grant == Grant::Tree));
         assert!(!set.rules.iter().any(|x| x.path == Path::new("/etc")));
         assert!(set.hidden.is_empty());
+    }
+
+    #[test]
+    fn the_paths_inside_the_work_root_are_named_relative_to_it() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path().canonicalize().unwrap();
+        std::fs::create_dir_all(r.join("work")).unwrap();
+        let got = inside_work_root(
+            &r.join("work"),
+            &[
+                never(&r.join("work/harness.toml"), "the config file", true),
+                never(
+                    &r.join("work/out/cassette.json"),
+                    "the cassette being recorded",
+                    true,
+                ),
+                never(&r.join("key"), "the key file of [litellm].key_ref", false),
+            ],
+        );
+        assert_eq!(
+            got,
+            vec![
+                ("harness.toml".to_string(), "the config file".to_string()),
+                (
+                    "out/cassette.json".to_string(),
+                    "the cassette being recorded".to_string()
+                ),
+            ]
+        );
     }
 
     #[test]
