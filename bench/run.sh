@@ -213,3 +213,9 @@ echo
 cargo bench --quiet --bench gate 2>/dev/null | while IFS=$'\t' read -r name rate note; do
   printf '%-44s %12s verdicts/s  %s\n' "$name" "$rate" "$note"
 done
+
+# --- secrets and confinement -------------------------------------------------------------
+echo
+cargo bench --quiet --bench secrets 2>/dev/null | while IFS=$'\t' read -r name value note; do
+  printf '%-44s %24s  %s\n' "$name" "$value" "$note"
+done

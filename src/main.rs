@@ -12,6 +12,11 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // First of all, before any key is read: no other process of this user may read our
+    // memory or environment.
+    if let Err(e) = harness::secrets::forbid_dumping() {
+        eprintln!("harness: warning: cannot mark the process non-dumpable: {e}");
+    }
     let cli = match Cli::try_parse_from(normalize_args(std::env::args_os())) {
         Ok(cli) => cli,
         Err(e) => {

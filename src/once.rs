@@ -39,10 +39,16 @@ pub async fn once(
     let run_id = run_id(started);
 
     // config, and what a turn needs that costs no token
-    let cfg = unless_signalled(interrupt, async {
+    let mut cfg = unless_signalled(interrupt, async {
         config::load(args.config.clone(), redactor).stage(Stage::Config)
     })
     .await?;
+    if let Some(cassette) = &args.record {
+        // Commands must not read the conversation being recorded.
+        cfg.bash
+            .never_read
+            .push(config::NeverRead::cassette(cassette));
+    }
     let replay = args.replay.clone().or_else(|| cfg.litellm.replay.clone());
     let sandbox = sandbox_status(&cfg)?;
     let backend = if args.dry_run {
@@ -71,7 +77,10 @@ pub async fn once(
         route_line(&taken.route)
     );
     let Some(backend) = backend else {
-        let plan = plan::plan(&cfg, task, &taken.route, replay.as_deref(), sandbox);
+        let mut plan = plan::plan(&cfg, task, &taken.route, replay.as_deref(), sandbox);
+        if cfg.bash.enabled {
+            plan.sandbox = sandbox.plan_line_with_reads(&cfg.bash, &cfg.work_root);
+        }
         emit(&redactor.redact(&plan::render(&plan)))?;
         info!("dry-run complete, no LLM call made");
         return Ok(Success::Done);

@@ -147,6 +147,49 @@ pub struct BashConfig {
     /// Directories a confined command may write besides the work root and its private temp
     /// dir (absolute, resolved against the config's directory; default none).
     pub write_roots: Vec<PathBuf>,
+    /// What a confined command may read besides the work root, its private temp dir and the
+    /// write roots (default: [`ReadRoot::System`] alone).
+    pub read_roots: Vec<ReadRoot>,
+    /// Unix sockets a confined command may reach with `network = false` (default none: no
+    /// Unix socket can be created). The kernel cannot hold a command to these names; see
+    /// `tools::sandbox`.
+    pub unix_sockets: Vec<PathBuf>,
+    /// Paths no confined command may read, whatever the read roots say: the config file,
+    /// every `file:` key, the report dir (and the cassette a run records, added by `once`).
+    pub never_read: Vec<NeverRead>,
+}
+
+impl NeverRead {
+    /// The cassette `once --record` writes: it holds the whole conversation.
+    pub fn cassette(path: &Path) -> NeverRead {
+        NeverRead {
+            path: path.to_path_buf(),
+            what: "the cassette being recorded".to_string(),
+            may_share_work_root: true,
+        }
+    }
+}
+
+/// One `[tools.bash].read_roots` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadRoot {
+    /// `"@system"`: the system's program, library and data dirs and the few files under
+    /// `/etc`, `/dev`, `/proc` and `/sys` that programs need (`tools::sandbox::reads::SYSTEM`).
+    System,
+    /// A file or directory, resolved against the config's directory.
+    Path(PathBuf),
+}
+
+/// A path commands must never read, and what it is (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NeverRead {
+    /// The path, as configured.
+    pub path: PathBuf,
+    /// `the config file`, `the key file of [litellm].key_ref`, ...
+    pub what: String,
+    /// Whether it may sit inside the work root, hidden from reads there (the config file,
+    /// the report dir, a cassette) rather than refused (a key file).
+    pub may_share_work_root: bool,
 }
 
 /// `[tools.files]`: `read_file`, `write_file` and `edit_file`, run in-process inside the

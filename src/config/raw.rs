@@ -127,6 +127,8 @@ pub(super) struct RawBash {
     pub(super) sandbox: Option<String>,
     pub(super) network: Option<bool>,
     pub(super) write_roots: Option<Vec<String>>,
+    pub(super) read_roots: Option<Vec<String>>,
+    pub(super) unix_sockets: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

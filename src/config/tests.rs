@@ -347,6 +347,47 @@ fn sandbox_keys_default_and_validate() {
 }
 
 #[test]
+fn read_roots_unix_sockets_and_the_paths_never_read() {
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.bash.read_roots, vec![ReadRoot::System]);
+    assert!(c.bash.unix_sockets.is_empty());
+    let text = MINIMAL.replace("env:HARNESS_LITELLM_KEY", "file:keys/llm")
+        + "[tools.bash]\nread_roots = [\"@system\", \"/opt/tools\", \"lib\"]\nunix_sockets = [\"/run/docker.sock\"]\n";
+    let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(
+        c.bash.read_roots,
+        vec![
+            ReadRoot::System,
+            ReadRoot::Path(PathBuf::from("/opt/tools")),
+            ReadRoot::Path(PathBuf::from("/etc/h/lib")),
+        ]
+    );
+    assert_eq!(c.bash.unix_sockets, vec![PathBuf::from("/run/docker.sock")]);
+    let never: Vec<(String, bool)> = c
+        .bash
+        .never_read
+        .iter()
+        .map(|n| (n.path.display().to_string(), n.may_share_work_root))
+        .collect();
+    assert_eq!(
+        never,
+        vec![
+            ("/etc/h/harness.toml".to_string(), true),
+            ("/etc/h/reports".to_string(), true),
+            ("/etc/h/keys/llm".to_string(), false),
+        ]
+    );
+    let bad = MINIMAL.to_string() + "[tools.bash]\nread_roots = [\"@home\", \"\"]\n";
+    assert_eq!(
+        problems(&bad),
+        vec![
+            "[tools.bash].read_roots[0]: \"@home\": the only @ name is \"@system\"".to_string(),
+            "[tools.bash].read_roots[1]: must not be empty".to_string(),
+        ]
+    );
+}
+
+#[test]
 fn file_tool_keys_default_and_validate() {
     let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
     assert_eq!(c.files, FilesConfig::default());

@@ -125,7 +125,8 @@ impl Validator {
             );
         }
         let tools = raw.tools.unwrap_or_default();
-        let bash = self.bash(tools.bash.unwrap_or_default());
+        let mut bash = self.bash(tools.bash.unwrap_or_default());
+        bash.never_read = never_read(path, &report_dir, &litellm, redmine.as_ref());
         let files = self.files(tools.files.unwrap_or_default());
         if files.enabled && !bash.enabled {
             self.problem(
@@ -384,6 +385,42 @@ impl Validator {
             }
             write_roots.push(self.path(Some(root), "."));
         }
+        let read_roots = match raw.read_roots {
+            None => vec![ReadRoot::System],
+            Some(roots) => roots
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, root)| match root.as_str() {
+                    "@system" => Some(ReadRoot::System),
+                    r if r.trim().is_empty() => {
+                        self.problem(
+                            &format!("[tools.bash].read_roots[{i}]"),
+                            "must not be empty",
+                        );
+                        None
+                    }
+                    r if r.starts_with('@') => {
+                        self.problem(
+                            &format!("[tools.bash].read_roots[{i}]"),
+                            format!("{r:?}: the only @ name is \"@system\""),
+                        );
+                        None
+                    }
+                    r => Some(ReadRoot::Path(self.path(Some(r.to_string()), "."))),
+                })
+                .collect(),
+        };
+        let mut unix_sockets = Vec::new();
+        for (i, socket) in raw.unix_sockets.unwrap_or_default().into_iter().enumerate() {
+            if socket.trim().is_empty() {
+                self.problem(
+                    &format!("[tools.bash].unix_sockets[{i}]"),
+                    "must not be empty",
+                );
+                continue;
+            }
+            unix_sockets.push(self.path(Some(socket), "."));
+        }
         BashConfig {
             enabled: raw.enabled.unwrap_or(true),
             timeout: secs(self.int_in("[tools.bash].timeout_secs", raw.timeout_secs, 60, 1, 86400)),
@@ -398,6 +435,9 @@ impl Validator {
             sandbox,
             network: raw.network.unwrap_or(false),
             write_roots,
+            read_roots,
+            unix_sockets,
+            never_read: Vec::new(),
         }
     }
 
@@ -594,4 +634,39 @@ impl Validator {
             ) as usize,
         }
     }
+}
+
+/// The paths no command may read: the config file, each `file:` key, the report dir. PURE.
+fn never_read(
+    config: &Path,
+    report_dir: &Path,
+    litellm: &LitellmConfig,
+    redmine: Option<&RedmineConfig>,
+) -> Vec<NeverRead> {
+    let mut out = vec![
+        NeverRead {
+            path: config.to_path_buf(),
+            what: "the config file".to_string(),
+            may_share_work_root: true,
+        },
+        NeverRead {
+            path: report_dir.to_path_buf(),
+            what: "the report dir".to_string(),
+            may_share_work_root: true,
+        },
+    ];
+    let keys = [
+        ("[litellm].key_ref", litellm.key_ref.as_ref()),
+        ("[redmine].key_ref", redmine.map(|r| &r.key_ref)),
+    ];
+    for (key, key_ref) in keys {
+        if let Some(KeyRef::File(path)) = key_ref {
+            out.push(NeverRead {
+                path: clean_path(path),
+                what: format!("the key file of {key}"),
+                may_share_work_root: false,
+            });
+        }
+    }
+    out
 }

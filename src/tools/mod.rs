@@ -234,10 +234,8 @@ impl BashTool {
         env.push(("TMPDIR".to_string(), tmp.path().display().to_string()));
         env.sort();
         let landlock = match status {
-            sandbox::Status::Landlock { network, .. } => {
-                let mut roots = vec![work_root.clone(), tmp.path().to_path_buf()];
-                roots.extend(config.write_roots.iter().cloned());
-                Some(sandbox::Landlock::build(&roots, network)?)
+            sandbox::Status::Landlock { .. } => {
+                Some(sandbox::Landlock::build(&config, &work_root, tmp.path())?)
             }
             sandbox::Status::Off | sandbox::Status::Unavailable => None,
         };
@@ -256,12 +254,17 @@ impl BashTool {
     /// protecting what the gate's rules protect. Fails when the work root cannot be opened.
     pub fn with_files(mut self, config: &FilesConfig) -> anyhow::Result<BashTool> {
         if config.enabled {
-            let tools = files::FileTools::open(
+            let mut tools = files::FileTools::open(
                 config.clone(),
                 &self.work_root,
                 self.config.policy.clone(),
                 self.redactor.clone(),
             )?;
+            // What commands may never read, the file tools may not either (sandbox or not).
+            tools.hide(sandbox::reads::inside_work_root(
+                &self.work_root,
+                &self.config.never_read,
+            ));
             self.files = Some(tools);
         }
         Ok(self)

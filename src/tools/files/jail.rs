@@ -40,6 +40,9 @@ pub struct Jail {
     protect: Vec<String>,
     /// The bash tool's rules: a place a path rule runs programs from is not writable.
     policy: Policy,
+    /// Paths never to read or write, relative to the root, with what they are: the config,
+    /// the report dir, a key file, a cassette being recorded (`[tools.bash]` never_read).
+    hidden: Vec<(String, String)>,
 }
 
 /// A regular file opened for reading, with the path it really has under the root.
@@ -75,7 +78,13 @@ impl Jail {
             root_real,
             protect,
             policy,
+            hidden: Vec::new(),
         })
+    }
+
+    /// Refuses these paths (relative to the root) for reads and writes from now on.
+    pub fn hide(&mut self, hidden: Vec<(String, String)>) {
+        self.hidden.extend(hidden);
     }
 
     /// Opens `path` for reading: a regular file beneath the root, not protected.
@@ -320,6 +329,12 @@ impl Jail {
         if rel.split('/').any(|c| c.starts_with('.')) {
             return Some(format!(
                 "{rel:?} is a dotfile or inside a dot directory such as .git; the file tools never touch those"
+            ));
+        }
+        let under = |h: &str| rel == h || rel.strip_prefix(h).is_some_and(|r| r.starts_with('/'));
+        if let Some((h, what)) = self.hidden.iter().find(|(h, _)| under(h)) {
+            return Some(format!(
+                "{rel:?} is {what} ({h}); no tool reads or writes it"
             ));
         }
         if let Some(p) = self.protect.iter().find(|p| protect_matches(p, rel)) {

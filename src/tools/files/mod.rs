@@ -168,6 +168,12 @@ impl FileTools {
         })
     }
 
+    /// Refuses these paths (relative to the work root, with what they are) for every tool:
+    /// the config, the report dir, key files, a cassette being recorded.
+    pub fn hide(&mut self, hidden: Vec<(String, String)>) {
+        self.jail.hide(hidden);
+    }
+
     /// Handles one call to the tool `name`.
     pub fn call(&self, name: &str, arguments: &str) -> FileCall {
         let done = match name {

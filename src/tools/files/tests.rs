@@ -415,3 +415,23 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn what_commands_may_never_read_the_file_tools_refuse_too() {
+    let mut s = setup(&[]);
+    fs::write(s.work.join("harness.toml"), "vertical = \"x\"\n").unwrap();
+    fs::create_dir(s.work.join("reports")).unwrap();
+    fs::write(s.work.join("reports/REPORT-1.md"), "earlier\n").unwrap();
+    fs::write(s.work.join("reports-old.txt"), "fine\n").unwrap();
+    s.tools.hide(vec![
+        ("harness.toml".to_string(), "the config file".to_string()),
+        ("reports".to_string(), "the report dir".to_string()),
+    ]);
+    let why = s.refused("read_file", read("harness.toml"));
+    assert!(why.contains("is the config file"), "{why}");
+    let why = s.refused("read_file", read("./reports/REPORT-1.md"));
+    assert!(why.contains("is the report dir"), "{why}");
+    s.refused("write_file", write("reports/new.md"));
+    s.refused("edit_file", edit("harness.toml", "x", "y"));
+    s.ok("read_file", read("reports-old.txt"));
+}
