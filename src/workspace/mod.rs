@@ -1,0 +1,321 @@
+//! Workspace stage, git adapter: each task works in its own `git worktree` of `[workspace]
+//! repo`, on its own branch started from `base` (a later run on the same task continues the
+//! branch). After the turn, [`Workspace::finish`] commits what changed, writes the branch's
+//! patch beside the REPORT and pushes the branch. The real `git` binary runs every step;
+//! `base` is only ever read. The names are PURE in [`name`].
+
+pub mod name;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use tracing::info;
+
+use crate::config::WorkspaceConfig;
+
+/// The identity of the commits harness makes.
+const AUTHOR_NAME: &str = "harness";
+const AUTHOR_EMAIL: &str = "harness@localhost";
+
+/// Environment variables git keeps besides the commands' allow-list: what a push over SSH
+/// needs. Keys harness holds (its `HARNESS_*` and key-ref variables) stay out.
+const GIT_ENV_EXTRA: &[&str] = &["SSH_AUTH_SOCK", "GIT_SSH_COMMAND"];
+
+/// A task's worktree, ready for the turn.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    /// The worktree: the turn's work root.
+    pub path: PathBuf,
+    /// The task's branch.
+    pub branch: String,
+    /// The branch it started from.
+    pub base: String,
+    /// The remote the branch goes to, if any.
+    pub push: Option<String>,
+    /// The repository.
+    pub repo: PathBuf,
+    /// Whether the branch already existed (a later run on the same task).
+    pub continued: bool,
+}
+
+/// What the REPORT's `workspace:` says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Record {
+    /// The task's branch.
+    pub branch: String,
+    /// The branch it started from.
+    pub base: String,
+    /// The branch's commit after the turn.
+    pub commit: Option<String>,
+    /// Whether this run made a commit (false when nothing changed).
+    pub committed: bool,
+    /// The patch of the branch against `base`, beside the REPORT (`None`: no difference).
+    pub patch: Option<String>,
+    /// Whether the branch was pushed (to `remote`).
+    pub pushed: bool,
+    /// The remote, when `[workspace] push` is set.
+    pub remote: Option<String>,
+    /// What failed, with the command that retries it.
+    pub error: Option<String>,
+}
+
+/// The git command for `repo` (or a worktree), with harness's identity, no hooks and an
+/// environment without harness's keys.
+fn git(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    let mut env = crate::tools::bash::scrubbed_env(std::env::vars());
+    env.extend(std::env::vars().filter(|(k, _)| GIT_ENV_EXTRA.contains(&k.as_str())));
+    cmd.env_clear()
+        .envs(env)
+        .env("GIT_AUTHOR_NAME", AUTHOR_NAME)
+        .env("GIT_AUTHOR_EMAIL", AUTHOR_EMAIL)
+        .env("GIT_COMMITTER_NAME", AUTHOR_NAME)
+        .env("GIT_COMMITTER_EMAIL", AUTHOR_EMAIL)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .arg("-C")
+        .arg(dir)
+        // The repository's hooks are not the operator's to run with harness's rights.
+        .args(["-c", "core.hooksPath=/dev/null"])
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// Runs git in `dir`; its stdout, or an error with its stderr.
+fn run(dir: &Path, args: &[&str]) -> Result<String> {
+    let out = git(dir)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run git {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!(
+            "git {} in {} failed ({}): {}",
+            args.join(" "),
+            dir.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Whether `refs/heads/<branch>` exists in `repo`.
+fn has_branch(repo: &Path, branch: &str) -> Result<bool> {
+    let out = git(repo)
+        .args(["rev-parse", "--verify", "--quiet"])
+        .arg(format!("refs/heads/{branch}^{{commit}}"))
+        .output()
+        .context("cannot run git rev-parse")?;
+    Ok(out.status.success())
+}
+
+/// The preflight of `[workspace]`: `repo` is a git repository, `base` a branch in it, and the
+/// push remote (if set) one of its remotes. Returns a line for `harness check`.
+pub fn preflight(cfg: &WorkspaceConfig) -> Result<String> {
+    run(&cfg.repo, &["rev-parse", "--git-dir"]).with_context(|| {
+        format!(
+            "[workspace].repo {} is not a git repository",
+            cfg.repo.display()
+        )
+    })?;
+    if !has_branch(&cfg.repo, &cfg.base)? {
+        bail!(
+            "[workspace].base: {} has no branch {:?}",
+            cfg.repo.display(),
+            cfg.base
+        );
+    }
+    if let Some(remote) = &cfg.push {
+        run(&cfg.repo, &["remote", "get-url", remote]).with_context(|| {
+            format!(
+                "[workspace].push: {} has no remote {remote:?}",
+                cfg.repo.display()
+            )
+        })?;
+    }
+    Ok(format!(
+        "{} has branch {}{}",
+        cfg.repo.display(),
+        cfg.base,
+        cfg.push
+            .as_ref()
+            .map_or_else(String::new, |r| format!(", remote {r}"))
+    ))
+}
+
+/// Opens the worktree of a task under `work_root`: the existing one of its branch, or a new
+/// one, on the existing branch or on a new branch started from `base`.
+pub fn open(
+    cfg: &WorkspaceConfig,
+    work_root: &Path,
+    vertical: &str,
+    task_id: &str,
+) -> Result<Workspace> {
+    let branch = name::branch(&cfg.branch, vertical, task_id);
+    name::check_branch(&branch).map_err(|e| anyhow::anyhow!("[workspace].branch: {e}"))?;
+    std::fs::create_dir_all(work_root)
+        .with_context(|| format!("cannot create work_root {}", work_root.display()))?;
+    let path = work_root.join(name::worktree_dir(&branch));
+    let continued = has_branch(&cfg.repo, &branch)?;
+    let ws = Workspace {
+        path: path.clone(),
+        branch: branch.clone(),
+        base: cfg.base.clone(),
+        push: cfg.push.clone(),
+        repo: cfg.repo.clone(),
+        continued,
+    };
+    if path.exists() {
+        let head = run(&path, &["rev-parse", "--abbrev-ref", "HEAD"])
+            .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
+        if head.trim() != branch {
+            bail!(
+                "{} is a worktree of {:?}, not of the task's branch {branch:?}",
+                path.display(),
+                head.trim()
+            );
+        }
+        info!("workspace: {} on {branch} (reused)", path.display());
+        return Ok(ws);
+    }
+    let p = path.to_string_lossy();
+    // A worktree directory deleted by hand stays registered until pruned.
+    run(&cfg.repo, &["worktree", "prune"])?;
+    if continued {
+        run(&cfg.repo, &["worktree", "add", "--", &p, &branch])?;
+    } else {
+        let base = format!("refs/heads/{}", cfg.base);
+        run(
+            &cfg.repo,
+            &[
+                "worktree",
+                "add",
+                "--no-track",
+                "-b",
+                &branch,
+                "--",
+                &p,
+                &base,
+            ],
+        )?;
+    }
+    info!(
+        "workspace: {} on {branch} ({})",
+        path.display(),
+        if continued {
+            "continued"
+        } else {
+            "new from base"
+        }
+    );
+    Ok(ws)
+}
+
+impl Workspace {
+    /// After the turn: commits what changed, writes the branch's patch against `base` to
+    /// `patch_path`, pushes when configured. Never fails: a step that fails stops the rest and
+    /// is in the record's `error` with the command that retries it.
+    pub fn finish(&self, subject: &str, run_id: &str, patch_path: &Path) -> Record {
+        let mut record = Record {
+            branch: self.branch.clone(),
+            base: self.base.clone(),
+            commit: None,
+            committed: false,
+            patch: None,
+            pushed: false,
+            remote: self.push.clone(),
+            error: None,
+        };
+        if let Err(e) = self.steps(subject, run_id, patch_path, &mut record) {
+            record.error = Some(format!("{e:#}"));
+        }
+        record
+    }
+
+    fn steps(
+        &self,
+        subject: &str,
+        run_id: &str,
+        patch_path: &Path,
+        record: &mut Record,
+    ) -> Result<()> {
+        let wt = self.path.as_path();
+        let retry_commit = format!(
+            "retry with: git -C {} add -A && git -C {} commit",
+            wt.display(),
+            wt.display()
+        );
+        run(wt, &["add", "-A"]).context(retry_commit.clone())?;
+        let changed = !git(wt)
+            .args(["diff", "--cached", "--quiet"])
+            .status()
+            .context("cannot run git diff")?
+            .success();
+        if changed {
+            let message = commit_message(subject, run_id);
+            run(wt, &["commit", "--no-verify", "--quiet", "-m", &message]).context(retry_commit)?;
+            record.committed = true;
+        }
+        record.commit = Some(run(wt, &["rev-parse", "HEAD"])?.trim().to_string());
+        let range = format!("refs/heads/{}...HEAD", self.base);
+        let patch = run(wt, &["diff", "--binary", &range])?;
+        if !patch.is_empty() {
+            let dir = patch_path.parent().unwrap_or(Path::new("."));
+            let name = patch_path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let written =
+                crate::atomic::write_new(dir, &name, patch.as_bytes()).with_context(|| {
+                    format!("retry with: git -C {} diff --binary {range}", wt.display())
+                })?;
+            record.patch = Some(written.display().to_string());
+        }
+        if let Some(remote) = &self.push {
+            let refspec = format!("refs/heads/{b}:refs/heads/{b}", b = self.branch);
+            run(wt, &["push", "--quiet", "--", remote, &refspec]).with_context(|| {
+                format!(
+                    "retry with: git -C {} push {remote} {refspec}",
+                    wt.display()
+                )
+            })?;
+            record.pushed = true;
+        }
+        Ok(())
+    }
+}
+
+/// The commit message: the task's subject, then the run it came from.
+pub fn commit_message(subject: &str, run_id: &str) -> String {
+    let line: String = subject
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(72)
+        .collect();
+    let line = if line.trim().is_empty() {
+        "harness task"
+    } else {
+        line.trim()
+    };
+    format!("{line}\n\nharness run {run_id}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_commit_message_is_the_subject_and_the_run() {
+        assert_eq!(
+            commit_message("Fix it\nmore", "r1"),
+            "Fix it\n\nharness run r1\n"
+        );
+        assert_eq!(
+            commit_message("  ", "r1"),
+            "harness task\n\nharness run r1\n"
+        );
+    }
+}
