@@ -102,6 +102,11 @@ pub async fn run(
         },
     };
     let attempts = record.as_ref().map_or(0, |r| r.attempts) + 1;
+    // The command as narrated, recorded and sent back: masked like everything it printed.
+    let spec = &CheckSpec {
+        command: tool.redactor.redact(&spec.command),
+        ..spec.clone()
+    };
     info!(
         "check {attempts}/{}: {:?} -> {}",
         spec.max_attempts, spec.command, attempt.ending
