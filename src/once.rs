@@ -108,7 +108,8 @@ pub async fn once(
     let finished = Utc::now();
     turn.skipped.splice(0..0, skipped);
     let workspace = workspace.map(|ws| {
-        let patch = report::file_name(&cfg.vertical, &task.id, started).replace(".md", ".patch");
+        let name = report::file_name(&cfg.vertical, &task.id, started);
+        let patch = format!("{}.patch", name.trim_end_matches(".md"));
         ws.finish(&task.subject, &run_id, &cfg.report_dir.join(patch))
     });
 

@@ -309,3 +309,55 @@ fn a_missing_base_branch_fails_the_preflight_before_any_request() {
         "{check:?}"
     );
 }
+
+#[test]
+fn a_refused_push_is_reported_with_the_retry_command_after_the_report() {
+    let llm = Llm::start(&json!([
+        call(
+            "e1",
+            "edit_file",
+            json!({"path": "answer.txt", "old_string": "41", "new_string": "42"})
+        ),
+        text("Fixed."),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| format!("{c}{CODE_CONFIG}"));
+    repo_with_remote(ws.path());
+    let hook = ws.path().join("remote.git/hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho refused by the remote >&2\nexit 1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("refused by the remote"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("retry with: git -C ")
+            && run.stderr.contains(
+                " push origin refs/heads/harness/test-demo-1:refs/heads/harness/test-demo-1"
+            ),
+        "{}",
+        run.stderr
+    );
+    let report = ws.latest();
+    assert_eq!(front(&report, "stop_reason"), "completed");
+    let wsr = front(&report, "workspace");
+    assert_eq!(
+        (&wsr["committed"], &wsr["pushed"]),
+        (&json!(true), &json!(false))
+    );
+    assert!(
+        wsr["error"].as_str().unwrap().contains("retry with"),
+        "{wsr}"
+    );
+    assert!(Path::new(wsr["patch"].as_str().unwrap()).is_file());
+    // The commit is on the task's branch in the repository, ready for the retry.
+    let repo = ws.path().join("repo");
+    assert_eq!(
+        git(&repo, &["show", "harness/test-demo-1:answer.txt"]),
+        "42"
+    );
+}

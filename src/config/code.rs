@@ -211,6 +211,11 @@ mod tests {
             (ws.base.as_str(), ws.branch.as_str(), ws.push),
             ("main", "harness/{vertical}-{task_id}", None)
         );
+        let p = problems("[workspace]\nrepo = \".\"\nbase = \"main\"\n");
+        assert!(
+            p.contains("[workspace].repo: work_root /etc/h lies inside the repository /etc/h"),
+            "{p}"
+        );
         let p = problems("[workspace]\nrepo = \"r\"\n");
         assert!(p.contains("[workspace].base: is required"), "{p}");
         let p = problems("[workspace]\nbase = \"main\"\n");

@@ -147,6 +147,19 @@ impl Validator {
             );
         }
         let workspace = raw.workspace.and_then(|w| self.workspace(w));
+        if let Some(ws) = workspace
+            .as_ref()
+            .filter(|w| work_root.starts_with(&w.repo))
+        {
+            self.problem(
+                "[workspace].repo",
+                format!(
+                    "work_root {} lies inside the repository {}: the task worktrees go under work_root, so put it outside",
+                    work_root.display(),
+                    ws.repo.display()
+                ),
+            );
+        }
         let prompt = PromptConfig {
             agents_max_bytes: self.int_in(
                 "[prompt].agents_max_bytes",

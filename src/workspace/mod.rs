@@ -227,8 +227,19 @@ impl Workspace {
             remote: self.push.clone(),
             error: None,
         };
-        if let Err(e) = self.steps(subject, run_id, patch_path, &mut record) {
-            record.error = Some(format!("{e:#}"));
+        match self.steps(subject, run_id, patch_path, &mut record) {
+            Ok(()) => info!(
+                "workspace: {} at {}{}{}",
+                self.branch,
+                record.commit.as_deref().unwrap_or("?"),
+                if record.committed {
+                    " (committed)"
+                } else {
+                    " (nothing changed)"
+                },
+                if record.pushed { ", pushed" } else { "" }
+            ),
+            Err(e) => record.error = Some(format!("{e:#}")),
         }
         record
     }
@@ -242,11 +253,11 @@ impl Workspace {
     ) -> Result<()> {
         let wt = self.path.as_path();
         let retry_commit = format!(
-            "retry with: git -C {} add -A && git -C {} commit",
+            "git -C {} add -A && git -C {} commit",
             wt.display(),
             wt.display()
         );
-        run(wt, &["add", "-A"]).context(retry_commit.clone())?;
+        retry(run(wt, &["add", "-A"]), &retry_commit)?;
         let changed = !git(wt)
             .args(["diff", "--cached", "--quiet"])
             .status()
@@ -254,36 +265,41 @@ impl Workspace {
             .success();
         if changed {
             let message = commit_message(subject, run_id);
-            run(wt, &["commit", "--no-verify", "--quiet", "-m", &message]).context(retry_commit)?;
+            let committed = run(wt, &["commit", "--no-verify", "--quiet", "-m", &message]);
+            retry(committed, &retry_commit)?;
             record.committed = true;
         }
         record.commit = Some(run(wt, &["rev-parse", "HEAD"])?.trim().to_string());
         let range = format!("refs/heads/{}...HEAD", self.base);
-        let patch = run(wt, &["diff", "--binary", &range])?;
+        let retry_patch = format!(
+            "git -C {} diff --binary {range} > {}",
+            wt.display(),
+            patch_path.display()
+        );
+        let patch = retry(run(wt, &["diff", "--binary", &range]), &retry_patch)?;
         if !patch.is_empty() {
             let dir = patch_path.parent().unwrap_or(Path::new("."));
             let name = patch_path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let written =
-                crate::atomic::write_new(dir, &name, patch.as_bytes()).with_context(|| {
-                    format!("retry with: git -C {} diff --binary {range}", wt.display())
-                })?;
-            record.patch = Some(written.display().to_string());
+            let written = crate::atomic::write_new(dir, &name, patch.as_bytes());
+            record.patch = Some(retry(written, &retry_patch)?.display().to_string());
         }
         if let Some(remote) = &self.push {
             let refspec = format!("refs/heads/{b}:refs/heads/{b}", b = self.branch);
-            run(wt, &["push", "--quiet", "--", remote, &refspec]).with_context(|| {
-                format!(
-                    "retry with: git -C {} push {remote} {refspec}",
-                    wt.display()
-                )
-            })?;
+            let pushed = run(wt, &["push", "--quiet", "--", remote, &refspec]);
+            let again = format!("git -C {} push {remote} {refspec}", wt.display());
+            retry(pushed, &again)?;
             record.pushed = true;
         }
         Ok(())
     }
+}
+
+/// A failed step's error, then the command that retries it.
+fn retry<T>(result: Result<T>, command: &str) -> Result<T> {
+    result.map_err(|e| anyhow::anyhow!("{e:#}\nretry with: {command}"))
 }
 
 /// The commit message: the task's subject, then the run it came from.
