@@ -49,7 +49,7 @@ pub struct Report {
     pub max_total_tokens: Option<u64>,
     /// `[budget] max_cost_usd`, if set.
     pub max_cost_usd: Option<f64>,
-    /// `completed`, `max_rounds`, `budget`, `llm_error`, `interrupted`.
+    /// `completed`, `max_rounds`, `budget`, `llm_error`, `interrupted`, `check_failed`.
     pub stop_reason: String,
     /// The error that ended the turn, if any (secrets masked).
     pub error: Option<String>,

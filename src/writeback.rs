@@ -245,4 +245,13 @@ mod tests {
             "{note}"
         );
     }
+
+    #[test]
+    fn only_a_completed_turn_is_done_a_failed_check_is_failed() {
+        let text = "vertical = \"v\"\n[litellm]\nreplay = \"c.json\"\n[models]\ndefault_tier = \"t\"\nt = \"m\"\n[redmine]\nurl = \"http://127.0.0.1:3000\"\nkey_ref = \"env:K\"\nscope_query = \"x=1\"\n[redmine.writeback]\nstatus_done = \"Resolved\"\nstatus_failed = \"Feedback\"\n";
+        let cfg = crate::config::parse(text, std::path::Path::new("/h/harness.toml")).unwrap();
+        let rm = cfg.redmine.unwrap();
+        assert_eq!(target_status(&rm, "completed"), Some("Resolved"));
+        assert_eq!(target_status(&rm, "check_failed"), Some("Feedback"));
+    }
 }

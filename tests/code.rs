@@ -122,6 +122,11 @@ fn a_task_that_finishes_too_early_hears_the_check_fixes_it_and_lands_on_a_pushed
             .unwrap()
             .to_string()
     };
+    let system = bodies[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("the operator's success check runs"),
+        "{system}"
+    );
     let feedback = last_user(&bodies[2]);
     assert!(
         feedback.contains(

@@ -153,6 +153,18 @@ pub fn verdict(spec: &CheckSpec, attempts: u32, attempt: &Attempt) -> CheckVerdi
     }
 }
 
+/// The system prompt with a sentence about the check, when the task has one: the model
+/// learns that "done" is verified and what happens when it is not.
+pub fn with_note(system: String, spec: Option<&CheckSpec>) -> String {
+    match spec {
+        Some(spec) => format!(
+            "{system}\n\nWhen you give your final answer, the operator's success check runs in the working directory (up to {} times in this turn). If it fails, its output comes back to you and the turn goes on: fix the problem and answer again.",
+            spec.max_attempts
+        ),
+        None => system,
+    }
+}
+
 /// The REPORT's "Success check" section.
 pub fn section(record: &CheckRecord) -> String {
     let result = if record.passed {
@@ -224,6 +236,19 @@ mod tests {
             "{feedback}"
         );
         assert!(feedback.contains("(no output)"), "{feedback}");
+    }
+
+    #[test]
+    fn the_prompt_mentions_the_check_only_when_there_is_one() {
+        assert_eq!(with_note("S".into(), None), "S");
+        let s = with_note("S".into(), Some(&spec()));
+        assert!(
+            s.starts_with(
+                "S\n\nWhen you give your final answer, the operator's success check runs"
+            ),
+            "{s}"
+        );
+        assert!(s.contains("up to 2 times"), "{s}");
     }
 
     #[test]
