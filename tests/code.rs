@@ -366,3 +366,42 @@ fn a_refused_push_is_reported_with_the_retry_command_after_the_report() {
         "42"
     );
 }
+
+#[test]
+fn a_check_that_times_out_on_the_last_round_is_final() {
+    let llm = Llm::start(&json!([text("Done."), text("Done again.")]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        format!(
+            "{}\n[check]\ncommand = \"sleep 30\"\ntimeout_secs = 1\n",
+            c.replace("max_rounds = 4", "max_rounds = 2")
+        )
+    });
+    let started = std::time::Instant::now();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let report = ws.latest();
+    assert_eq!(front(&report, "stop_reason"), "check_failed");
+    let check = front(&report, "check");
+    assert_eq!(
+        (
+            &check["attempts"],
+            &check["max_attempts"],
+            &check["last_exit"],
+            &check["last_ending"]
+        ),
+        (
+            &json!(2),
+            &json!(3),
+            &Value::Null,
+            &json!("timeout after 1s")
+        )
+    );
+    let bodies = llm.chat_bodies();
+    assert_eq!(bodies.len(), 2);
+    let all = serde_json::to_string(&bodies[1]["messages"]).unwrap();
+    assert!(
+        all.contains("`sleep 30` ended with timeout after 1s"),
+        "{all}"
+    );
+}

@@ -6,6 +6,7 @@
 use serde::Serialize;
 use tracing::info;
 
+use super::TurnOutcome;
 use crate::config::CheckSpec;
 use crate::signals::Interrupt;
 use crate::tools::{bash, BashTool};
@@ -125,6 +126,31 @@ pub async fn run(
         };
     }
     verdict(spec, attempts, &attempt)
+}
+
+/// What the turn does after the model said it was done and the check gave its verdict.
+#[derive(Debug, Clone)]
+pub enum After {
+    /// The turn ends with this outcome.
+    End(TurnOutcome),
+    /// The model's answer stays in the conversation, `feedback` follows as a user message,
+    /// and the next round starts.
+    Retry {
+        /// The check's failure, for the model.
+        feedback: String,
+    },
+}
+
+/// Decides after `verdict` on a turn that would end as `outcome`; `rounds_left` says whether
+/// another round may follow. A failure with no round left is as final as one with no attempt
+/// left.
+pub fn after(verdict: CheckVerdict, outcome: TurnOutcome, rounds_left: bool) -> After {
+    match verdict {
+        CheckVerdict::Passed => After::End(outcome),
+        CheckVerdict::Retry { feedback } if rounds_left => After::Retry { feedback },
+        CheckVerdict::Retry { .. } | CheckVerdict::Failed => After::End(TurnOutcome::CheckFailed),
+        CheckVerdict::Interrupted { signal } => After::End(TurnOutcome::Interrupted { signal }),
+    }
 }
 
 /// What follows attempt number `attempts` (1-based) of `spec` that ended as `attempt`.
@@ -249,6 +275,36 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("up to 2 times"), "{s}");
+    }
+
+    #[test]
+    fn a_failure_goes_back_while_rounds_are_left() {
+        let stop = |a: After| match a {
+            After::End(o) => o.stop_reason(),
+            After::Retry { .. } => "retry",
+        };
+        let retry = || CheckVerdict::Retry {
+            feedback: "f".into(),
+        };
+        assert_eq!(
+            stop(after(CheckVerdict::Passed, TurnOutcome::MaxRounds, false)),
+            "max_rounds"
+        );
+        assert_eq!(stop(after(retry(), TurnOutcome::Completed, true)), "retry");
+        assert_eq!(
+            stop(after(retry(), TurnOutcome::Completed, false)),
+            "check_failed"
+        );
+        assert_eq!(
+            stop(after(CheckVerdict::Failed, TurnOutcome::Completed, true)),
+            "check_failed"
+        );
+        let interrupted = after(
+            CheckVerdict::Interrupted { signal: 2 },
+            TurnOutcome::Completed,
+            true,
+        );
+        assert_eq!(stop(interrupted), "interrupted");
     }
 
     #[test]

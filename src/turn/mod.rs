@@ -290,24 +290,19 @@ pub async fn run(
                     }
                     _ => check::CheckVerdict::Passed,
                 };
-                turn.outcome = match checked {
-                    check::CheckVerdict::Passed => outcome,
-                    check::CheckVerdict::Retry { feedback } if round < max_rounds => {
+                match check::after(checked, outcome, round < max_rounds) {
+                    check::After::End(outcome) => {
+                        turn.outcome = outcome;
+                        return turn;
+                    }
+                    check::After::Retry { feedback } => {
                         messages.push(Message::Assistant {
-                            content: reply.content.clone(),
+                            content: Some(reply.content.clone().unwrap_or_default()),
                             tool_calls: Vec::new(),
                         });
                         messages.push(Message::User { content: feedback });
-                        continue;
                     }
-                    check::CheckVerdict::Retry { .. } | check::CheckVerdict::Failed => {
-                        TurnOutcome::CheckFailed
-                    }
-                    check::CheckVerdict::Interrupted { signal } => {
-                        TurnOutcome::Interrupted { signal }
-                    }
-                };
-                return turn;
+                }
             }
             // after_reply runs tools only in a round that offers them, which needs bash.
             (step::Next::RunTools, None) => {
