@@ -405,3 +405,29 @@ fn a_check_that_times_out_on_the_last_round_is_final() {
         "{all}"
     );
 }
+
+/// The check is confined like the model's commands: it writes in the work tree only.
+#[test]
+fn the_check_runs_under_the_landlock_ruleset() {
+    if let Err(why) = harness::tools::sandbox::kernel_abi() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have Landlock: {why}"
+        );
+        eprintln!("SKIPPED: Landlock check test: {why}");
+        return;
+    }
+    let llm = Llm::start(&json!([text("Done.")]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        format!(
+            "{c}\n[check]\ncommand = \"echo in > inside.txt && echo out > ../outside.txt\"\nmax_attempts = 1\n"
+        )
+    });
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 5, "{run:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("work/inside.txt")).unwrap(),
+        "in\n"
+    );
+    assert!(!ws.path().join("outside.txt").exists());
+}
