@@ -2,26 +2,19 @@
 //! repo`, on its own branch started from `base` (a later run on the same task continues the
 //! branch). After the turn, [`Workspace::finish`] commits what changed, writes the branch's
 //! patch beside the REPORT and pushes the branch. The real `git` binary runs every step;
-//! `base` is only ever read. The names are PURE in [`name`].
+//! `base` is only ever read. The names are PURE in [`name`]; git runs in [`git`].
 
+mod git;
 pub mod name;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tracing::info;
 
 use crate::config::WorkspaceConfig;
-
-/// The identity of the commits harness makes.
-const AUTHOR_NAME: &str = "harness";
-const AUTHOR_EMAIL: &str = "harness@localhost";
-
-/// Environment variables git keeps besides the commands' allow-list: what a push over SSH
-/// needs. Keys harness holds (its `HARNESS_*` and key-ref variables) stay out.
-const GIT_ENV_EXTRA: &[&str] = &["SSH_AUTH_SOCK", "GIT_SSH_COMMAND"];
+use git::run;
 
 /// A task's worktree, ready for the turn.
 #[derive(Debug, Clone)]
@@ -61,52 +54,10 @@ pub struct Record {
     pub error: Option<String>,
 }
 
-/// The git command for `repo` (or a worktree), with harness's identity, no hooks and an
-/// environment without harness's keys.
-fn git(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    let mut env = crate::tools::bash::scrubbed_env(std::env::vars());
-    env.extend(std::env::vars().filter(|(k, _)| GIT_ENV_EXTRA.contains(&k.as_str())));
-    cmd.env_clear()
-        .envs(env)
-        .env("GIT_AUTHOR_NAME", AUTHOR_NAME)
-        .env("GIT_AUTHOR_EMAIL", AUTHOR_EMAIL)
-        .env("GIT_COMMITTER_NAME", AUTHOR_NAME)
-        .env("GIT_COMMITTER_EMAIL", AUTHOR_EMAIL)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .arg("-C")
-        .arg(dir)
-        // The repository's hooks are not the operator's to run with harness's rights.
-        .args(["-c", "core.hooksPath=/dev/null"])
-        .stdin(std::process::Stdio::null());
-    cmd
-}
-
-/// Runs git in `dir`; its stdout, or an error with its stderr.
-fn run(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = git(dir)
-        .args(args)
-        .output()
-        .with_context(|| format!("cannot run git {}", args.join(" ")))?;
-    if !out.status.success() {
-        bail!(
-            "git {} in {} failed ({}): {}",
-            args.join(" "),
-            dir.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// Whether `refs/heads/<branch>` exists in `repo`.
 fn has_branch(repo: &Path, branch: &str) -> Result<bool> {
-    let out = git(repo)
-        .args(["rev-parse", "--verify", "--quiet"])
-        .arg(format!("refs/heads/{branch}^{{commit}}"))
-        .output()
-        .context("cannot run git rev-parse")?;
+    let commit = format!("refs/heads/{branch}^{{commit}}");
+    let out = git::output(repo, &["rev-parse", "--verify", "--quiet", &commit])?;
     Ok(out.status.success())
 }
 
@@ -258,10 +209,8 @@ impl Workspace {
             wt.display()
         );
         retry(run(wt, &["add", "-A"]), &retry_commit)?;
-        let changed = !git(wt)
-            .args(["diff", "--cached", "--quiet"])
-            .status()
-            .context("cannot run git diff")?
+        let changed = !git::output(wt, &["diff", "--cached", "--quiet"])?
+            .status
             .success();
         if changed {
             let message = commit_message(subject, run_id);
