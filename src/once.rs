@@ -150,8 +150,12 @@ pub async fn once(
     if let Some(err) = report.error.as_ref().filter(|_| turn.outcome.is_failure()) {
         error!("llm: {err}");
     }
+    let ws_error = report.workspace.as_ref().and_then(|w| w.error.as_ref());
+    if let (Err(_), Some(e)) = (&delivered, ws_error) {
+        error!("workspace: {e}");
+    }
     delivered?;
-    if let Some(error) = report.workspace.as_ref().and_then(|w| w.error.as_ref()) {
+    if let Some(error) = ws_error {
         return Err(anyhow!(
             "workspace: {error}\nthe REPORT is on disk at {}",
             path.display()

@@ -168,6 +168,7 @@ fn a_task_that_finishes_too_early_hears_the_check_fixes_it_and_lands_on_a_pushed
     );
     let wsr = front(&report, "workspace");
     assert_eq!(wsr["branch"], "harness/test-demo-1");
+    assert_eq!(wsr["continued"], false);
     assert_eq!(
         (&wsr["committed"], &wsr["pushed"], &wsr["error"]),
         (&json!(true), &json!(true), &Value::Null)
@@ -227,6 +228,7 @@ fn a_later_run_on_the_same_task_continues_its_branch() {
     let run = ws.run(&["once", "--demo"]);
     assert_eq!(run.code, 0, "{run:?}");
     let second = front(&ws.latest(), "workspace");
+    assert_eq!(second["continued"], true);
     let remote = ws.path().join("remote.git");
     let branch = "refs/heads/harness/test-demo-1";
     assert_eq!(

@@ -40,6 +40,8 @@ pub struct Record {
     pub branch: String,
     /// The branch it started from.
     pub base: String,
+    /// Whether the branch existed before this run (a later run on the same task).
+    pub continued: bool,
     /// The branch's commit after the turn.
     pub commit: Option<String>,
     /// Whether this run made a commit (false when nothing changed).
@@ -171,6 +173,7 @@ impl Workspace {
         let mut record = Record {
             branch: self.branch.clone(),
             base: self.base.clone(),
+            continued: self.continued,
             commit: None,
             committed: false,
             patch: None,
