@@ -1,8 +1,8 @@
 //! Workspace stage, git adapter: each task works in its own `git worktree` of `[workspace]
 //! repo`, on its own branch started from `base` (a later run on the same task continues the
 //! branch). After the turn, [`Workspace::finish`] commits what changed, writes the branch's
-//! patch beside the REPORT and pushes the branch. The real `git` binary runs every step;
-//! `base` is only ever read. The names are PURE in [`name`]; git runs in [`git`].
+//! patch beside the REPORT and pushes the branch. The real `git` binary runs every step,
+//! time-limited (`git.rs`); `base` is only ever read. The names are PURE in [`name`].
 
 mod git;
 pub mod name;
