@@ -29,6 +29,7 @@ pub mod secrets;
 pub mod signals;
 pub mod tools;
 pub mod turn;
+pub mod workspace;
 pub mod writeback;
 
 use std::sync::Arc;

@@ -26,7 +26,7 @@ use crate::signals::Interrupt;
 use crate::tools::{gate, sandbox, BashTool};
 use crate::{
     config, emit, intake, llm, plan, preflight, prompt, redmine, report, routing, tools, turn,
-    writeback,
+    workspace, writeback,
 };
 
 /// Runs `harness once`.
@@ -86,6 +86,15 @@ pub async fn once(
         return Ok(Success::Done);
     };
 
+    // the task's git worktree, which becomes the work root
+    let (cfg, workspace) = match with_workspace(cfg, task) {
+        Ok(opened) => opened,
+        Err(failure) => {
+            release_claim(redmine.as_ref(), &taken, &run_id, &failure, redactor).await;
+            return Err(failure);
+        }
+    };
+
     // turn
     let ready = unless_signalled(interrupt, async {
         let ready = ready_turn(&cfg, backend, &taken.route, sandbox, redactor).await?;
@@ -108,6 +117,7 @@ pub async fn once(
     } = ready;
     let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.as_ref());
     let system = prompt::with_project_instructions(system, &cfg.work_root, &cfg.prompt, redactor);
+    let system = turn::check::with_note(system, limits.check.as_ref());
     let mut turn = turn::run(
         task,
         &route,
@@ -120,6 +130,11 @@ pub async fn once(
     .await;
     let finished = Utc::now();
     turn.skipped.splice(0..0, skipped);
+    let workspace = workspace.map(|ws| {
+        let name = report::file_name(&cfg.vertical, &task.id, started);
+        let patch = format!("{}.patch", name.trim_end_matches(".md"));
+        ws.finish(&task.subject, &run_id, &cfg.report_dir.join(patch))
+    });
 
     // report
     let run = RunInfo {
@@ -129,7 +144,8 @@ pub async fn once(
         backend: redactor.redact(&backend.describe()),
         sandbox: sandbox.describe(),
     };
-    let report = report_of(&cfg, task, &route, &turn, run, redactor);
+    let mut report = report_of(&cfg, task, &route, &turn, run, redactor);
+    report.workspace = workspace;
     let path =
         report::write_reports(&cfg.report_dir, &report).map_err(|e| unwritten(&report, e))?;
     info!(
@@ -164,7 +180,18 @@ pub async fn once(
     if let Some(err) = report.error.as_ref().filter(|_| turn.outcome.is_failure()) {
         error!("llm: {err}");
     }
+    let ws_error = report.workspace.as_ref().and_then(|w| w.error.as_ref());
+    if let (Err(_), Some(e)) = (&delivered, ws_error) {
+        error!("workspace: {e}");
+    }
     delivered?;
+    if let Some(error) = ws_error {
+        return Err(anyhow!(
+            "workspace: {error}\nthe REPORT is on disk at {}",
+            path.display()
+        ))
+        .stage(Stage::Writeback);
+    }
     match success_of(&turn.outcome) {
         Success::Done => printed.map(|()| Success::Done),
         other => Ok(other),
@@ -390,6 +417,7 @@ async fn ready_turn(
         backend.describe(),
         cfg.max_rounds
     );
+    let check = cfg.check.for_class(route.class.as_deref()).cloned();
     Ok(Ready {
         backend,
         route,
@@ -399,8 +427,25 @@ async fn ready_turn(
             max_rounds: cfg.max_rounds,
             budget: cfg.budget,
             prices,
+            check,
         },
     })
+}
+
+/// Opens the task's git worktree when `[workspace]` is set; the config comes back with the
+/// worktree as its work root.
+fn with_workspace(
+    mut cfg: Config,
+    task: &Task,
+) -> Result<(Config, Option<workspace::Workspace>), Failure> {
+    let Some(ws_cfg) = &cfg.workspace else {
+        return Ok((cfg, None));
+    };
+    let ws = workspace::open(ws_cfg, &cfg.work_root, &cfg.vertical, &task.id)
+        .with_context(|| format!("[workspace] in {}", cfg.path.display()))
+        .stage(Stage::Config)?;
+    cfg.work_root = ws.path.clone();
+    Ok((cfg, Some(ws)))
 }
 
 /// Gives up this run's claim after a failure between the claim and the turn, so other
@@ -449,6 +494,12 @@ fn report_of(
         turn::TurnOutcome::Interrupted { signal } => {
             Some(format!("interrupted by signal {signal}"))
         }
+        turn::TurnOutcome::CheckFailed => turn.check.as_ref().map(|c| {
+            format!(
+                "the success check failed: {} of {} attempts, the last ended with {}",
+                c.attempts, c.max_attempts, c.last_ending
+            )
+        }),
         turn::TurnOutcome::Completed | turn::TurnOutcome::MaxRounds => None,
     };
     report::Report {
@@ -493,6 +544,8 @@ fn report_of(
             })
             .collect(),
         reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
+        check: turn.check.clone(),
+        workspace: None,
     }
 }
 
@@ -545,6 +598,8 @@ fn success_of(outcome: &turn::TurnOutcome) -> Success {
         Success::Interrupted { signal: *signal }
     } else if outcome.is_failure() {
         Success::LlmFailedAfterReport
+    } else if let turn::TurnOutcome::CheckFailed = outcome {
+        Success::NotAccomplished
     } else {
         Success::Done
     }

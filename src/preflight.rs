@@ -25,7 +25,8 @@ pub struct Check {
 }
 
 /// The local checks of `cfg` (no network, no key): the report dir, and with the bash tool its
-/// work root, write roots and (under Landlock) read set; with `record`, the `--record` target.
+/// work root, write roots and (under Landlock) read set; with `[workspace]`, its repository,
+/// base branch and remote; with `record`, the `--record` target.
 pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
     let mut checks = vec![Check {
         what: "report dir",
@@ -52,6 +53,14 @@ pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
             checks.push(is_dir("write root", "[tools.bash].write_roots:", root));
         }
         checks.extend(reads(cfg));
+    }
+    if let Some(ws) = &cfg.workspace {
+        checks.push(Check {
+            what: "workspace",
+            stage: Stage::Config,
+            outcome: crate::workspace::preflight(ws)
+                .with_context(|| format!("config {}", cfg.path.display())),
+        });
     }
     if let Some(path) = record {
         checks.push(Check {

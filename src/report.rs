@@ -12,7 +12,9 @@ use serde::Serialize;
 
 use crate::atomic::{self, TEMP_PREFIX};
 use crate::llm::wire::Usage;
+use crate::turn::check::CheckRecord;
 use crate::turn::{RoundRecord, SkippedModel};
+use crate::workspace;
 
 /// Everything a REPORT says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,7 +49,7 @@ pub struct Report {
     pub max_total_tokens: Option<u64>,
     /// `[budget] max_cost_usd`, if set.
     pub max_cost_usd: Option<f64>,
-    /// `completed`, `max_rounds`, `budget`, `llm_error`, `interrupted`.
+    /// `completed`, `max_rounds`, `budget`, `llm_error`, `interrupted`, `check_failed`.
     pub stop_reason: String,
     /// The error that ended the turn, if any (secrets masked).
     pub error: Option<String>,
@@ -63,6 +65,10 @@ pub struct Report {
     pub round_log: Vec<RoundRecord>,
     /// The model's final reply (or the last text of a failed turn).
     pub reply: Option<String>,
+    /// The success check's runs, when the task has a check.
+    pub check: Option<CheckRecord>,
+    /// The task's git worktree after the turn, when `[workspace]` is set.
+    pub workspace: Option<workspace::Record>,
 }
 
 fn json<T: Serialize>(v: &T) -> String {
@@ -103,6 +109,15 @@ pub fn render(r: &Report) -> String {
         ("harness_version", json(&env!("CARGO_PKG_VERSION"))),
         ("round_log", json(&r.round_log)),
     ];
+    // Only runs that have a check or a workspace carry these lines.
+    let fields = fields.into_iter().chain(
+        [
+            r.check.as_ref().map(|c| ("check", json(c))),
+            r.workspace.as_ref().map(|w| ("workspace", json(w))),
+        ]
+        .into_iter()
+        .flatten(),
+    );
     let mut out = String::from("---\n");
     for (k, v) in fields {
         out.push_str(k);
@@ -122,6 +137,10 @@ pub fn render(r: &Report) -> String {
             "_No reply: the turn ended ({}) before the model produced any text._\n",
             r.stop_reason
         )),
+    }
+    if let Some(check) = &r.check {
+        out.push('\n');
+        out.push_str(&crate::turn::check::section(check));
     }
     out
 }
@@ -234,6 +253,8 @@ mod tests {
                     output_bytes: 3,
                 }],
             }],
+            check: None,
+            workspace: None,
             reply: Some("# Done\n\nAll good.".into()),
         }
     }
@@ -363,6 +384,7 @@ pub const STOP_REASONS: &[&str] = &[
     "budget",
     "llm_error",
     "interrupted",
+    "check_failed",
 ];
 
 /// Parses a REPORT rendered by [`render`] (CRLF line ends and a leading byte-order mark
@@ -516,6 +538,8 @@ mod parse_tests {
             backend: "b".into(),
             sandbox: "off".into(),
             round_log: vec![],
+            check: None,
+            workspace: None,
             reply: Some("hello\n---\nworld".into()),
         };
         let p = parse(&render(&r)).unwrap();
@@ -543,7 +567,7 @@ mod parse_tests {
   run_id: must be a non-empty string, not \"\"
   cost_usd: must be a number or null, not \"free\"
   rounds: must be a whole number, 0 or more, not -1
-  stop_reason: \"done\" is not one of completed, max_rounds, budget, llm_error, interrupted"
+  stop_reason: \"done\" is not one of completed, max_rounds, budget, llm_error, interrupted, check_failed"
         );
     }
 
@@ -564,6 +588,7 @@ mod parse_tests {
                 },
             },
             T::Interrupted { signal: 15 },
+            T::CheckFailed,
         ];
         for o in &outcomes {
             // Naming every variant: a new way to end a turn does not compile until it is
@@ -573,7 +598,8 @@ mod parse_tests {
                 | T::MaxRounds
                 | T::Budget { .. }
                 | T::LlmFailed { .. }
-                | T::Interrupted { .. } => o.stop_reason(),
+                | T::Interrupted { .. }
+                | T::CheckFailed => o.stop_reason(),
             };
             assert!(STOP_REASONS.contains(&reason), "{reason}");
         }

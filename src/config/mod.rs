@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::secrets::KeyRef;
 use crate::tools::gate::Policy;
 
+mod code;
 mod load;
 mod raw;
 mod schema;
@@ -54,6 +55,60 @@ pub struct Config {
     pub prompt: PromptConfig,
     /// The issue `--demo` runs.
     pub demo: DemoConfig,
+    /// `[check]`: the success check run when the model says it is done.
+    pub check: CheckConfig,
+    /// `[workspace]`: a git worktree per task, when configured.
+    pub workspace: Option<WorkspaceConfig>,
+}
+
+/// `[check]` and `[check.classes.<class>]`: the operator's success check, resolved per class.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CheckConfig {
+    /// The check of tasks whose class has no override (`None`: no check).
+    pub default: Option<CheckSpec>,
+    /// Per task class: the top-level keys with the class's own keys over them.
+    pub classes: BTreeMap<String, CheckSpec>,
+}
+
+impl CheckConfig {
+    /// The check a task of `class` gets, if any.
+    pub fn for_class(&self, class: Option<&str>) -> Option<&CheckSpec> {
+        class
+            .and_then(|c| self.classes.get(c))
+            .or(self.default.as_ref())
+    }
+
+    /// Whether any task gets a check.
+    pub fn any(&self) -> bool {
+        self.default.is_some() || !self.classes.is_empty()
+    }
+}
+
+/// One resolved success check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckSpec {
+    /// Run as `bash -c` in the work tree; set by the operator, never by task text.
+    pub command: String,
+    /// Wall-clock bound for one run of the check (default 600 s).
+    pub timeout: Duration,
+    /// Runs of the check per turn before the turn stops with `check_failed` (default 3).
+    pub max_attempts: u32,
+    /// Bytes of the check's output (head and tail) sent back to the model (default 8192).
+    pub feedback_bytes: usize,
+}
+
+/// `[workspace]`: each task works in its own git worktree of `repo`, on its own branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceConfig {
+    /// The git repository the worktrees belong to (resolved against the config's directory).
+    pub repo: PathBuf,
+    /// The branch a task's branch starts from; never modified. Required.
+    pub base: String,
+    /// The task branch's name, with `{vertical}` and `{task_id}` (default
+    /// `harness/{vertical}-{task_id}`).
+    pub branch: String,
+    /// The remote the branch is pushed to after the turn (default: no push).
+    pub push: Option<String>,
 }
 
 /// `[litellm]`: the OpenAI-compatible endpoint.

@@ -20,6 +20,33 @@ pub(super) struct RawConfig {
     pub(super) demo: Option<RawDemo>,
     pub(super) budget: Option<RawBudget>,
     pub(super) prompt: Option<RawPrompt>,
+    pub(super) check: Option<RawCheck>,
+    pub(super) workspace: Option<RawWorkspace>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawCheck {
+    pub(super) command: Option<String>,
+    pub(super) timeout_secs: Option<i64>,
+    pub(super) max_attempts: Option<i64>,
+    pub(super) feedback_bytes: Option<i64>,
+    pub(super) classes: Option<BTreeMap<String, RawCheckClass>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawCheckClass {
+    pub(super) command: Option<String>,
+    pub(super) timeout_secs: Option<i64>,
+    pub(super) max_attempts: Option<i64>,
+    pub(super) feedback_bytes: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawWorkspace {
+    pub(super) repo: Option<String>,
+    pub(super) base: Option<String>,
+    pub(super) branch: Option<String>,
+    pub(super) push: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

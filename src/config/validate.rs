@@ -14,11 +14,18 @@ pub(super) struct Validator {
 }
 
 impl Validator {
-    fn problem(&mut self, key: &str, msg: impl std::fmt::Display) {
+    pub(super) fn problem(&mut self, key: &str, msg: impl std::fmt::Display) {
         self.problems.push(format!("{key}: {msg}"));
     }
 
-    fn int_in(&mut self, key: &str, v: Option<i64>, default: i64, lo: i64, hi: i64) -> i64 {
+    pub(super) fn int_in(
+        &mut self,
+        key: &str,
+        v: Option<i64>,
+        default: i64,
+        lo: i64,
+        hi: i64,
+    ) -> i64 {
         match v {
             None => default,
             Some(n) if (lo..=hi).contains(&n) => n,
@@ -29,7 +36,7 @@ impl Validator {
         }
     }
 
-    fn non_empty(&mut self, key: &str, v: Option<String>, default: &str) -> String {
+    pub(super) fn non_empty(&mut self, key: &str, v: Option<String>, default: &str) -> String {
         match v {
             Some(s) if s.trim().is_empty() => {
                 self.problem(key, "must not be empty");
@@ -70,7 +77,7 @@ impl Validator {
         Some(trimmed)
     }
 
-    fn path(&self, v: Option<String>, default: &str) -> PathBuf {
+    pub(super) fn path(&self, v: Option<String>, default: &str) -> PathBuf {
         clean_path(&self.dir.join(v.as_deref().unwrap_or(default)))
     }
 
@@ -135,6 +142,27 @@ impl Validator {
             );
         }
         let demo = self.demo(raw.demo.unwrap_or_default());
+        let check = self.check(raw.check.unwrap_or_default());
+        if check.any() && !bash.enabled {
+            self.problem(
+                "[check].command",
+                "the check runs with the bash tool's environment and sandbox: it needs [tools.bash] enabled = true",
+            );
+        }
+        let workspace = raw.workspace.and_then(|w| self.workspace(w));
+        if let Some(ws) = workspace
+            .as_ref()
+            .filter(|w| work_root.starts_with(&w.repo))
+        {
+            self.problem(
+                "[workspace].repo",
+                format!(
+                    "work_root {} lies inside the repository {}: the task worktrees go under work_root, so put it outside",
+                    work_root.display(),
+                    ws.repo.display()
+                ),
+            );
+        }
         let prompt = PromptConfig {
             agents_max_bytes: self.int_in(
                 "[prompt].agents_max_bytes",
@@ -159,6 +187,8 @@ impl Validator {
             files,
             prompt,
             demo,
+            check,
+            workspace,
         }
     }
 

@@ -9,6 +9,7 @@
 //! own figure or usage x `[models.prices]`. When a model is unknown to the endpoint or its
 //! retries run out, the next model of the tier's chain answers the same round, and stays.
 
+pub mod check;
 mod round;
 pub mod step;
 
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tracing::info;
 
-use crate::config::{BudgetConfig, ModelPrice};
+use crate::config::{BudgetConfig, CheckSpec, ModelPrice};
 use crate::intake::Task;
 use crate::llm::cassette::Recorded;
 pub use crate::llm::preflight::SkippedModel;
@@ -49,6 +50,9 @@ pub enum TurnOutcome {
         /// The signal number.
         signal: i32,
     },
+    /// The model said it was done but the success check failed, with no attempt or round
+    /// left: the task is not accomplished (exit 5).
+    CheckFailed,
 }
 
 impl TurnOutcome {
@@ -61,6 +65,7 @@ impl TurnOutcome {
             } => true,
             TurnOutcome::Completed
             | TurnOutcome::MaxRounds
+            | TurnOutcome::CheckFailed
             | TurnOutcome::Interrupted { .. }
             | TurnOutcome::Budget {
                 stop: BudgetStop::Tokens { .. } | BudgetStop::Cost { .. },
@@ -76,6 +81,7 @@ impl TurnOutcome {
             TurnOutcome::Budget { .. } => "budget",
             TurnOutcome::LlmFailed { .. } => "llm_error",
             TurnOutcome::Interrupted { .. } => "interrupted",
+            TurnOutcome::CheckFailed => "check_failed",
         }
     }
 }
@@ -130,6 +136,8 @@ pub struct Limits {
     pub budget: BudgetConfig,
     /// Per concrete model, for replies whose cost the endpoint does not report.
     pub prices: BTreeMap<String, ModelPrice>,
+    /// The success check of this task's class, run when the model says it is done.
+    pub check: Option<CheckSpec>,
 }
 
 /// One LLM round trip and the tool calls it asked for.
@@ -172,6 +180,8 @@ pub struct Turn {
     pub log: Vec<RoundRecord>,
     /// The raw replies, for `--record`.
     pub recorded: Vec<Recorded>,
+    /// The success check's runs, when the task has a check and it ran.
+    pub check: Option<check::CheckRecord>,
 }
 
 /// The system prompt: what the harness is, the bound, the tool contract, the REPORT.
@@ -273,9 +283,26 @@ pub async fn run(
                 if let Some(text) = stand_in {
                     turn.reply = Some(text.to_string());
                 }
-                turn.outcome = outcome;
                 turn.log.push(record);
-                return turn;
+                let checked = match (&outcome, limits.check.as_ref(), bash) {
+                    (TurnOutcome::Completed | TurnOutcome::MaxRounds, Some(spec), Some(tool)) => {
+                        check::run(spec, tool, interrupt, &mut turn.check).await
+                    }
+                    _ => check::CheckVerdict::Passed,
+                };
+                match check::after(checked, outcome, round < max_rounds) {
+                    check::After::End(outcome) => {
+                        turn.outcome = outcome;
+                        return turn;
+                    }
+                    check::After::Retry { feedback } => {
+                        messages.push(Message::Assistant {
+                            content: Some(reply.content.clone().unwrap_or_default()),
+                            tool_calls: Vec::new(),
+                        });
+                        messages.push(Message::User { content: feedback });
+                    }
+                }
             }
             // after_reply runs tools only in a round that offers them, which needs bash.
             (step::Next::RunTools, None) => {
@@ -300,6 +327,7 @@ impl Turn {
             skipped: Vec::new(),
             log: Vec::new(),
             recorded: Vec::new(),
+            check: None,
         }
     }
 }
@@ -334,6 +362,7 @@ mod tests {
             max_rounds,
             budget,
             prices: BTreeMap::new(),
+            check: None,
         }
     }
 
