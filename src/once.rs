@@ -117,6 +117,7 @@ pub async fn once(
     } = ready;
     let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.as_ref());
     let system = prompt::with_project_instructions(system, &cfg.work_root, &cfg.prompt, redactor);
+    let system = prompt::with_skills(system, &cfg.work_root, &cfg.prompt, redactor);
     let system = turn::check::with_note(system, limits.check.as_ref());
     let mut turn = turn::run(
         task,

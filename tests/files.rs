@@ -178,6 +178,38 @@ fn agents_md_at_the_work_root_reaches_the_system_prompt_capped_and_masked() {
 }
 
 #[test]
+fn skills_are_listed_in_the_system_prompt_and_read_on_demand() {
+    let llm = Llm::start(&json!([
+        {"type": "tool_call", "calls": [call("c1", "read_file", json!({"path": "skills/release.md"}))]},
+        text("ok"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        format!("{c}\n[tools.files]\nenabled = true\n[prompt]\nskills_dir = \"skills\"\n")
+    });
+    std::fs::create_dir_all(ws.path().join("work/skills")).unwrap();
+    std::fs::write(
+        ws.path().join("work/skills/release.md"),
+        format!("---\ndescription: Cut a release ({CANARY})\n---\nTag, then push.\n"),
+    )
+    .unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bodies = llm.chat_bodies();
+    let system = bodies[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.ends_with("\n- release (skills/release.md): Cut a release ([redacted])"),
+        "{system}"
+    );
+    // The body is read on demand, through the file tools.
+    let read = bodies[1]["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(read.contains("Tag, then push."), "{read}");
+    assert!(!format!("{bodies:?}").contains(CANARY));
+}
+
+#[test]
 fn the_plan_names_the_file_tools() {
     let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
         format!("{c}\n[tools.files]\nenabled = true\n")

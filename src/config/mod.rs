@@ -274,17 +274,22 @@ impl Default for FilesConfig {
 }
 
 /// `[prompt]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptConfig {
     /// Bytes of the work root's `AGENTS.md` put into the system prompt; a longer file is cut
     /// and says so; 0 leaves it out (default 16384).
     pub agents_max_bytes: usize,
+    /// A directory beneath the work root holding one Markdown file per skill, listed in the
+    /// system prompt by name and description (default none). Relative, no `..`, no dot
+    /// directory, so the model can read a skill's file with the file tools.
+    pub skills_dir: Option<String>,
 }
 
 impl Default for PromptConfig {
     fn default() -> Self {
         PromptConfig {
             agents_max_bytes: 16_384,
+            skills_dir: None,
         }
     }
 }

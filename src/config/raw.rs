@@ -52,6 +52,7 @@ pub(super) struct RawWorkspace {
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawPrompt {
     pub(super) agents_max_bytes: Option<i64>,
+    pub(super) skills_dir: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

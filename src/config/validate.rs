@@ -81,6 +81,31 @@ impl Validator {
         clean_path(&self.dir.join(v.as_deref().unwrap_or(default)))
     }
 
+    /// `[prompt].skills_dir`: a relative path beneath the work root, clear of dot directories
+    /// (which the file tools never read).
+    fn skills_dir(&mut self, dir: String) -> Option<String> {
+        let key = "[prompt].skills_dir";
+        let parts: Vec<&str> = dir
+            .split('/')
+            .filter(|p| !p.is_empty() && *p != ".")
+            .collect();
+        if dir.starts_with('/') || parts.is_empty() || parts.iter().any(|p| *p == "..") {
+            self.problem(
+                key,
+                format!("must be a directory relative to the work root, without `..`, got {dir:?}"),
+            );
+            return None;
+        }
+        if parts.iter().any(|p| p.starts_with('.')) {
+            self.problem(
+                key,
+                format!("{dir:?} is a dot directory, which the file tools never read; use a plain name such as \"skills\""),
+            );
+            return None;
+        }
+        Some(parts.join("/"))
+    }
+
     pub(super) fn config(&mut self, raw: RawConfig, path: &Path) -> Config {
         let vertical = match raw.vertical {
             None => {
@@ -163,14 +188,16 @@ impl Validator {
                 ),
             );
         }
+        let raw_prompt = raw.prompt.unwrap_or_default();
         let prompt = PromptConfig {
             agents_max_bytes: self.int_in(
                 "[prompt].agents_max_bytes",
-                raw.prompt.unwrap_or_default().agents_max_bytes,
+                raw_prompt.agents_max_bytes,
                 PromptConfig::default().agents_max_bytes as i64,
                 0,
                 1024 * 1024,
             ) as usize,
+            skills_dir: raw_prompt.skills_dir.and_then(|d| self.skills_dir(d)),
         };
         Config {
             path: path.to_path_buf(),
