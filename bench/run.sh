@@ -150,6 +150,45 @@ per_cpu=$(awk -v a="${CPU[50]}" -v b="${CPU[10]}" 'BEGIN{printf "%.2f", (a-b)/40
 per_harness=$(awk -v c="$per_cpu" -v b="$BASH_CPU" 'BEGIN{printf "%.2f", c-b}')
 row "per round: (t50 - t10) / 40" "$per_wall" "$per_cpu" "" "harness CPU beyond bash: $per_harness ms"
 
+# --- file tools: the same turns with edit_file instead of bash ---------------------------
+# Each run edits a fresh copy of the same file (the copy is per run, so it cancels out of the
+# per-round difference). The 1 MiB variant (the default max_write_bytes) shows that memory
+# stays flat for files up to the cap.
+edit_script() {
+  local n=$1 steps=""
+  for i in $(seq "$n"); do
+    steps+="{\"type\":\"tool_call\",\"calls\":[{\"name\":\"edit_file\",\"id\":\"call_$i\",\"arguments\":{\"path\":\"f.txt\",\"old_string\":\"line-$i\\n\",\"new_string\":\"done-$i\\n\"}}]},"
+  done
+  echo "{\"loop\":true,\"steps\":[${steps}{\"type\":\"text\",\"content\":\"done after $n edits\"}]}"
+}
+seq -f 'line-%g' 50 >"$WORK/seed-small.txt"
+# (awk, not `yes | head`: under pipefail a producer killed by SIGPIPE would stop the script)
+{ cat "$WORK/seed-small.txt"; awk -v n=$(( (1048576 - $(stat -c %s "$WORK/seed-small.txt")) / 100 )) \
+    'BEGIN { s = sprintf("%99s", ""); gsub(/ /, "x", s); for (i = 0; i < n; i++) print s }'; } >"$WORK/seed-big.txt"
+declare -A EWALL ECPU
+for variant in small big; do
+  for n in 10 50; do
+    [[ $variant == big && $n == 10 ]] && continue
+    edit_script "$n" >"$WORK/edit-$n.json"
+    start_llm "$WORK/edit-$n.json"
+    CFG=$(config "edit-$variant-$n" "$URL" $((n + 1)) $'\n[tools.files]\nenabled = true')
+    W=$(dirname "$CFG")/work
+    runs=$RUNS; [[ $n == 50 ]] && runs=$(( (RUNS + 1) / 2 ))
+    r=$($MEASURE -n "$runs" -- bash -c 'cp "$1" "$2/f.txt" && exec "$3" once --demo --config "$4"' _ "$WORK/seed-$variant.txt" "$W" "$HARNESS" "$CFG")
+    [[ $(field fails "$r") == 0 ]] || echo "warning: $(field fails "$r") failed runs for the $n-edit turn ($variant)" >&2
+    grep -q '"outcome":"file_refused"' "$(dirname "$CFG")/reports/REPORT-latest.md" && echo "warning: an edit was refused in the $n-edit turn ($variant)" >&2
+    if [[ $variant == small ]]; then
+      EWALL[$n]=$(field wall_ms "$r"); ECPU[$n]=$(field cpu_ms "$r")
+      row "turn: $n round(s) of edit_file" "${EWALL[$n]}" "${ECPU[$n]}" "$(( $(field rss_max_kb "$r") / 1024 )) MiB" "rss max $(field rss_max_kb "$r") KiB"
+    else
+      row "turn: $n edit_file rounds on a 1 MiB file" "$(field wall_ms "$r")" "$(field cpu_ms "$r")" "$(( $(field rss_max_kb "$r") / 1024 )) MiB" "rss max $(field rss_max_kb "$r") KiB"
+    fi
+  done
+done
+eper_wall=$(awk -v a="${EWALL[50]}" -v b="${EWALL[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
+eper_cpu=$(awk -v a="${ECPU[50]}" -v b="${ECPU[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
+row "per edit_file round: (t50 - t10) / 40" "$eper_wall" "$eper_cpu" "" "vs $per_cpu ms per bash round (harness + bash)"
+
 # --- output flood ----------------------------------------------------------------------
 FLOOD_CMD='yes | head -c 1073741824'
 start_llm "$WORK/empty.json"
@@ -173,6 +212,12 @@ row "release binary size" "" "" "" "$(awk -v s="$size" 'BEGIN{printf "%.2f MiB (
 echo
 cargo bench --quiet --bench gate 2>/dev/null | while IFS=$'\t' read -r name rate note; do
   printf '%-44s %12s verdicts/s  %s\n' "$name" "$rate" "$note"
+done
+
+# --- secrets and confinement -------------------------------------------------------------
+echo
+cargo bench --quiet --bench secrets 2>/dev/null | while IFS=$'\t' read -r name value note; do
+  printf '%-44s %24s  %s\n' "$name" "$value" "$note"
 done
 
 # --- events + metrics ------------------------------------------------------------------

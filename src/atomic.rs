@@ -72,13 +72,14 @@ pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
     tmp.write_all(bytes)
         .and_then(|_| tmp.as_file().sync_all())
         .with_context(|| format!("cannot write a REPORT in {}", dir.display()))?;
-    let stem = name.trim_end_matches(".md");
+    // The number goes before the extension: `REPORT-x-2.md`, `REPORT-x-2.patch`.
+    let (stem, ext) = name.rsplit_once('.').unwrap_or((name, ""));
     let mut n = 1;
     loop {
-        let candidate = if n == 1 {
-            dir.join(name)
-        } else {
-            dir.join(format!("{stem}-{n}.md"))
+        let candidate = match (n, ext) {
+            (1, _) => dir.join(name),
+            (_, "") => dir.join(format!("{stem}-{n}")),
+            _ => dir.join(format!("{stem}-{n}.{ext}")),
         };
         match tmp.persist_noclobber(&candidate) {
             Ok(_) => {
@@ -109,5 +110,25 @@ fn sync_dir(dir: &Path) {
     // nothing better to do, and the data itself is already synced.
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_file_never_replaces_one_the_number_goes_before_the_extension() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for (name, second) in [
+            ("R-1.md", "R-1-2.md"),
+            ("R-1.patch", "R-1-2.patch"),
+            ("R", "R-2"),
+        ] {
+            assert_eq!(write_new(d, name, b"a").unwrap(), d.join(name));
+            assert_eq!(write_new(d, name, b"b").unwrap(), d.join(second));
+            assert_eq!(std::fs::read(d.join(name)).unwrap(), b"a");
+        }
     }
 }

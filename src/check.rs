@@ -104,6 +104,7 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
         crate::tools::sandbox::kernel_abi(),
         cfg.bash.network,
     );
+    let confined = matches!(sandbox, Ok(crate::tools::sandbox::Status::Landlock { .. }));
     items.push(match sandbox {
         Ok(s) => item(
             Status::Ok,
@@ -112,6 +113,82 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
         ),
         Err(e) => item(Status::Fail, "sandbox", format!("{e:#}")),
     });
+    items.extend(read_items(cfg, confined));
+    items
+}
+
+/// Warnings about what commands may read: unconfined commands, paths hidden inside the work
+/// root, key files with hard links, Unix sockets the kernel cannot hold to their names.
+fn read_items(cfg: &Config, confined: bool) -> Vec<Item> {
+    use crate::tools::sandbox::reads;
+    if !confined {
+        return vec![item(
+            Status::Warn,
+            "reads",
+            "commands run unconfined: they can read every file this user can, key files and the config included",
+        )];
+    }
+    // The read set itself, and its failures, are a preflight entry (`reads`).
+    let mut items = Vec::new();
+    if let Ok(set) = reads::read_set(&cfg.bash, &cfg.work_root, None) {
+        // $HOME holds keys harness does not know about (~/.ssh, ~/.config, ~/.netrc).
+        let home =
+            std::env::var_os("HOME").and_then(|h| std::path::Path::new(&h).canonicalize().ok());
+        if let Some(home) = home.filter(|h| set.allows(h, false)) {
+            items.push(item(
+                Status::Warn,
+                "reads",
+                format!(
+                    "commands can read all of {} ($HOME: ~/.ssh, ~/.config and other keys); name narrower read roots",
+                    home.display()
+                ),
+            ));
+        }
+        if !set.hidden.is_empty() {
+            items.push(item(
+                Status::Warn,
+                "reads",
+                format!(
+                    "work_root holds {}: hidden from commands, and so is every file created later beside them; a work tree in its own directory avoids this",
+                    set.hidden.join(", ")
+                ),
+            ));
+        }
+    }
+    // A hard link is the same file under another path: Landlock would allow it there.
+    for n in &cfg.bash.never_read {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::metadata(&n.path) {
+            if meta.is_file() && meta.nlink() > 1 {
+                items.push(item(
+                    Status::Warn,
+                    "reads",
+                    format!(
+                        "{} ({}) has {} hard links: a link inside a read root would be readable",
+                        n.what,
+                        n.path.display(),
+                        meta.nlink()
+                    ),
+                ));
+            }
+        }
+    }
+    if !cfg.bash.network && !cfg.bash.unix_sockets.is_empty() {
+        let names: Vec<String> = cfg
+            .bash
+            .unix_sockets
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        items.push(item(
+            Status::Warn,
+            "sockets",
+            format!(
+                "unix_sockets = [{}]: commands may create Unix sockets and so connect to any socket file they can name, not only these (the kernel cannot check the name)",
+                names.join(", ")
+            ),
+        ));
+    }
     items
 }
 

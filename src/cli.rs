@@ -22,11 +22,14 @@ Flags for `harness once`:
 
 Exit codes:
   0  ok (including \"no tasks in scope\"; `gate`: command allowed)
-  1  usage / config / routing / writeback error
+  1  usage / config / routing / writeback error; also a result that cannot be written to
+     stdout (not a closed pipe), a REPORT that cannot be written (its text goes to stderr),
+     `gate` with an empty command, `writeback` with an invalid REPORT
   2  intake error
   3  `gate`: command denied
   4  llm / turn error (a partial REPORT is written when the model was reached)
-  129, 130, 131, 143  interrupted by SIGHUP / SIGINT / SIGQUIT / SIGTERM (a partial REPORT is written)
+  129, 130, 131, 143  interrupted by SIGHUP / SIGINT / SIGQUIT / SIGTERM: during the turn a
+     partial REPORT is written; before the turn nothing is claimed, posted or written
 
 Results go to stdout (the REPORT path, the PLAN, a gate verdict); narration and logs go to
 stderr (-v for debug, or RUST_LOG). harness never reads stdin.";

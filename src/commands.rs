@@ -13,7 +13,7 @@ use crate::{check, config, emit, writeback};
 
 /// `harness version`.
 pub fn version() -> Result<Success, Failure> {
-    emit(&format!("harness {}\n", env!("CARGO_PKG_VERSION")));
+    emit(&format!("harness {}\n", env!("CARGO_PKG_VERSION")))?;
     Ok(Success::Done)
 }
 
@@ -22,7 +22,7 @@ pub async fn writeback_command(
     args: cli::WritebackArgs,
     redactor: &mut Redactor,
 ) -> Result<Success, Failure> {
-    let cfg = config::load(args.config).stage(Stage::Config)?;
+    let cfg = config::load(args.config, redactor).stage(Stage::Config)?;
     let Some(rm) = &cfg.redmine else {
         return Err(anyhow!(
             "config {} has no [redmine] section",
@@ -30,7 +30,7 @@ pub async fn writeback_command(
         ))
         .stage(Stage::Config);
     };
-    let text = std::fs::read_to_string(&args.report)
+    let text = crate::bounded::read_text(&args.report, crate::bounded::REPORT_MAX)
         .with_context(|| format!("cannot read REPORT {}", args.report.display()))
         .stage(Stage::Usage)?;
     let key = crate::preflight::key(&rm.key_ref, "redmine key", "[redmine].key_ref", redactor)
@@ -53,9 +53,9 @@ pub async fn check_command(
     args: cli::CheckArgs,
     redactor: &mut Redactor,
 ) -> Result<Success, Failure> {
-    let cfg = config::load(args.config).stage(Stage::Config)?;
+    let cfg = config::load(args.config, redactor).stage(Stage::Config)?;
     let items = check::run(&cfg, redactor).await;
-    emit(&check::render(&items));
+    emit(&redactor.redact(&check::render(&items)))?;
     match check::failures(&items) {
         0 => Ok(Success::Done),
         n => Err(anyhow!("check: {n} of {} checks failed", items.len())).stage(Stage::Config),
@@ -63,8 +63,14 @@ pub async fn check_command(
 }
 
 /// `harness gate`: judges one command under the config's policy.
-pub fn gate_command(args: GateArgs) -> Result<Success, Failure> {
-    let cfg = config::load(args.config).stage(Stage::Config)?;
+pub fn gate_command(args: GateArgs, redactor: &mut Redactor) -> Result<Success, Failure> {
+    if args.command.trim().is_empty() {
+        return Err(anyhow!(
+            "harness gate: the command is empty; usage: harness gate [--config PATH] [--json] -- COMMAND"
+        ))
+        .stage(Stage::Usage);
+    }
+    let cfg = config::load(args.config, redactor).stage(Stage::Config)?;
     let judgement = gate::judge(&cfg.bash.policy, &args.command);
     let warnings = gate::lint(&cfg.bash.policy);
     if args.json {
@@ -76,9 +82,9 @@ pub fn gate_command(args: GateArgs) -> Result<Success, Failure> {
             "runtime_path_checks": judgement.runtime_path_checks,
             "warnings": warnings,
         });
-        emit(&format!("{value}\n"));
+        emit(&format!("{value}\n"))?;
     } else {
-        emit(&gate::render_human(&judgement, &warnings));
+        emit(&gate::render_human(&judgement, &warnings))?;
     }
     Ok(match judgement.verdict {
         gate::Verdict::Allow => Success::Done,

@@ -19,15 +19,19 @@ pub enum Stage {
     Llm,
     /// The REPORT or the Redmine write-back failed.
     Writeback,
+    /// A signal stopped the run before the turn: nothing claimed, nothing posted.
+    Interrupted(i32),
 }
 
 impl Stage {
-    /// The exit code of the spec's table: 1 usage/config/routing/writeback, 2 intake, 4 llm.
+    /// The exit code of the spec's table: 1 usage/config/routing/writeback, 2 intake, 4 llm,
+    /// 128 + N for signal N.
     pub fn code(self) -> u8 {
         match self {
             Stage::Usage | Stage::Config | Stage::Routing | Stage::Writeback => 1,
             Stage::Intake => 2,
             Stage::Llm => 4,
+            Stage::Interrupted(signal) => Success::Interrupted { signal }.code(),
         }
     }
 
@@ -39,6 +43,7 @@ impl Stage {
             Stage::Intake => "intake",
             Stage::Llm => "llm",
             Stage::Writeback => "writeback",
+            Stage::Interrupted(_) => "interrupted",
         }
     }
 }
@@ -86,6 +91,9 @@ pub enum Success {
     Denied,
     /// A turn ended with an LLM failure after writing its partial REPORT.
     LlmFailedAfterReport,
+    /// The task was not accomplished (the success check failed to the end); the REPORT and
+    /// the write-back are done.
+    NotAccomplished,
     /// A signal stopped the turn after its partial REPORT was written.
     Interrupted {
         /// The signal number (1 SIGHUP, 2 SIGINT, 3 SIGQUIT, 15 SIGTERM).
@@ -94,12 +102,13 @@ pub enum Success {
 }
 
 impl Success {
-    /// The exit code: 0 done, 3 denied, 4 llm failure, 128+N for signal N.
+    /// The exit code: 0 done, 3 denied, 4 llm failure, 5 not accomplished, 128+N for signal N.
     pub fn code(self) -> u8 {
         match self {
             Success::Done => 0,
             Success::Denied => 3,
             Success::LlmFailedAfterReport => 4,
+            Success::NotAccomplished => 5,
             Success::Interrupted { signal } => 128u8.saturating_add(signal.clamp(0, 127) as u8),
         }
     }
@@ -117,9 +126,12 @@ mod tests {
         assert_eq!(Stage::Writeback.code(), 1);
         assert_eq!(Stage::Intake.code(), 2);
         assert_eq!(Stage::Llm.code(), 4);
+        assert_eq!(Stage::Interrupted(15).code(), 143);
+        assert_eq!(Stage::Interrupted(1).code(), 129);
         assert_eq!(Success::Done.code(), 0);
         assert_eq!(Success::Denied.code(), 3);
         assert_eq!(Success::LlmFailedAfterReport.code(), 4);
+        assert_eq!(Success::NotAccomplished.code(), 5);
         assert_eq!(Success::Interrupted { signal: 2 }.code(), 130);
         assert_eq!(Success::Interrupted { signal: 15 }.code(), 143);
     }

@@ -1,7 +1,7 @@
 //! Leaf adapter (HTTP plumbing) shared by every HTTP peer, the LLM endpoint and Redmine:
 //! client construction, the ONE retry policy ([`decide`]: which faults are retried, how long
-//! to wait, `Retry-After` honoured up to [`MAX_RETRY_AFTER`]), transport error messages and
-//! body excerpts. [`decide`], [`backoff`], [`parse_retry_after`] and [`excerpt`] are PURE.
+//! to wait, `Retry-After` honoured up to [`MAX_RETRY_AFTER`]), the bounded body reader
+//! ([`read_body`], at most [`MAX_BODY`]), transport error messages and body excerpts. [`decide`], [`backoff`], [`parse_retry_after`] and [`excerpt`] are PURE.
 //! Imports nothing from the crate.
 
 use std::time::Duration;
@@ -16,6 +16,9 @@ pub const BACKOFF_BASE: Duration = Duration::from_millis(500);
 pub const BACKOFF_CAP: Duration = Duration::from_secs(20);
 /// How much of a body goes into a message, in characters.
 pub const BODY_EXCERPT: usize = 400;
+/// Largest response body (or stream) read from any peer: a longer one is refused without
+/// being read further, so a peer cannot fill harness's memory.
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
 /// Longest a connection may take to open, whatever the request timeout.
 const CONNECT_TIMEOUT_CAP: Duration = Duration::from_secs(10);
 
@@ -37,6 +40,9 @@ pub enum Fault {
     Status(u16),
     /// No usable answer: a transport error, a broken, stalled or unreadable body.
     NoAnswer,
+    /// The answer was larger than harness reads ([`MAX_BODY`]); another attempt would get
+    /// the same.
+    TooLarge,
 }
 
 /// The retry policy's verdict on a failed attempt.
@@ -64,13 +70,14 @@ pub fn decide(
     let retryable = match fault {
         Fault::Status(status) => is_retryable_status(status),
         Fault::NoAnswer => true,
+        Fault::TooLarge => false,
     };
     if !retryable || attempt >= max_retries {
         return Retry::GiveUp;
     }
     let asked = match fault {
         Fault::Status(_) => retry_after.and_then(|v| parse_retry_after(v, now)),
-        Fault::NoAnswer => None,
+        Fault::NoAnswer | Fault::TooLarge => None,
     };
     Retry::After(backoff(attempt, asked, seed))
 }
@@ -127,6 +134,80 @@ pub fn jitter_seed() -> u64 {
             .unwrap_or_default(),
     );
     h.finish()
+}
+
+/// Why a body could not be read.
+#[derive(Debug)]
+pub enum BodyError {
+    /// The body is (or announced itself as) longer than the limit.
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The connection failed while reading.
+    Transport(reqwest::Error),
+}
+
+impl BodyError {
+    /// The retry policy's view of it.
+    pub fn fault(&self) -> Fault {
+        match self {
+            BodyError::TooLarge { .. } => Fault::TooLarge,
+            BodyError::Transport(_) => Fault::NoAnswer,
+        }
+    }
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::TooLarge { limit } => write!(
+                f,
+                "the reply is larger than {} MiB, more than harness reads",
+                limit / (1024 * 1024)
+            ),
+            BodyError::Transport(e) => f.write_str(&transport_message(e)),
+        }
+    }
+}
+
+/// Reads a response's body as text (invalid UTF-8 replaced), at most `limit` bytes: a body
+/// that announces more (`Content-Length`) is refused unread, one that sends more is cut off
+/// at the limit. The one body reader of every peer.
+pub async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<String, BodyError> {
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(BodyError::TooLarge { limit });
+    }
+    let mut body = BodyLimit::new(limit);
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+        body.count(chunk.len())?;
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Counts the bytes of a body read piece by piece (a stream), refusing past a limit.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimit {
+    limit: usize,
+    read: usize,
+}
+
+impl BodyLimit {
+    /// A count of nothing yet, against `limit`.
+    pub fn new(limit: usize) -> BodyLimit {
+        BodyLimit { limit, read: 0 }
+    }
+
+    /// Adds `n` bytes; an error once the total is over the limit.
+    pub fn count(&mut self, n: usize) -> Result<(), BodyError> {
+        self.read = self.read.saturating_add(n);
+        if self.read > self.limit {
+            return Err(BodyError::TooLarge { limit: self.limit });
+        }
+        Ok(())
+    }
 }
 
 /// What a transport failure was (timeout, connect, broken body), with its cause chain.
@@ -205,6 +286,21 @@ mod tests {
         assert_eq!(
             decide(Fault::Status(503), 0, 0, None, now(), 0),
             Retry::GiveUp
+        );
+    }
+
+    #[test]
+    fn a_body_over_the_cap_is_final() {
+        assert_eq!(
+            decide(Fault::TooLarge, 0, 5, Some("1"), now(), 0),
+            Retry::GiveUp
+        );
+        let mut b = BodyLimit::new(10);
+        assert!(b.count(10).is_ok());
+        assert!(matches!(b.count(1), Err(BodyError::TooLarge { limit: 10 })));
+        assert_eq!(
+            BodyError::TooLarge { limit: MAX_BODY }.to_string(),
+            "the reply is larger than 16 MiB, more than harness reads"
         );
     }
 

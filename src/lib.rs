@@ -9,6 +9,7 @@
 #![deny(clippy::print_stdout)]
 
 pub mod atomic;
+pub mod bounded;
 pub mod check;
 pub mod cli;
 pub mod commands;
@@ -21,6 +22,7 @@ pub mod llm;
 pub mod once;
 pub mod plan;
 pub mod preflight;
+pub mod prompt;
 pub mod redmine;
 pub mod report;
 pub mod routing;
@@ -29,6 +31,7 @@ pub mod secrets;
 pub mod signals;
 pub mod tools;
 pub mod turn;
+pub mod workspace;
 pub mod writeback;
 
 use std::sync::Arc;
@@ -41,21 +44,32 @@ use exit::{Failure, Stage, StageExt, Success};
 use secrets::Redactor;
 use signals::Interrupt;
 
-/// Writes a result to stdout: the one place the crate prints there.
+/// Writes a result to stdout: the one place the crate prints there. A result that cannot be
+/// delivered is not a success: any write error is a failure (exit 1), except a closed pipe
+/// (a pipe to `head`), which must not turn a finished run into a failure.
 #[allow(clippy::print_stdout)]
-pub(crate) fn emit(text: &str) {
+pub(crate) fn emit(text: &str) -> Result<(), Failure> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    // A closed stdout (a pipe to `head`) must not turn a finished run into a failure.
-    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Failure::new(
+            exit::Stage::Writeback,
+            anyhow!("cannot write the result to stdout: {e}"),
+        )),
+        _ => Ok(()),
+    }
 }
 
-/// Runs one parsed command line. Errors are already free of secrets.
-pub async fn run(cli: cli::Cli, interrupt: Arc<Interrupt>) -> Result<Success, Failure> {
-    let mut redactor = Redactor::default();
+/// Runs one parsed command line. `redactor` learns every secret the run meets (the stderr
+/// narration holds a clone of it). Errors are already free of secrets.
+pub async fn run(
+    cli: cli::Cli,
+    interrupt: Arc<Interrupt>,
+    mut redactor: Redactor,
+) -> Result<Success, Failure> {
     let result = match cli.command {
         Command::Once(args) => return run_once(args, interrupt, redactor).await,
-        Command::Gate(args) => commands::gate_command(args),
+        Command::Gate(args) => commands::gate_command(args, &mut redactor),
         Command::Writeback(args) => commands::writeback_command(args, &mut redactor).await,
         Command::Check(args) => commands::check_command(args, &mut redactor).await,
         Command::Scope(args) => scope::scope(args, &mut redactor).await,
@@ -94,8 +108,11 @@ async fn run_once(
         },
         Err(failure) => Ending {
             exit_code: failure.stage.code(),
-            failed_stage: Some(failure.stage.to_string()),
-            interrupted: false,
+            failed_stage: match failure.stage {
+                Stage::Interrupted(_) => None,
+                stage => Some(stage.to_string()),
+            },
+            interrupted: matches!(failure.stage, Stage::Interrupted(_)),
             error: Some(format!("{:#}", failure.error)),
         },
     });

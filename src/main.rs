@@ -12,6 +12,11 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // First of all, before any key is read: no other process of this user may read our
+    // memory or environment.
+    if let Err(e) = harness::secrets::forbid_dumping() {
+        eprintln!("harness: warning: cannot mark the process non-dumpable: {e}");
+    }
     let args = normalize_args(std::env::args_os());
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
@@ -33,7 +38,9 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging(cli.verbose);
+    // One redactor for the run and its narration: every stderr line passes it.
+    let redactor = harness::secrets::Redactor::default();
+    init_logging(cli.verbose, redactor.clone());
     quiet_parser_panics();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -51,10 +58,14 @@ fn main() -> ExitCode {
             eprintln!("harness: cannot install signal handlers: {e}");
             return 1;
         }
-        match harness::run(cli, interrupt).await {
+        match harness::run(cli, interrupt, redactor.clone()).await {
             Ok(success) => success.code(),
             Err(failure) => {
-                eprintln!("harness: {:#}", failure.error);
+                // Masked already; masked again here, as every stderr line is.
+                eprintln!(
+                    "harness: {}",
+                    redactor.redact(&format!("{:#}", failure.error))
+                );
                 failure.stage.code()
             }
         }
@@ -78,7 +89,7 @@ fn quiet_parser_panics() {
     }));
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, redactor: harness::secrets::Redactor) {
     let default = match verbose {
         0 => "harness=info",
         1 => "harness=debug",
@@ -89,12 +100,15 @@ fn init_logging(verbose: u8) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .event_format(Narration)
+        .event_format(Narration { redactor })
         .try_init();
 }
 
-/// `harness: message` for narration; level and target only where they help.
-struct Narration;
+/// `harness: message` for narration; level and target only where they help. Every line is
+/// masked by the run's redactor, whatever stage wrote it.
+struct Narration {
+    redactor: harness::secrets::Redactor,
+}
 
 impl<S, N> FormatEvent<S, N> for Narration
 where
@@ -120,11 +134,8 @@ where
                 meta.target()
             ),
         };
-        writeln!(
-            writer,
-            "harness: {prefix}{}{}",
-            visitor.message, visitor.fields
-        )
+        let line = format!("harness: {prefix}{}{}", visitor.message, visitor.fields);
+        writeln!(writer, "{}", self.redactor.redact(&line))
     }
 }
 

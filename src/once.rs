@@ -27,7 +27,8 @@ use crate::secrets::Redactor;
 use crate::signals::Interrupt;
 use crate::tools::{gate, sandbox, BashTool};
 use crate::{
-    config, intake, llm, plan, preflight, redmine, report, routing, tools, turn, writeback,
+    config, intake, llm, plan, preflight, prompt, redmine, report, routing, tools, turn, workspace,
+    writeback,
 };
 
 /// Runs `harness once`.
@@ -41,7 +42,16 @@ pub async fn once(
     let run_id = events.run_id();
 
     // config, and what a turn needs that costs no token
-    let cfg = config::load(args.config.clone()).stage(Stage::Config)?;
+    let mut cfg = unless_signalled(interrupt, async {
+        config::load(args.config.clone(), redactor).stage(Stage::Config)
+    })
+    .await?;
+    if let Some(cassette) = &args.record {
+        // Commands must not read the conversation being recorded.
+        cfg.bash
+            .never_read
+            .push(config::NeverRead::cassette(cassette));
+    }
     events.metrics_to(cfg.metrics_textfile.as_deref(), &cfg.vertical);
     let replay = args.replay.clone().or_else(|| cfg.litellm.replay.clone());
     let sandbox = sandbox_status(&cfg)?;
@@ -54,10 +64,15 @@ pub async fn once(
     // intake and routing
     let redmine = redmine_client(&cfg, &args, redactor)?;
     events.mask_with(redactor);
-    let Some(taken) = take_task(&cfg, &args, redmine.as_ref(), &run_id).await? else {
+    let Some(taken) = take_task(&cfg, &args, redmine.as_ref(), &run_id, interrupt).await? else {
         info!("intake: no tasks in scope; nothing to do");
         return Ok(Success::Done);
     };
+    // A signal during the claim: the claim is given up, as after any pre-turn failure.
+    if let Err(failure) = unless_signalled(interrupt, checkpoint()).await {
+        release_claim(redmine.as_ref(), &taken, &run_id, &failure, redactor).await;
+        return Err(failure);
+    }
     let task = &taken.task;
     info!(
         "task {} ({}): {:?} {}",
@@ -78,15 +93,32 @@ pub async fn once(
         models: taken.route.models.clone(),
     });
     let Some(backend) = backend else {
-        let plan = plan::plan(&cfg, task, &taken.route, replay.as_deref(), sandbox);
-        let text = plan::render(&plan);
-        events.result(&text, Some(Event::Plan { text: text.clone() }));
+        let mut plan = plan::plan(&cfg, task, &taken.route, replay.as_deref(), sandbox);
+        if cfg.bash.enabled {
+            plan.sandbox = sandbox.plan_line_with_reads(&cfg.bash, &cfg.work_root);
+        }
+        let text = redactor.redact(&plan::render(&plan));
+        events.result(&text, Some(Event::Plan { text: text.clone() }))?;
         info!("dry-run complete, no LLM call made");
         return Ok(Success::Done);
     };
 
+    // the task's git worktree, which becomes the work root
+    let (cfg, workspace) = match with_workspace(cfg, task) {
+        Ok(opened) => opened,
+        Err(failure) => {
+            release_claim(redmine.as_ref(), &taken, &run_id, &failure, redactor).await;
+            return Err(failure);
+        }
+    };
+
     // turn
-    let ready = match ready_turn(&cfg, backend, &taken.route, sandbox, redactor).await {
+    let ready = unless_signalled(interrupt, async {
+        let ready = ready_turn(&cfg, backend, &taken.route, sandbox, redactor).await?;
+        checkpoint().await?;
+        Ok(ready)
+    });
+    let ready = match ready.await {
         Ok(ready) => ready,
         Err(failure) => {
             release_claim(redmine.as_ref(), &taken, &run_id, &failure, redactor).await;
@@ -100,7 +132,10 @@ pub async fn once(
         bash,
         limits,
     } = ready;
-    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.is_some());
+    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.as_ref());
+    let system = prompt::with_project_instructions(system, &cfg.work_root, &cfg.prompt, redactor);
+    let system = prompt::with_skills(system, &cfg.work_root, &cfg.prompt, redactor);
+    let system = turn::check::with_note(system, limits.check.as_ref());
     let mut turn = turn::run(
         task,
         &route,
@@ -114,17 +149,24 @@ pub async fn once(
     .await;
     let finished = Utc::now();
     turn.skipped.splice(0..0, skipped);
+    let workspace = workspace.map(|ws| {
+        let name = report::file_name(&cfg.vertical, &task.id, started);
+        let patch = format!("{}.patch", name.trim_end_matches(".md"));
+        ws.finish(&task.subject, &run_id, &cfg.report_dir.join(patch))
+    });
 
     // report
     let run = RunInfo {
         run_id: run_id.clone(),
         started,
         finished,
-        backend: backend.describe(),
+        backend: redactor.redact(&backend.describe()),
         sandbox: sandbox.describe(),
     };
-    let report = report_of(&cfg, task, &route, &turn, run, redactor);
-    let path = report::write_reports(&cfg.report_dir, &report).stage(Stage::Writeback)?;
+    let mut report = report_of(&cfg, task, &route, &turn, run, redactor);
+    report.workspace = workspace;
+    let path =
+        report::write_reports(&cfg.report_dir, &report).map_err(|e| unwritten(&report, e))?;
     info!(
         "REPORT written: {} (stop reason {}, {} rounds, {} tokens)",
         path.display(),
@@ -139,7 +181,16 @@ pub async fn once(
         total_tokens: turn.usage.total_tokens,
         cost_usd: turn.cost_usd,
     });
-    events.result(&format!("{}\n", path.display()), None);
+    // Not printed is not delivered; the write-back still runs, the failure comes at the end.
+    let printed = events
+        .result(&format!("{}\n", path.display()), None)
+        .map_err(|f| {
+            Failure::new(
+                f.stage,
+                f.error
+                    .context(format!("the REPORT is on disk at {}", path.display())),
+            )
+        });
     // The cassette comes after the REPORT, so a bad --record path cannot cost the REPORT.
     if let Some(cassette) = &args.record {
         llm::cassette::save(cassette, turn.recorded.clone(), redactor)
@@ -183,8 +234,49 @@ pub async fn once(
     if let Some(err) = report.error.as_ref().filter(|_| turn.outcome.is_failure()) {
         error!("llm: {err}");
     }
+    let ws_error = report.workspace.as_ref().and_then(|w| w.error.as_ref());
+    if let (Err(_), Some(e)) = (&delivered, ws_error) {
+        error!("workspace: {e}");
+    }
     delivered?;
-    Ok(success_of(&turn.outcome))
+    if let Some(error) = ws_error {
+        return Err(anyhow!(
+            "workspace: {error}\nthe REPORT is on disk at {}",
+            path.display()
+        ))
+        .stage(Stage::Writeback);
+    }
+    match success_of(&turn.outcome) {
+        Success::Done => printed.map(|()| Success::Done),
+        other => Ok(other),
+    }
+}
+
+/// Runs a stage before the turn unless a signal comes first (received before it or while it
+/// runs): then the run stops with 128 + the signal, before any token and any REPORT.
+async fn unless_signalled<T>(
+    interrupt: &Interrupt,
+    stage: impl std::future::Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
+    interrupt
+        .or_signal(stage)
+        .await
+        .unwrap_or_else(|signal| Err(interrupted(signal)))
+}
+
+/// Lets a signal that reached the process be seen (the handler is a task on this thread)
+/// before the next stage starts; a stage for [`unless_signalled`].
+async fn checkpoint() -> Result<(), Failure> {
+    tokio::task::yield_now().await;
+    Ok(())
+}
+
+/// The failure of a run stopped by `signal` before its turn.
+fn interrupted(signal: i32) -> Failure {
+    Failure::new(
+        Stage::Interrupted(signal),
+        anyhow!("interrupted by signal {signal} before the turn: no token spent, no REPORT written, no claim kept"),
+    )
 }
 
 /// How this run's commands are confined; warns about escape-hatch allow rules. Fails (exit 1)
@@ -281,6 +373,7 @@ async fn take_task(
     args: &OnceArgs,
     redmine: Option<&RedmineClient>,
     run_id: &str,
+    interrupt: &Interrupt,
 ) -> Result<Option<Taken>, Failure> {
     if args.demo {
         info!("intake: demo issue from {} [demo]", cfg.path.display());
@@ -306,6 +399,7 @@ async fn take_task(
     }
     let route = |task: &Task| intake::route(cfg, task);
     let want = Want {
+        interrupt,
         run_id,
         task_id: args.task_id.as_deref(),
         force: args.force,
@@ -330,6 +424,7 @@ async fn take_task(
             Ok(None) => continue,
             Err(TakeError::Routing(e)) => return Err(e).stage(Stage::Routing),
             Err(TakeError::Intake(e)) => return Err(e).stage(Stage::Intake),
+            Err(TakeError::Interrupted(signal)) => return Err(interrupted(signal)),
         }
     }
     Ok(None)
@@ -373,6 +468,7 @@ async fn ready_turn(
                 sandbox,
                 redactor.clone(),
             )
+            .and_then(|b| b.with_files(&cfg.files))
         })
         .transpose()
         .stage(Stage::Config)?;
@@ -384,6 +480,7 @@ async fn ready_turn(
         backend.describe(),
         cfg.max_rounds
     );
+    let check = cfg.check.for_class(route.class.as_deref()).cloned();
     Ok(Ready {
         backend,
         route,
@@ -393,8 +490,25 @@ async fn ready_turn(
             max_rounds: cfg.max_rounds,
             budget: cfg.budget,
             prices,
+            check,
         },
     })
+}
+
+/// Opens the task's git worktree when `[workspace]` is set; the config comes back with the
+/// worktree as its work root.
+fn with_workspace(
+    mut cfg: Config,
+    task: &Task,
+) -> Result<(Config, Option<workspace::Workspace>), Failure> {
+    let Some(ws_cfg) = &cfg.workspace else {
+        return Ok((cfg, None));
+    };
+    let ws = workspace::open(ws_cfg, &cfg.work_root, &cfg.vertical, &task.id)
+        .with_context(|| format!("[workspace] in {}", cfg.path.display()))
+        .stage(Stage::Config)?;
+    cfg.work_root = ws.path.clone();
+    Ok((cfg, Some(ws)))
 }
 
 /// Gives up this run's claim after a failure between the claim and the turn, so other
@@ -430,6 +544,9 @@ struct RunInfo {
     sandbox: String,
 }
 
+/// How much of each command (and each reason) the REPORT's round log quotes, in bytes.
+const REPORT_QUOTE_MAX: usize = 2048;
+
 /// The REPORT of a finished turn, with every text that may hold a secret masked.
 fn report_of(
     cfg: &Config,
@@ -445,6 +562,12 @@ fn report_of(
         turn::TurnOutcome::Interrupted { signal } => {
             Some(format!("interrupted by signal {signal}"))
         }
+        turn::TurnOutcome::CheckFailed => turn.check.as_ref().map(|c| {
+            format!(
+                "the success check failed: {} of {} attempts, the last ended with {}",
+                c.attempts, c.max_attempts, c.last_ending
+            )
+        }),
         turn::TurnOutcome::Completed | turn::TurnOutcome::MaxRounds => None,
     };
     report::Report {
@@ -476,9 +599,35 @@ fn report_of(
         finished: run.finished,
         backend: run.backend,
         sandbox: run.sandbox,
-        round_log: turn.log.clone(),
+        round_log: turn
+            .log
+            .iter()
+            .map(|r| turn::RoundRecord {
+                tools: r
+                    .tools
+                    .iter()
+                    .map(|t| t.clipped(REPORT_QUOTE_MAX))
+                    .collect(),
+                ..r.clone()
+            })
+            .collect(),
         reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
+        check: turn.check.clone(),
+        workspace: None,
     }
+}
+
+/// A REPORT that could not be written (a full disk): the tokens are spent, so its text, the
+/// model's reply included, goes to stderr rather than being lost; the run fails (exit 1).
+fn unwritten(report: &report::Report, e: anyhow::Error) -> Failure {
+    error!(
+        "the REPORT could not be written ({e:#}); here it is, the model's reply included:\n{}",
+        report::render(report)
+    );
+    Failure::new(
+        Stage::Writeback,
+        e.context("the REPORT could not be written; its text is on stderr above"),
+    )
 }
 
 /// Posts the written REPORT to its Redmine issue, when the task came from Redmine. A failure
@@ -517,6 +666,8 @@ fn success_of(outcome: &turn::TurnOutcome) -> Success {
         Success::Interrupted { signal: *signal }
     } else if outcome.is_failure() {
         Success::LlmFailedAfterReport
+    } else if let turn::TurnOutcome::CheckFailed = outcome {
+        Success::NotAccomplished
     } else {
         Success::Done
     }

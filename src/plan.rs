@@ -32,6 +32,10 @@ pub struct Plan {
     pub llm: String,
     /// Where the REPORT would go.
     pub report_dir: String,
+    /// The success check of the task's class, if any: `` `cmd` (max N attempts, ...) ``.
+    pub check: Option<String>,
+    /// The task's git worktree, when `[workspace]` is set.
+    pub workspace: Option<String>,
 }
 
 /// Renders the PLAN block printed by `--dry-run`.
@@ -43,10 +47,17 @@ pub fn render(p: &Plan) -> String {
     if let Some(c) = p.max_cost_usd {
         bound.push_str(&format!(", max {c} USD"));
     }
-    format!(
+    let mut out = format!(
         "PLAN (dry-run)\n  vertical: {}\n  task: {}\n  routing: {}\n  tools: {}\n  sandbox: {}\n  bound: {bound}\n  llm: {}\n  report: {}\n",
         p.vertical, p.task, p.routing, p.tools, p.sandbox, p.llm, p.report_dir
-    )
+    );
+    if let Some(check) = &p.check {
+        out.push_str(&format!("  check: {check}\n"));
+    }
+    if let Some(ws) = &p.workspace {
+        out.push_str(&format!("  workspace: {ws}\n"));
+    }
+    out
 }
 
 /// The PLAN of a run: what it would do with this task, route and sandbox, from the config.
@@ -62,8 +73,13 @@ pub fn plan(
             gate::Verdict::Allow => "allow",
             gate::Verdict::Deny => "deny",
         };
+        let files = if cfg.files.enabled {
+            ", read_file write_file edit_file (jailed in the work root)"
+        } else {
+            ""
+        };
         format!(
-            "bash (allow={} deny={} default={default} timeout={}s)",
+            "bash (allow={} deny={} default={default} timeout={}s){files}",
             cfg.bash.policy.allow.len(),
             cfg.bash.policy.deny.len(),
             cfg.bash.timeout.as_secs()
@@ -112,6 +128,32 @@ pub fn plan(
         max_cost_usd: cfg.budget.max_cost_usd,
         llm,
         report_dir: cfg.report_dir.display().to_string(),
+        check: cfg
+            .check
+            .for_class(route.class.as_deref())
+            .map(|c| {
+                format!(
+                    "`{}` when the model is done (max {} attempts, timeout {}s, {} bytes of output back)",
+                    c.command,
+                    c.max_attempts,
+                    c.timeout.as_secs(),
+                    c.feedback_bytes
+                )
+            }),
+        workspace: cfg.workspace.as_ref().map(|w| {
+            let branch = crate::workspace::name::branch(&w.branch, &cfg.vertical, &task.id);
+            format!(
+                "branch {branch} from {} of {}, worktree {}{}",
+                w.base,
+                w.repo.display(),
+                cfg.work_root
+                    .join(crate::workspace::name::worktree_dir(&branch))
+                    .display(),
+                w.push
+                    .as_ref()
+                    .map_or_else(|| ", not pushed".to_string(), |r| format!(", pushed to {r}"))
+            )
+        }),
     }
 }
 
@@ -133,6 +175,8 @@ mod tests {
             max_cost_usd: None,
             llm: "http://127.0.0.1:4000/v1/chat/completions (key env:HARNESS_LITELLM_KEY)".into(),
             report_dir: "reports".into(),
+            check: None,
+            workspace: None,
         };
         assert_eq!(
             render(&p),
@@ -155,5 +199,13 @@ mod tests {
         assert!(
             render(&budgeted).contains("\n  bound: max 8 rounds, max 5000 tokens, max 0.25 USD\n")
         );
+        let code = Plan {
+            check: Some("`make test` when the model is done".into()),
+            workspace: Some("branch harness/demo-demo-1 from main".into()),
+            ..budgeted
+        };
+        assert!(render(&code).ends_with(
+            "  check: `make test` when the model is done\n  workspace: branch harness/demo-demo-1 from main\n"
+        ));
     }
 }

@@ -2,7 +2,7 @@
 //! list. `harness check` shows every entry; `harness once` stops at the first failure, before
 //! an issue is claimed and before the first token. Filesystem adapter (the report dir and the
 //! `--record` target are probed with a temp file that is removed again; directories are
-//! looked at); [`header_safe`] is PURE.
+//! looked at; under Landlock the commands' read set is resolved); [`header_safe`] is PURE.
 
 use std::path::Path;
 
@@ -24,8 +24,9 @@ pub struct Check {
     pub outcome: anyhow::Result<String>,
 }
 
-/// The local checks of `cfg` (no network, no key): the report dir, the inbox dir, and with
-/// the bash tool its work root and write roots; with `record`, the `--record` target.
+/// The local checks of `cfg` (no network, no key): the report dir, the inbox dir, and with the bash tool its
+/// work root, write roots and (under Landlock) read set; with `[workspace]`, its repository,
+/// base branch and remote; with `record`, the `--record` target.
 pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
     let mut checks = vec![Check {
         what: "report dir",
@@ -66,6 +67,15 @@ pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
         for root in &cfg.bash.write_roots {
             checks.push(is_dir("write root", "[tools.bash].write_roots:", root));
         }
+        checks.extend(reads(cfg));
+    }
+    if let Some(ws) = &cfg.workspace {
+        checks.push(Check {
+            what: "workspace",
+            stage: Stage::Config,
+            outcome: crate::workspace::preflight(ws)
+                .with_context(|| format!("config {}", cfg.path.display())),
+        });
     }
     if let Some(path) = record {
         checks.push(Check {
@@ -77,6 +87,24 @@ pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
         });
     }
     checks
+}
+
+/// Under Landlock, the read set of the commands: a read root that would expose a key file,
+/// the config or the report dir fails, naming its key (Landlock can only allow).
+fn reads(cfg: &Config) -> Option<Check> {
+    use crate::tools::sandbox;
+    let status = sandbox::decide(cfg.bash.sandbox, sandbox::kernel_abi(), cfg.bash.network);
+    // A missing work root is the `work root` entry's failure already.
+    if !matches!(status, Ok(sandbox::Status::Landlock { .. })) || !cfg.work_root.is_dir() {
+        return None;
+    }
+    Some(Check {
+        what: "reads",
+        stage: Stage::Config,
+        outcome: sandbox::reads::read_set(&cfg.bash, &cfg.work_root, None)
+            .map(|set| set.lines.join("; "))
+            .map_err(|problems| anyhow!("{}", problems.join("; "))),
+    })
 }
 
 /// The first failed check as the run's failure.

@@ -12,7 +12,9 @@ use serde::Serialize;
 
 use crate::atomic::{self, TEMP_PREFIX};
 use crate::llm::wire::Usage;
+use crate::turn::check::CheckRecord;
 use crate::turn::{RoundRecord, SkippedModel};
+use crate::workspace;
 
 /// Everything a REPORT says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,7 +49,7 @@ pub struct Report {
     pub max_total_tokens: Option<u64>,
     /// `[budget] max_cost_usd`, if set.
     pub max_cost_usd: Option<f64>,
-    /// `completed`, `max_rounds`, `budget`, `llm_error`, `interrupted`.
+    /// `completed`, `max_rounds`, `budget`, `llm_error`, `interrupted`, `check_failed`.
     pub stop_reason: String,
     /// The error that ended the turn, if any (secrets masked).
     pub error: Option<String>,
@@ -63,6 +65,10 @@ pub struct Report {
     pub round_log: Vec<RoundRecord>,
     /// The model's final reply (or the last text of a failed turn).
     pub reply: Option<String>,
+    /// The success check's runs, when the task has a check.
+    pub check: Option<CheckRecord>,
+    /// The task's git worktree after the turn, when `[workspace]` is set.
+    pub workspace: Option<workspace::Record>,
 }
 
 fn json<T: Serialize>(v: &T) -> String {
@@ -75,7 +81,7 @@ pub fn render(r: &Report) -> String {
     let ts = |t: &DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let duration_ms = (r.finished - r.started).num_milliseconds().max(0);
     let fields: Vec<(&str, String)> = vec![
-        ("harness_report", "1".to_string()),
+        ("harness_report", VERSION.to_string()),
         ("run_id", json(&r.run_id)),
         ("vertical", json(&r.vertical)),
         ("task_id", json(&r.task_id)),
@@ -103,6 +109,15 @@ pub fn render(r: &Report) -> String {
         ("harness_version", json(&env!("CARGO_PKG_VERSION"))),
         ("round_log", json(&r.round_log)),
     ];
+    // Only runs that have a check or a workspace carry these lines.
+    let fields = fields.into_iter().chain(
+        [
+            r.check.as_ref().map(|c| ("check", json(c))),
+            r.workspace.as_ref().map(|w| ("workspace", json(w))),
+        ]
+        .into_iter()
+        .flatten(),
+    );
     let mut out = String::from("---\n");
     for (k, v) in fields {
         out.push_str(k);
@@ -122,6 +137,10 @@ pub fn render(r: &Report) -> String {
             "_No reply: the turn ended ({}) before the model produced any text._\n",
             r.stop_reason
         )),
+    }
+    if let Some(check) = &r.check {
+        out.push('\n');
+        out.push_str(&crate::turn::check::section(check));
     }
     out
 }
@@ -234,6 +253,8 @@ mod tests {
                     output_bytes: 3,
                 }],
             }],
+            check: None,
+            workspace: None,
             reply: Some("# Done\n\nAll good.".into()),
         }
     }
@@ -353,8 +374,24 @@ impl Parsed {
     }
 }
 
-/// Parses a REPORT rendered by [`render`]; PURE.
+/// The REPORT format version this harness writes and reads (`harness_report`).
+pub const VERSION: u64 = 1;
+
+/// Every `stop_reason` a REPORT may carry: one per way a turn ends.
+pub const STOP_REASONS: &[&str] = &[
+    "completed",
+    "max_rounds",
+    "budget",
+    "llm_error",
+    "interrupted",
+    "check_failed",
+];
+
+/// Parses a REPORT rendered by [`render`] (CRLF line ends and a leading byte-order mark
+/// accepted, as an editor may save it) and checks its front matter: the version, the fields a write-back needs, each field's
+/// type, a known stop reason; every problem at once. PURE.
 pub fn parse(text: &str) -> Result<Parsed> {
+    let text = text.trim_start_matches('\u{feff}').replace("\r\n", "\n");
     let rest = text
         .strip_prefix("---\n")
         .context("not a harness REPORT: no front matter")?;
@@ -373,10 +410,103 @@ pub fn parse(text: &str) -> Result<Parsed> {
     if !fields.contains_key("harness_report") {
         anyhow::bail!("not a harness REPORT: no harness_report field");
     }
+    let problems = front_matter_problems(&fields);
+    if !problems.is_empty() {
+        anyhow::bail!(
+            "the REPORT's front matter is not valid:\n  {}",
+            problems.join("\n  ")
+        );
+    }
     Ok(Parsed {
         fields,
         body: body.strip_prefix('\n').unwrap_or(body).to_string(),
     })
+}
+
+/// What is wrong with a REPORT's front matter, field by field (PURE).
+fn front_matter_problems(
+    fields: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> Vec<String> {
+    use serde_json::Value;
+    #[derive(Clone, Copy)]
+    enum Ty {
+        Str,
+        NonEmpty,
+        OptStr,
+        Count,
+        OptCount,
+        OptNum,
+        List,
+    }
+    const REQUIRED: &[&str] = &["run_id", "task_id", "source", "stop_reason"];
+    const FIELDS: &[(&str, Ty)] = &[
+        ("run_id", Ty::NonEmpty),
+        ("vertical", Ty::Str),
+        ("task_id", Ty::NonEmpty),
+        ("source", Ty::NonEmpty),
+        ("subject", Ty::Str),
+        ("class", Ty::OptStr),
+        ("tier", Ty::Str),
+        ("model", Ty::Str),
+        ("models_skipped", Ty::List),
+        ("prompt_tokens", Ty::Count),
+        ("completion_tokens", Ty::Count),
+        ("total_tokens", Ty::Count),
+        ("cost_usd", Ty::OptNum),
+        ("rounds", Ty::Count),
+        ("max_rounds", Ty::Count),
+        ("max_total_tokens", Ty::OptCount),
+        ("max_cost_usd", Ty::OptNum),
+        ("stop_reason", Ty::Str),
+        ("error", Ty::OptStr),
+        ("started", Ty::Str),
+        ("finished", Ty::Str),
+        ("duration_ms", Ty::Count),
+        ("backend", Ty::Str),
+        ("sandbox", Ty::Str),
+        ("harness_version", Ty::Str),
+        ("round_log", Ty::List),
+    ];
+    let mut problems = Vec::new();
+    match fields.get("harness_report").and_then(Value::as_u64) {
+        Some(VERSION) => {}
+        _ => problems.push(format!(
+            "harness_report: {} is not a REPORT version this harness reads ({VERSION})",
+            fields["harness_report"]
+        )),
+    }
+    for key in REQUIRED {
+        if !fields.contains_key(*key) {
+            problems.push(format!("{key}: missing"));
+        }
+    }
+    for (key, ty) in FIELDS {
+        let Some(v) = fields.get(*key) else { continue };
+        let (ok, what) = match ty {
+            Ty::Str => (v.is_string(), "a string"),
+            Ty::NonEmpty => (
+                v.as_str().is_some_and(|s| !s.is_empty()),
+                "a non-empty string",
+            ),
+            Ty::OptStr => (v.is_string() || v.is_null(), "a string or null"),
+            Ty::Count => (v.is_u64(), "a whole number, 0 or more"),
+            Ty::OptCount => (v.is_u64() || v.is_null(), "a whole number or null"),
+            Ty::OptNum => (v.is_number() || v.is_null(), "a number or null"),
+            Ty::List => (v.is_array(), "a list"),
+        };
+        if !ok {
+            problems.push(format!("{key}: must be {what}, not {v}"));
+        }
+    }
+    if let Some(reason) = fields.get("stop_reason").and_then(Value::as_str) {
+        if !STOP_REASONS.contains(&reason) {
+            problems.push(format!(
+                "stop_reason: {reason:?} is not one of {}",
+                STOP_REASONS.join(", ")
+            ));
+        }
+    }
+    problems
 }
 
 #[cfg(test)]
@@ -408,6 +538,8 @@ mod parse_tests {
             backend: "b".into(),
             sandbox: "off".into(),
             round_log: vec![],
+            check: None,
+            workspace: None,
             reply: Some("hello\n---\nworld".into()),
         };
         let p = parse(&render(&r)).unwrap();
@@ -416,5 +548,61 @@ mod parse_tests {
         assert_eq!(p.fields["class"], serde_json::Value::Null);
         assert_eq!(p.body, "hello\n---\nworld\n");
         assert!(parse("hello").is_err());
+        // Saved by an editor with CRLF line ends: the same REPORT.
+        let crlf = parse(&render(&r).replace('\n', "\r\n")).unwrap();
+        assert_eq!(crlf, p);
+        let bom = parse(&format!("\u{feff}{}", render(&r).replace('\n', "\r\n"))).unwrap();
+        assert_eq!(bom, p);
+    }
+
+    #[test]
+    fn a_bad_front_matter_is_refused_with_every_problem() {
+        let text = "---\nharness_report: 2\nrun_id: \"\"\nsource: \"redmine\"\nrounds: -1\ncost_usd: \"free\"\nstop_reason: \"done\"\n---\n\nbody\n";
+        let e = parse(text).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "the REPORT's front matter is not valid:
+  harness_report: 2 is not a REPORT version this harness reads (1)
+  task_id: missing
+  run_id: must be a non-empty string, not \"\"
+  cost_usd: must be a number or null, not \"free\"
+  rounds: must be a whole number, 0 or more, not -1
+  stop_reason: \"done\" is not one of completed, max_rounds, budget, llm_error, interrupted, check_failed"
+        );
+    }
+
+    #[test]
+    fn every_stop_reason_of_a_turn_is_known() {
+        use crate::llm::{LlmError, LlmErrorKind};
+        use crate::turn::{BudgetStop, TurnOutcome as T};
+        let outcomes = [
+            T::Completed,
+            T::MaxRounds,
+            T::Budget {
+                stop: BudgetStop::Tokens { used: 1, limit: 1 },
+            },
+            T::LlmFailed {
+                error: LlmError {
+                    kind: LlmErrorKind::Rejected,
+                    message: String::new(),
+                },
+            },
+            T::Interrupted { signal: 15 },
+            T::CheckFailed,
+        ];
+        for o in &outcomes {
+            // Naming every variant: a new way to end a turn does not compile until it is
+            // listed above, and then fails here until STOP_REASONS knows it.
+            let reason = match o {
+                T::Completed
+                | T::MaxRounds
+                | T::Budget { .. }
+                | T::LlmFailed { .. }
+                | T::Interrupted { .. }
+                | T::CheckFailed => o.stop_reason(),
+            };
+            assert!(STOP_REASONS.contains(&reason), "{reason}");
+        }
+        assert_eq!(outcomes.len(), STOP_REASONS.len());
     }
 }

@@ -42,7 +42,7 @@ pub struct Listing {
 
 /// Runs `harness scope`.
 pub async fn scope(args: ScopeArgs, redactor: &mut Redactor) -> Result<Success, Failure> {
-    let cfg = config::load(args.config.clone()).stage(Stage::Config)?;
+    let cfg = config::load(args.config.clone(), redactor).stage(Stage::Config)?;
     let redmine = once::redmine_client(&cfg, &OnceArgs::default(), redactor)?;
     let route = |task: &crate::intake::Task| crate::intake::route(&cfg, task);
     let mut rows = Vec::new();
@@ -52,9 +52,9 @@ pub async fn scope(args: ScopeArgs, redactor: &mut Redactor) -> Result<Success, 
     }
     let listing = listing(rows);
     if args.json {
-        emit(&json(&listing));
+        emit(&json(&listing))?;
     } else {
-        emit(&render(&listing, &cfg));
+        emit(&render(&listing, &cfg))?;
     }
     Ok(Success::Done)
 }

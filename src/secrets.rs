@@ -1,11 +1,19 @@
-//! Secrets, PURE parsing plus a thin env/file adapter: key refs (`env:`, `file:`, `literal:`,
-//! `bw:`) in, [`Secret`] values out, and the [`Redactor`] that masks them in any text.
+//! Secrets, PURE parsing plus a thin env/file/process adapter: key refs (`env:`, `file:`,
+//! `literal:`, `bw:`) in, [`Secret`] values out, and the [`Redactor`] that masks them, and
+//! their common encodings ([`encodings`]), in any text.
 //!
 //! A resolved secret never reaches `Debug`, `Display`, a log line, an error or a REPORT: the
 //! only way to its text is [`Secret::expose`], called by the HTTP layer and the redactor.
+//! An `env:` key leaves the process environment once read ([`KeyRef::resolve`]), and the
+//! process is not dumpable ([`forbid_dumping`]), so no other process of the same user can
+//! read the key from its memory or `/proc`.
 
+pub mod encodings;
+
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
 
@@ -91,10 +99,13 @@ impl KeyRef {
         }
     }
 
-    /// Resolves the ref now. `what` names the secret in errors (`litellm key`).
+    /// Resolves the ref now. `what` names the secret in errors (`litellm key`). An `env:`
+    /// variable is removed from the process environment once read: no child started later
+    /// can inherit it, whatever its environment filter; a second ref to the same name gets
+    /// the value taken the first time.
     pub fn resolve(&self, what: &str) -> Result<Secret> {
         let value = match self {
-            KeyRef::Env(name) => match std::env::var(name) {
+            KeyRef::Env(name) => match take_env(name) {
                 Ok(v) => v,
                 Err(std::env::VarError::NotPresent) => {
                     bail!("{what}: environment variable {name} is not set")
@@ -104,7 +115,7 @@ impl KeyRef {
                 }
             },
             KeyRef::File(path) => {
-                let text = std::fs::read_to_string(path)
+                let text = crate::bounded::read_text(path, crate::bounded::KEY_FILE_MAX)
                     .with_context(|| format!("{what}: cannot read key file {}", path.display()))?;
                 text.trim_end_matches(['\n', '\r']).to_string()
             }
@@ -120,6 +131,35 @@ impl KeyRef {
     }
 }
 
+/// `env:` values already taken out of the environment, by variable name. The environment is
+/// process-wide state already; this moves a key out of it into memory that no child inherits
+/// and `/proc/PID/environ` does not show. (That file still shows the environment the process
+/// started with; [`forbid_dumping`] makes it readable by root alone.)
+static TAKEN: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+
+fn take_env(name: &str) -> Result<String, std::env::VarError> {
+    let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(v) = taken.get(name) {
+        return Ok(v.clone());
+    }
+    let value = std::env::var(name)?;
+    // Keys are read early, before the runtime starts threads that read the environment.
+    std::env::remove_var(name);
+    taken.insert(name.to_string(), value.clone());
+    Ok(value)
+}
+
+/// Marks this process non-dumpable: other processes of the same user can no longer attach to
+/// it, read its memory or its `/proc/PID/environ`, and it leaves no core dump. Children get
+/// the usual setting back when they exec.
+pub fn forbid_dumping() -> std::io::Result<()> {
+    // SAFETY: PR_SET_DUMPABLE takes an integer and touches no memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn is_env_name(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
@@ -127,15 +167,25 @@ fn is_env_name(s: &str) -> bool {
 }
 
 /// Masks every known secret in text, longest first so a secret that contains another is
-/// masked whole.
+/// masked whole, then their encoded forms ([`encodings`]: reversed, hex, base64, separated).
+/// Clones share their secrets: one added later (a key resolved after the narration started)
+/// is masked by every clone, the stderr narration's included.
 #[derive(Clone, Default)]
 pub struct Redactor {
+    masks: std::sync::Arc<std::sync::RwLock<Masks>>,
+}
+
+/// What a [`Redactor`] masks: the plain strings, longest first, and one matcher for the
+/// encoded forms of every secret.
+#[derive(Default)]
+struct Masks {
     secrets: Vec<String>,
+    encoded: Option<aho_corasick::AhoCorasick>,
 }
 
 impl fmt::Debug for Redactor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Redactor({} secrets)", self.secrets.len())
+        write!(f, "Redactor({} secrets)", self.read().secrets.len())
     }
 }
 
@@ -143,38 +193,81 @@ impl fmt::Debug for Redactor {
 pub const MASK: &str = "[redacted]";
 
 impl Redactor {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Masks> {
+        // A panic while adding cannot leave the masks half-written (built, then assigned).
+        self.masks.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn insert(&self, s: &str) {
+        let mut masks = self.masks.write().unwrap_or_else(|e| e.into_inner());
+        if !masks.secrets.iter().any(|x| x == s) {
+            masks.secrets.push(s.to_string());
+            masks.secrets.sort_by_key(|x| std::cmp::Reverse(x.len()));
+            // The in-place URL markers (`:pw@`) are not secrets of their own to encode.
+            let forms: Vec<Vec<u8>> = masks
+                .secrets
+                .iter()
+                .filter(|x| !is_url_marker(x))
+                .flat_map(|x| encodings::forms(x))
+                .collect();
+            masks.encoded = encodings::matcher(&forms);
+        }
+    }
+
     /// Adds a secret to mask from now on.
     pub fn add(&mut self, secret: &Secret) {
         let s = secret.expose();
         // Very short values would mask ordinary text everywhere; resolve() refuses empty ones
         // and a 1-3 character key is not a credential anyone should rely on.
-        if s.len() >= 4 && !self.secrets.iter().any(|x| x == s) {
-            self.secrets.push(s.to_string());
-            self.secrets.sort_by_key(|x| std::cmp::Reverse(x.len()));
+        if s.len() >= 4 {
+            self.insert(s);
+        }
+    }
+
+    /// Masks the password of `url` (`http://user:PASSWORD@host`), as written and as
+    /// percent-decoded: on its own (when long enough to be told from ordinary text) and
+    /// always where it stands in a URL, so `http://user:[redacted]@host` is all that shows.
+    pub fn add_url(&mut self, url: &str) {
+        for password in url_passwords(url) {
+            if password.len() >= 4 {
+                self.insert(&password);
+            } else {
+                self.insert(&format!(":{password}@"));
+            }
         }
     }
 
     /// True when no secret is registered.
     pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty()
+        self.read().secrets.is_empty()
     }
 
-    /// Returns `text` with every secret replaced by `[redacted]`.
+    /// Returns `text` with every secret, and every encoded form of one, replaced by
+    /// `[redacted]`.
     pub fn redact(&self, text: &str) -> String {
+        let masks = self.read();
         let mut out = text.to_string();
-        for s in &self.secrets {
+        for s in &masks.secrets {
+            if is_url_marker(s) {
+                // A short URL password: masked in place, the user name and host kept.
+                out = out.replace(s.as_str(), &format!(":{MASK}@"));
+                continue;
+            }
             if out.contains(s.as_str()) {
                 out = out.replace(s.as_str(), MASK);
             }
         }
-        out
+        match &masks.encoded {
+            Some(matcher) => encodings::mask(&out, matcher, MASK),
+            None => out,
+        }
     }
 
     /// Length of the longest suffix of `text` that is a proper prefix of some secret: text
     /// that a cut could leave as the first half of a secret.
     pub fn dangling_prefix_len(&self, text: &str) -> usize {
         let mut best = 0;
-        for s in &self.secrets {
+        for s in self.read().secrets.iter() {
             for (i, _) in s.char_indices().skip(1) {
                 if i > best && text.ends_with(&s[..i]) {
                     best = i;
@@ -188,7 +281,7 @@ impl Redactor {
     /// that a cut could leave as the second half of a secret.
     pub fn dangling_suffix_len(&self, text: &str) -> usize {
         let mut best = 0;
-        for s in &self.secrets {
+        for s in self.read().secrets.iter() {
             for (i, _) in s.char_indices().skip(1) {
                 let tail = &s[i..];
                 if tail.len() > best && text.starts_with(tail) {
@@ -198,6 +291,63 @@ impl Redactor {
         }
         best
     }
+}
+
+/// A short URL password kept as `:PASSWORD@`, masked only where it stands in a URL.
+fn is_url_marker(s: &str) -> bool {
+    s.starts_with(':') && s.ends_with('@')
+}
+
+/// `url` with the password of its userinfo replaced by `[redacted]`, for messages about a
+/// URL that is not valid yet (PURE).
+pub fn masked_url(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(password) = url_passwords(url).first() {
+        out = out.replace(&format!(":{password}@"), &format!(":{MASK}@"));
+    }
+    out
+}
+
+/// The password of a URL's userinfo, as written and percent-decoded (PURE).
+fn url_passwords(url: &str) -> Vec<String> {
+    let Some((_, rest)) = url.split_once("://") else {
+        return Vec::new();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let Some((userinfo, _)) = authority.rsplit_once('@') else {
+        return Vec::new();
+    };
+    let Some((_, password)) = userinfo.split_once(':') else {
+        return Vec::new();
+    };
+    if password.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![password.to_string()];
+    let decoded = percent_decode(password);
+    if decoded != password && !decoded.is_empty() {
+        out.push(decoded);
+    }
+    out
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -297,6 +447,59 @@ mod tests {
             r.redact("x abcdefgh y abcd z"),
             "x [redacted] y [redacted] z"
         );
+    }
+
+    #[test]
+    fn url_passwords_are_masked_in_place_and_everywhere() {
+        let mut r = Redactor::default();
+        r.add_url("http://bot:s3cr%40t-pw@127.0.0.1:4000/v1");
+        r.add_url("http://me:ab@localhost/");
+        r.add_url("http://nopassword@host/ and http://host:80/x");
+        let shared = r.clone();
+        assert_eq!(
+            shared.redact("GET http://bot:s3cr%40t-pw@127.0.0.1:4000/v1/models: s3cr@t-pw"),
+            "GET http://bot:[redacted]@127.0.0.1:4000/v1/models: [redacted]"
+        );
+        assert_eq!(
+            r.redact("http://me:ab@localhost/ about ab"),
+            "http://me:[redacted]@localhost/ about ab"
+        );
+        assert_eq!(url_passwords("http://u@h:1/a:b@c"), Vec::<String>::new());
+        assert_eq!(masked_url("http://u:p w@h/?x"), "http://u:[redacted]@h/?x");
+        assert_eq!(url_passwords("http://u:p%zz@h"), vec!["p%zz".to_string()]);
+    }
+
+    #[test]
+    fn clones_share_what_is_added_later() {
+        let mut r = Redactor::default();
+        let narration = r.clone();
+        r.add(&Secret::new("sk-later-added"));
+        assert_eq!(narration.redact("x sk-later-added"), "x [redacted]");
+    }
+
+    #[test]
+    fn redactor_masks_encoded_forms_everywhere_it_is_used() {
+        let mut r = Redactor::default();
+        r.add(&Secret::new("sk-canary-0123456789"));
+        assert_eq!(r.redact("a 9876543210-yranac-ks b"), "a [redacted] b");
+        assert_eq!(
+            r.redact("x c2stY2FuYXJ5LTAxMjM0NTY3ODk= y"),
+            // The last character also holds bits of whatever follows the key: not masked.
+            "x [redacted]k= y"
+        );
+        assert_eq!(r.redact("plain text stays"), "plain text stays");
+    }
+
+    #[test]
+    fn env_keys_leave_the_environment_once_read() {
+        // A name no other test uses: the environment is shared by the test threads.
+        let name = "HARNESS_TEST_SECRETS_TAKE_ENV";
+        std::env::set_var(name, "sk-canary-env-taken");
+        let first = KeyRef::Env(name.into()).resolve("k").unwrap();
+        assert_eq!(first.expose(), "sk-canary-env-taken");
+        assert!(std::env::var_os(name).is_none());
+        let again = KeyRef::Env(name.into()).resolve("k").unwrap();
+        assert_eq!(again, first);
     }
 
     #[test]

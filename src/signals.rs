@@ -89,6 +89,17 @@ impl Interrupt {
         }
     }
 
+    /// Runs `stage` unless a signal comes first: `Err(signal)` when one was received before
+    /// or while it ran (the stage's future is dropped then). The stages before the turn run
+    /// under this, so a signal there is honoured at once.
+    pub async fn or_signal<F: std::future::Future>(&self, stage: F) -> Result<F::Output, i32> {
+        tokio::select! {
+            biased;
+            signal = self.wait() => Err(signal),
+            out = stage => Ok(out),
+        }
+    }
+
     /// Resolves with the signal number once one has been received.
     pub async fn wait(&self) -> i32 {
         loop {
@@ -150,5 +161,17 @@ mod tests {
         i.trigger(2);
         assert_eq!(waiter.await.unwrap(), 15);
         assert_eq!(i.wait().await, 15);
+    }
+
+    #[tokio::test]
+    async fn or_signal_drops_a_stage_that_a_signal_overtakes() {
+        let i = Interrupt::new();
+        assert_eq!(i.or_signal(async { 7 }).await, Ok(7));
+        let j = i.clone();
+        tokio::spawn(async move { j.trigger(1) });
+        let never = std::future::pending::<()>();
+        assert_eq!(i.or_signal(never).await, Err(1));
+        // A signal already received stops even a stage that is ready at once.
+        assert_eq!(i.or_signal(async { 7 }).await, Err(1));
     }
 }

@@ -39,6 +39,9 @@ pub fn render_note(report: &Parsed, max_chars: usize, attached: Option<&str>) ->
     if !report.str("error").is_empty() {
         note.push_str(&format!("**Error:** {}\n", report.str("error")));
     }
+    if let Some(ws) = f.get("workspace").filter(|w| w.is_object()) {
+        note.push_str(&workspace_line(ws));
+    }
     note.push('\n');
     let body = report.body.trim_end();
     match attached {
@@ -56,6 +59,30 @@ pub fn render_note(report: &Parsed, max_chars: usize, attached: Option<&str>) ->
         }
     }
     note
+}
+
+/// The note's line about the task's branch: where it is, its commit, the patch, the push.
+fn workspace_line(ws: &serde_json::Value) -> String {
+    let s = |k: &str| ws.get(k).and_then(|v| v.as_str()).unwrap_or("");
+    let commit: String = s("commit").chars().take(12).collect();
+    let mut line = format!(
+        "**Branch:** `{}` at `{commit}` (from `{}`)",
+        s("branch"),
+        s("base")
+    );
+    if ws.get("pushed").and_then(|v| v.as_bool()) == Some(true) {
+        line.push_str(&format!(", pushed to `{}`", s("remote")));
+    } else if !s("remote").is_empty() {
+        line.push_str(", **not pushed**");
+    }
+    if !s("patch").is_empty() {
+        line.push_str(&format!(", patch `{}`", s("patch")));
+    }
+    line.push('\n');
+    if !s("error").is_empty() {
+        line.push_str(&format!("**Workspace error:** {}\n", s("error")));
+    }
+    line
 }
 
 /// Whether a REPORT's reply must go as an attachment.
@@ -198,5 +225,33 @@ mod tests {
         );
         assert!(note.len() < 2500);
         assert_eq!(marker_run(&note, REPORT_MARKER).as_deref(), Some("r-1"));
+    }
+
+    #[test]
+    fn the_note_names_the_branch_commit_push_and_patch() {
+        let text = "---\nharness_report: 1\nrun_id: \"r-1\"\nsource: \"redmine\"\ntask_id: \"7\"\nstop_reason: \"completed\"\nworkspace: {\"branch\":\"harness/v-7\",\"base\":\"main\",\"commit\":\"0123456789abcdef\",\"committed\":true,\"patch\":\"/r/REPORT-v-7.patch\",\"pushed\":true,\"remote\":\"origin\",\"error\":null}\n---\n\nok\n";
+        let note = render_note(&crate::report::parse(text).unwrap(), 100, None);
+        assert!(
+            note.contains("**Branch:** `harness/v-7` at `0123456789ab` (from `main`), pushed to `origin`, patch `/r/REPORT-v-7.patch`\n"),
+            "{note}"
+        );
+        let failed = text
+            .replace("\"pushed\":true", "\"pushed\":false")
+            .replace("\"error\":null", "\"error\":\"push refused\"");
+        let note = render_note(&crate::report::parse(&failed).unwrap(), 100, None);
+        assert!(note.contains(", **not pushed**, patch"), "{note}");
+        assert!(
+            note.contains("**Workspace error:** push refused\n"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn only_a_completed_turn_is_done_a_failed_check_is_failed() {
+        let text = "vertical = \"v\"\n[litellm]\nreplay = \"c.json\"\n[models]\ndefault_tier = \"t\"\nt = \"m\"\n[redmine]\nurl = \"http://127.0.0.1:3000\"\nkey_ref = \"env:K\"\nscope_query = \"x=1\"\n[redmine.writeback]\nstatus_done = \"Resolved\"\nstatus_failed = \"Feedback\"\n";
+        let cfg = crate::config::parse(text, std::path::Path::new("/h/harness.toml")).unwrap();
+        let rm = cfg.redmine.unwrap();
+        assert_eq!(target_status(&rm, "completed"), Some("Resolved"));
+        assert_eq!(target_status(&rm, "check_failed"), Some("Feedback"));
     }
 }

@@ -1,4 +1,4 @@
-//! End-to-end tests of `harness gate`: the shared case table (tests/data/gate_cases.txt, also
+//! End-to-end tests of `harness gate`: the shared case tables (tests/data/gate_cases/*.txt, also
 //! the gate's unit table) through the built binary, plus the output shapes and exit codes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -9,7 +9,6 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 const POLICIES: &str = include_str!("data/gate_policies.toml");
-const CASES: &str = include_str!("data/gate_cases.txt");
 
 /// A config that `harness gate` loads: the required keys plus one `[tools.bash]` table.
 fn config_text(bash: &toml::Table) -> String {
@@ -51,9 +50,21 @@ struct Case {
     command: String,
 }
 
+/// Every case of every `*.txt` file in tests/data/gate_cases/ (one file per subject).
 fn cases() -> Vec<Case> {
-    CASES
-        .lines()
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gate_cases");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 15, "only {} case files", files.len());
+    let text: String = files
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap() + "\n")
+        .collect();
+    text.lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .map(|line| {
             let f: Vec<&str> = line.splitn(4, ' ').collect();
@@ -64,7 +75,7 @@ fn cases() -> Vec<Case> {
                 command: serde_json::from_str(f[3]).unwrap(),
             }
         })
-        .collect()
+        .collect::<Vec<_>>()
 }
 
 /// One config file per policy of gate_policies.toml, in `dir`.

@@ -11,21 +11,6 @@ use std::path::Path;
 use common::*;
 use serde_json::json;
 
-/// Whether this kernel has Landlock; says so loudly when it does not (CI's kernel has it).
-fn landlock() -> bool {
-    match harness::tools::sandbox::kernel_abi() {
-        Ok(_) => true,
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must run on a kernel with Landlock: {why}"
-            );
-            eprintln!("SKIPPED: Landlock tests: {why}");
-            false
-        }
-    }
-}
-
 /// The standard config plus `touch`, `./scripts/**` and these `[tools.bash]` keys.
 fn workspace(llm: &Llm, bash_keys: &str) -> Workspace {
     let keys = bash_keys.to_string();
@@ -51,12 +36,6 @@ fn workspace(llm: &Llm, bash_keys: &str) -> Workspace {
     std::fs::create_dir(ws.path().join("outside")).unwrap();
     std::os::unix::fs::symlink(ws.path().join("outside"), ws.path().join("work/link")).unwrap();
     ws
-}
-
-fn script(path: &Path, body: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, format!("#!/bin/bash\n{body}\n")).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 #[test]

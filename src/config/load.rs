@@ -1,11 +1,13 @@
 //! Config stage, the file read (filesystem adapter): which file (`--config`, else
-//! `$HARNESS_CONFIG`, else `./harness.toml`) and its text, handed to the PURE [`super::parse`].
+//! `$HARNESS_CONFIG`, else `./harness.toml`) and its text (a regular file of at most
+//! [`crate::bounded::CONFIG_MAX`]), handed to the PURE [`super::parse`].
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 
 use super::Config;
+use crate::secrets::Redactor;
 
 /// `--config`, else `$HARNESS_CONFIG`, else `./harness.toml`.
 fn config_path(flag: Option<PathBuf>) -> PathBuf {
@@ -14,13 +16,24 @@ fn config_path(flag: Option<PathBuf>) -> PathBuf {
 }
 
 /// Reads and validates the config file; the error names the file and how to choose another.
-pub fn load(flag: Option<PathBuf>) -> anyhow::Result<Config> {
+/// A password in a URL (`[litellm].base_url`, `[redmine].url`) is masked by `redactor` from
+/// here on, in every output.
+pub fn load(flag: Option<PathBuf>, redactor: &mut Redactor) -> anyhow::Result<Config> {
     let path = config_path(flag);
-    let text = std::fs::read_to_string(&path).with_context(|| {
+    let text = crate::bounded::read_text(&path, crate::bounded::CONFIG_MAX).with_context(|| {
         format!(
             "cannot read config {} (use --config PATH or HARNESS_CONFIG; harness.toml.example documents every key)",
             path.display()
         )
     })?;
-    Ok(super::parse(&text, &path)?)
+    let cfg = super::parse(&text, &path)?;
+    for url in cfg
+        .litellm
+        .base_url
+        .iter()
+        .chain(cfg.redmine.iter().map(|r| &r.url))
+    {
+        redactor.add_url(url);
+    }
+    Ok(cfg)
 }

@@ -12,8 +12,10 @@ use std::time::Duration;
 use crate::secrets::KeyRef;
 use crate::tools::gate::Policy;
 
+mod code;
 mod load;
 mod raw;
+mod schema;
 mod validate;
 
 pub use load::load;
@@ -47,6 +49,10 @@ pub struct Config {
     pub budget: BudgetConfig,
     /// The bash tool and its gate.
     pub bash: BashConfig,
+    /// `[tools.files]`: the in-process file tools.
+    pub files: FilesConfig,
+    /// `[prompt]`: what goes into the system prompt besides harness's own text.
+    pub prompt: PromptConfig,
     /// The issue `--demo` runs.
     pub demo: DemoConfig,
     /// `[metrics] textfile`: the node_exporter textfile each run updates (default: none).
@@ -56,6 +62,10 @@ pub struct Config {
     /// `[intake] order`: the configured task sources, asked in this order (default: inbox,
     /// then redmine).
     pub intake_order: Vec<SourceName>,
+    /// `[check]`: the success check run when the model says it is done.
+    pub check: CheckConfig,
+    /// `[workspace]`: a git worktree per task, when configured.
+    pub workspace: Option<WorkspaceConfig>,
 }
 
 /// `[inbox]`: a directory of `*.md` task files.
@@ -85,6 +95,56 @@ impl SourceName {
             SourceName::Redmine => "redmine",
         }
     }
+}
+
+/// `[check]` and `[check.classes.<class>]`: the operator's success check, resolved per class.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CheckConfig {
+    /// The check of tasks whose class has no override (`None`: no check).
+    pub default: Option<CheckSpec>,
+    /// Per task class: the top-level keys with the class's own keys over them.
+    pub classes: BTreeMap<String, CheckSpec>,
+}
+
+impl CheckConfig {
+    /// The check a task of `class` gets, if any.
+    pub fn for_class(&self, class: Option<&str>) -> Option<&CheckSpec> {
+        class
+            .and_then(|c| self.classes.get(c))
+            .or(self.default.as_ref())
+    }
+
+    /// Whether any task gets a check.
+    pub fn any(&self) -> bool {
+        self.default.is_some() || !self.classes.is_empty()
+    }
+}
+
+/// One resolved success check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckSpec {
+    /// Run as `bash -c` in the work tree; set by the operator, never by task text.
+    pub command: String,
+    /// Wall-clock bound for one run of the check (default 600 s).
+    pub timeout: Duration,
+    /// Runs of the check per turn before the turn stops with `check_failed` (default 3).
+    pub max_attempts: u32,
+    /// Bytes of the check's output (head and tail) sent back to the model (default 8192).
+    pub feedback_bytes: usize,
+}
+
+/// `[workspace]`: each task works in its own git worktree of `repo`, on its own branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceConfig {
+    /// The git repository the worktrees belong to (resolved against the config's directory).
+    pub repo: PathBuf,
+    /// The branch a task's branch starts from; never modified. Required.
+    pub base: String,
+    /// The task branch's name, with `{vertical}` and `{task_id}` (default
+    /// `harness/{vertical}-{task_id}`).
+    pub branch: String,
+    /// The remote the branch is pushed to after the turn (default: no push).
+    pub push: Option<String>,
 }
 
 /// `[litellm]`: the OpenAI-compatible endpoint.
@@ -178,6 +238,96 @@ pub struct BashConfig {
     /// Directories a confined command may write besides the work root and its private temp
     /// dir (absolute, resolved against the config's directory; default none).
     pub write_roots: Vec<PathBuf>,
+    /// What a confined command may read besides the work root, its private temp dir and the
+    /// write roots (default: [`ReadRoot::System`] alone).
+    pub read_roots: Vec<ReadRoot>,
+    /// Unix sockets a confined command may reach with `network = false` (default none: no
+    /// Unix socket can be created). The kernel cannot hold a command to these names; see
+    /// `tools::sandbox`.
+    pub unix_sockets: Vec<PathBuf>,
+    /// Paths no confined command may read, whatever the read roots say: the config file,
+    /// every `file:` key, the report dir (and the cassette a run records, added by `once`).
+    pub never_read: Vec<NeverRead>,
+}
+
+impl NeverRead {
+    /// The cassette `once --record` writes: it holds the whole conversation.
+    pub fn cassette(path: &Path) -> NeverRead {
+        NeverRead {
+            path: path.to_path_buf(),
+            what: "the cassette being recorded".to_string(),
+            may_share_work_root: true,
+        }
+    }
+}
+
+/// One `[tools.bash].read_roots` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadRoot {
+    /// `"@system"`: the system's program, library and data dirs and the few files under
+    /// `/etc`, `/dev`, `/proc` and `/sys` that programs need (`tools::sandbox::reads::SYSTEM`).
+    System,
+    /// A file or directory, resolved against the config's directory.
+    Path(PathBuf),
+}
+
+/// A path commands must never read, and what it is (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NeverRead {
+    /// The path, as configured.
+    pub path: PathBuf,
+    /// `the config file`, `the key file of [litellm].key_ref`, ...
+    pub what: String,
+    /// Whether it may sit inside the work root, hidden from reads there (the config file,
+    /// the report dir, a cassette) rather than refused (a key file).
+    pub may_share_work_root: bool,
+}
+
+/// `[tools.files]`: `read_file`, `write_file` and `edit_file`, run in-process inside the
+/// work root (a kernel-enforced jail), not through the gate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilesConfig {
+    /// Whether the model is offered the file tools (default false).
+    pub enabled: bool,
+    /// Bytes of file text one `read_file` call returns; longer reads are paged (default 65536).
+    pub max_read_bytes: usize,
+    /// Largest file `write_file` writes and `edit_file` edits, in bytes (default 1048576).
+    pub max_write_bytes: usize,
+    /// Extra places the file tools neither read nor write, as globs relative to the work root
+    /// (default none); dotfiles, `.git/` and the gate's build files are always protected.
+    pub protect: Vec<String>,
+}
+
+impl Default for FilesConfig {
+    fn default() -> Self {
+        FilesConfig {
+            enabled: false,
+            max_read_bytes: 65_536,
+            max_write_bytes: 1_048_576,
+            protect: Vec::new(),
+        }
+    }
+}
+
+/// `[prompt]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptConfig {
+    /// Bytes of the work root's `AGENTS.md` put into the system prompt; a longer file is cut
+    /// and says so; 0 leaves it out (default 16384).
+    pub agents_max_bytes: usize,
+    /// A directory beneath the work root holding one Markdown file per skill, listed in the
+    /// system prompt by name and description (default none). Relative, no `..`, no dot
+    /// directory, so the model can read a skill's file with the file tools.
+    pub skills_dir: Option<String>,
+}
+
+impl Default for PromptConfig {
+    fn default() -> Self {
+        PromptConfig {
+            agents_max_bytes: 16_384,
+            skills_dir: None,
+        }
+    }
 }
 
 /// `[tools.bash].sandbox`: whether commands run under Landlock.
@@ -328,10 +478,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
     };
     let mut unknown = Vec::new();
     let deserializer = toml::Deserializer::new(text);
-    let raw: RawConfig = serde_ignored::deserialize(deserializer, |p| {
+    let raw: RawConfig = match serde_ignored::deserialize(deserializer, |p| {
         unknown.push(format!("{}: unknown key", key_label(&p.to_string())))
-    })
-    .map_err(|e| fail(vec![e.to_string().trim_end().to_string()]))?;
+    }) {
+        Ok(raw) => raw,
+        Err(e) => {
+            return Err(fail(
+                type_problems(text).unwrap_or_else(|| vec![e.to_string().trim_end().to_string()]),
+            ))
+        }
+    };
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -346,6 +502,21 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
     } else {
         Err(fail(v.problems))
     }
+}
+
+/// When the raw layer refused `text`: every type error, each with its key, and every unknown
+/// key, all at once ([`schema::check`]); `None` when the file is not TOML or has no type
+/// error (then serde's own message says what is wrong).
+fn type_problems(text: &str) -> Option<Vec<String>> {
+    let mut doc: toml::Table = text.parse().ok()?;
+    let mut problems = schema::check(&mut doc);
+    if problems.is_empty() {
+        return None;
+    }
+    let _: Result<RawConfig, _> = serde_ignored::deserialize(toml::Value::Table(doc), |p| {
+        problems.push(format!("{}: unknown key", key_label(&p.to_string())))
+    });
+    Some(problems)
 }
 
 /// `tools.bash.alow` -> `[tools.bash].alow`; `vertcal` -> `vertcal`.

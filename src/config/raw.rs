@@ -22,6 +22,9 @@ pub(super) struct RawConfig {
     pub(super) metrics: Option<RawMetrics>,
     pub(super) inbox: Option<RawInbox>,
     pub(super) intake: Option<RawIntake>,
+    pub(super) prompt: Option<RawPrompt>,
+    pub(super) check: Option<RawCheck>,
+    pub(super) workspace: Option<RawWorkspace>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -38,6 +41,37 @@ pub(super) struct RawIntake {
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawMetrics {
     pub(super) textfile: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawCheck {
+    pub(super) command: Option<String>,
+    pub(super) timeout_secs: Option<i64>,
+    pub(super) max_attempts: Option<i64>,
+    pub(super) feedback_bytes: Option<i64>,
+    pub(super) classes: Option<BTreeMap<String, RawCheckClass>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawCheckClass {
+    pub(super) command: Option<String>,
+    pub(super) timeout_secs: Option<i64>,
+    pub(super) max_attempts: Option<i64>,
+    pub(super) feedback_bytes: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawWorkspace {
+    pub(super) repo: Option<String>,
+    pub(super) base: Option<String>,
+    pub(super) branch: Option<String>,
+    pub(super) push: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawPrompt {
+    pub(super) agents_max_bytes: Option<i64>,
+    pub(super) skills_dir: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -115,6 +149,15 @@ pub(super) enum RawTier {
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawTools {
     pub(super) bash: Option<RawBash>,
+    pub(super) files: Option<RawFiles>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawFiles {
+    pub(super) enabled: Option<bool>,
+    pub(super) max_read_bytes: Option<i64>,
+    pub(super) max_write_bytes: Option<i64>,
+    pub(super) protect: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -131,6 +174,8 @@ pub(super) struct RawBash {
     pub(super) sandbox: Option<String>,
     pub(super) network: Option<bool>,
     pub(super) write_roots: Option<Vec<String>>,
+    pub(super) read_roots: Option<Vec<String>>,
+    pub(super) unix_sockets: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

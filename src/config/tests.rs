@@ -178,6 +178,30 @@ fn type_errors_name_the_key() {
 }
 
 #[test]
+fn type_errors_are_all_reported_at_once_in_words_with_unknown_keys() {
+    let text = format!(
+        "{}\n[loop]\nmax_rounds = \"eight\"\nmax_round = 3\n[tools.bash]\ntimeout_secs = true\n",
+        MINIMAL.replace("[models]\n", "[models]\nmopac-code = 5\n")
+    );
+    let p = problems(&text);
+    assert_eq!(
+        p,
+        vec![
+            "[loop].max_rounds: must be a whole number, not a string (\"eight\")".to_string(),
+            "[models].mopac-code: must be a model name or a list of model names, not a whole number (5)".to_string(),
+            "[tools.bash].timeout_secs: must be a whole number, not true".to_string(),
+            "[loop].max_round: unknown key".to_string(),
+        ]
+    );
+    for p in &p {
+        assert!(
+            !p.contains("i64") && !p.contains("untagged") && !p.contains("RawTier"),
+            "{p}"
+        );
+    }
+}
+
+#[test]
 fn paths_are_cleaned() {
     assert_eq!(
         clean_path(Path::new("examples/demo/../../reports")),
@@ -357,5 +381,111 @@ fn inbox_intake_order_and_metrics_are_validated_by_key() {
             "[intake].order: unknown source \"jira\" (the sources are \"inbox\" and \"redmine\")",
             "[intake].order: leaves out \"redmine\", which is configured",
         ]
+    );
+}
+
+#[test]
+fn read_roots_unix_sockets_and_the_paths_never_read() {
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.bash.read_roots, vec![ReadRoot::System]);
+    assert!(c.bash.unix_sockets.is_empty());
+    let text = MINIMAL.replace("env:HARNESS_LITELLM_KEY", "file:keys/llm")
+        + "[tools.bash]\nread_roots = [\"@system\", \"/opt/tools\", \"lib\"]\nunix_sockets = [\"/run/docker.sock\"]\n";
+    let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(
+        c.bash.read_roots,
+        vec![
+            ReadRoot::System,
+            ReadRoot::Path(PathBuf::from("/opt/tools")),
+            ReadRoot::Path(PathBuf::from("/etc/h/lib")),
+        ]
+    );
+    assert_eq!(c.bash.unix_sockets, vec![PathBuf::from("/run/docker.sock")]);
+    let never: Vec<(String, bool)> = c
+        .bash
+        .never_read
+        .iter()
+        .map(|n| (n.path.display().to_string(), n.may_share_work_root))
+        .collect();
+    assert_eq!(
+        never,
+        vec![
+            ("/etc/h/harness.toml".to_string(), true),
+            ("/etc/h/reports".to_string(), true),
+            ("/etc/h/keys/llm".to_string(), false),
+        ]
+    );
+    let bad = MINIMAL.to_string() + "[tools.bash]\nread_roots = [\"@home\", \"\"]\n";
+    assert_eq!(
+        problems(&bad),
+        vec![
+            "[tools.bash].read_roots[0]: \"@home\": the only @ name is \"@system\"".to_string(),
+            "[tools.bash].read_roots[1]: must not be empty".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn file_tool_keys_default_and_validate() {
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.files, FilesConfig::default());
+    assert!(!c.files.enabled);
+    let text = format!(
+        "{MINIMAL}\n[tools.files]\nenabled = true\nmax_read_bytes = 2048\nmax_write_bytes = 4096\nprotect = [\"secrets\", \"*.pem\"]\n"
+    );
+    let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(
+        c.files,
+        FilesConfig {
+            enabled: true,
+            max_read_bytes: 2048,
+            max_write_bytes: 4096,
+            protect: vec!["secrets".into(), "*.pem".into()],
+        }
+    );
+    let text = format!(
+        "{MINIMAL}\n[tools.bash]\nenabled = false\n[tools.files]\nenabled = true\nmax_read_bytes = 10\nprotect = [\"\", \"/etc\", \"a/../b\"]\nmax = 1\n"
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "[tools.files].max: unknown key".to_string(),
+            "[tools.files].protect[0]: must not be empty".to_string(),
+            "[tools.files].protect[1]: must be relative to the work root, without `..`, got \"/etc\"".to_string(),
+            "[tools.files].protect[2]: must be relative to the work root, without `..`, got \"a/../b\"".to_string(),
+            "[tools.files].max_read_bytes: must be between 1024 and 16777216, got 10".to_string(),
+            "[tools.files].enabled: the file tools come with the tool set: they need [tools.bash] enabled = true".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn prompt_keys_default_and_validate() {
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.prompt.agents_max_bytes, 16_384);
+    let text = format!("{MINIMAL}\n[prompt]\nagents_max_bytes = 0\n");
+    assert_eq!(
+        parse(&text, Path::new("/etc/h/harness.toml"))
+            .unwrap()
+            .prompt
+            .agents_max_bytes,
+        0
+    );
+    let text = format!("{MINIMAL}\n[prompt]\nagents_max_bytes = -1\n");
+    assert_eq!(
+        problems(&text),
+        vec!["[prompt].agents_max_bytes: must be between 0 and 1048576, got -1".to_string()]
+    );
+}
+
+#[test]
+fn a_bad_url_is_quoted_without_its_password() {
+    let text = MINIMAL.replace(
+        "http://127.0.0.1:4000/v1",
+        "http://bot:hunter2 x@127.0.0.1:4000/v1?q",
+    );
+    assert_eq!(
+        problems(&text),
+        vec!["[litellm].base_url: must be a plain base URL, got \"http://bot:[redacted]@127.0.0.1:4000/v1?q\"".to_string()]
     );
 }

@@ -14,11 +14,18 @@ pub(super) struct Validator {
 }
 
 impl Validator {
-    fn problem(&mut self, key: &str, msg: impl std::fmt::Display) {
+    pub(super) fn problem(&mut self, key: &str, msg: impl std::fmt::Display) {
         self.problems.push(format!("{key}: {msg}"));
     }
 
-    fn int_in(&mut self, key: &str, v: Option<i64>, default: i64, lo: i64, hi: i64) -> i64 {
+    pub(super) fn int_in(
+        &mut self,
+        key: &str,
+        v: Option<i64>,
+        default: i64,
+        lo: i64,
+        hi: i64,
+    ) -> i64 {
         match v {
             None => default,
             Some(n) if (lo..=hi).contains(&n) => n,
@@ -29,7 +36,7 @@ impl Validator {
         }
     }
 
-    fn non_empty(&mut self, key: &str, v: Option<String>, default: &str) -> String {
+    pub(super) fn non_empty(&mut self, key: &str, v: Option<String>, default: &str) -> String {
         match v {
             Some(s) if s.trim().is_empty() => {
                 self.problem(key, "must not be empty");
@@ -53,23 +60,50 @@ impl Validator {
 
     fn url(&mut self, key: &str, v: Option<String>) -> Option<String> {
         let s = v?;
+        // Messages quote the URL; its password must not show.
+        let shown = crate::secrets::masked_url(&s);
         let trimmed = s.trim_end_matches('/').to_string();
         if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
             self.problem(
                 key,
-                format!("must be an http:// or https:// URL, got {s:?}"),
+                format!("must be an http:// or https:// URL, got {shown:?}"),
             );
             return None;
         }
         if trimmed.contains(char::is_whitespace) || trimmed.contains('?') {
-            self.problem(key, format!("must be a plain base URL, got {s:?}"));
+            self.problem(key, format!("must be a plain base URL, got {shown:?}"));
             return None;
         }
         Some(trimmed)
     }
 
-    fn path(&self, v: Option<String>, default: &str) -> PathBuf {
+    pub(super) fn path(&self, v: Option<String>, default: &str) -> PathBuf {
         clean_path(&self.dir.join(v.as_deref().unwrap_or(default)))
+    }
+
+    /// `[prompt].skills_dir`: a relative path beneath the work root, clear of dot directories
+    /// (which the file tools never read).
+    fn skills_dir(&mut self, dir: String) -> Option<String> {
+        let key = "[prompt].skills_dir";
+        let parts: Vec<&str> = dir
+            .split('/')
+            .filter(|p| !p.is_empty() && *p != ".")
+            .collect();
+        if dir.starts_with('/') || parts.is_empty() || parts.contains(&"..") {
+            self.problem(
+                key,
+                format!("must be a directory relative to the work root, without `..`, got {dir:?}"),
+            );
+            return None;
+        }
+        if parts.iter().any(|p| p.starts_with('.')) {
+            self.problem(
+                key,
+                format!("{dir:?} is a dot directory, which the file tools never read; use a plain name such as \"skills\""),
+            );
+            return None;
+        }
+        Some(parts.join("/"))
     }
 
     pub(super) fn config(&mut self, raw: RawConfig, path: &Path) -> Config {
@@ -122,7 +156,16 @@ impl Validator {
                 "\"proxy\" reads GET /model/info from [litellm].base_url, which is not set",
             );
         }
-        let bash = self.bash(raw.tools.unwrap_or_default().bash.unwrap_or_default());
+        let tools = raw.tools.unwrap_or_default();
+        let mut bash = self.bash(tools.bash.unwrap_or_default());
+        bash.never_read = never_read(path, &report_dir, &litellm, redmine.as_ref());
+        let files = self.files(tools.files.unwrap_or_default());
+        if files.enabled && !bash.enabled {
+            self.problem(
+                "[tools.files].enabled",
+                "the file tools come with the tool set: they need [tools.bash] enabled = true",
+            );
+        }
         let demo = self.demo(raw.demo.unwrap_or_default());
         let metrics_textfile = self.metrics(raw.metrics.unwrap_or_default());
         let inbox = raw.inbox.map(|i| self.inbox(i));
@@ -131,6 +174,38 @@ impl Validator {
             inbox.is_some(),
             redmine.is_some(),
         );
+        let check = self.check(raw.check.unwrap_or_default());
+        if check.any() && !bash.enabled {
+            self.problem(
+                "[check].command",
+                "the check runs with the bash tool's environment and sandbox: it needs [tools.bash] enabled = true",
+            );
+        }
+        let workspace = raw.workspace.and_then(|w| self.workspace(w));
+        if let Some(ws) = workspace
+            .as_ref()
+            .filter(|w| work_root.starts_with(&w.repo))
+        {
+            self.problem(
+                "[workspace].repo",
+                format!(
+                    "work_root {} lies inside the repository {}: the task worktrees go under work_root, so put it outside",
+                    work_root.display(),
+                    ws.repo.display()
+                ),
+            );
+        }
+        let raw_prompt = raw.prompt.unwrap_or_default();
+        let prompt = PromptConfig {
+            agents_max_bytes: self.int_in(
+                "[prompt].agents_max_bytes",
+                raw_prompt.agents_max_bytes,
+                PromptConfig::default().agents_max_bytes as i64,
+                0,
+                1024 * 1024,
+            ) as usize,
+            skills_dir: raw_prompt.skills_dir.and_then(|d| self.skills_dir(d)),
+        };
         Config {
             path: path.to_path_buf(),
             vertical,
@@ -143,10 +218,14 @@ impl Validator {
             prices,
             budget,
             bash,
+            files,
+            prompt,
             demo,
             metrics_textfile,
             inbox,
             intake_order,
+            check,
+            workspace,
         }
     }
 
@@ -453,6 +532,42 @@ impl Validator {
             }
             write_roots.push(self.path(Some(root), "."));
         }
+        let read_roots = match raw.read_roots {
+            None => vec![ReadRoot::System],
+            Some(roots) => roots
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, root)| match root.as_str() {
+                    "@system" => Some(ReadRoot::System),
+                    r if r.trim().is_empty() => {
+                        self.problem(
+                            &format!("[tools.bash].read_roots[{i}]"),
+                            "must not be empty",
+                        );
+                        None
+                    }
+                    r if r.starts_with('@') => {
+                        self.problem(
+                            &format!("[tools.bash].read_roots[{i}]"),
+                            format!("{r:?}: the only @ name is \"@system\""),
+                        );
+                        None
+                    }
+                    r => Some(ReadRoot::Path(self.path(Some(r.to_string()), "."))),
+                })
+                .collect(),
+        };
+        let mut unix_sockets = Vec::new();
+        for (i, socket) in raw.unix_sockets.unwrap_or_default().into_iter().enumerate() {
+            if socket.trim().is_empty() {
+                self.problem(
+                    &format!("[tools.bash].unix_sockets[{i}]"),
+                    "must not be empty",
+                );
+                continue;
+            }
+            unix_sockets.push(self.path(Some(socket), "."));
+        }
         BashConfig {
             enabled: raw.enabled.unwrap_or(true),
             timeout: secs(self.int_in("[tools.bash].timeout_secs", raw.timeout_secs, 60, 1, 86400)),
@@ -467,6 +582,45 @@ impl Validator {
             sandbox,
             network: raw.network.unwrap_or(false),
             write_roots,
+            read_roots,
+            unix_sockets,
+            never_read: Vec::new(),
+        }
+    }
+
+    fn files(&mut self, raw: RawFiles) -> FilesConfig {
+        let d = FilesConfig::default();
+        let mut protect = Vec::new();
+        for (i, p) in raw.protect.unwrap_or_default().into_iter().enumerate() {
+            let key = format!("[tools.files].protect[{i}]");
+            if p.trim().is_empty() {
+                self.problem(&key, "must not be empty");
+            } else if p.starts_with('/') || p.split('/').any(|c| c == "..") {
+                self.problem(
+                    &key,
+                    format!("must be relative to the work root, without `..`, got {p:?}"),
+                );
+            } else {
+                protect.push(p);
+            }
+        }
+        FilesConfig {
+            enabled: raw.enabled.unwrap_or(d.enabled),
+            max_read_bytes: self.int_in(
+                "[tools.files].max_read_bytes",
+                raw.max_read_bytes,
+                d.max_read_bytes as i64,
+                1024,
+                16 * 1024 * 1024,
+            ) as usize,
+            max_write_bytes: self.int_in(
+                "[tools.files].max_write_bytes",
+                raw.max_write_bytes,
+                d.max_write_bytes as i64,
+                1024,
+                256 * 1024 * 1024,
+            ) as usize,
+            protect,
         }
     }
 
@@ -627,4 +781,39 @@ impl Validator {
             ) as usize,
         }
     }
+}
+
+/// The paths no command may read: the config file, each `file:` key, the report dir. PURE.
+fn never_read(
+    config: &Path,
+    report_dir: &Path,
+    litellm: &LitellmConfig,
+    redmine: Option<&RedmineConfig>,
+) -> Vec<NeverRead> {
+    let mut out = vec![
+        NeverRead {
+            path: config.to_path_buf(),
+            what: "the config file".to_string(),
+            may_share_work_root: true,
+        },
+        NeverRead {
+            path: report_dir.to_path_buf(),
+            what: "the report dir".to_string(),
+            may_share_work_root: true,
+        },
+    ];
+    let keys = [
+        ("[litellm].key_ref", litellm.key_ref.as_ref()),
+        ("[redmine].key_ref", redmine.map(|r| &r.key_ref)),
+    ];
+    for (key, key_ref) in keys {
+        if let Some(KeyRef::File(path)) = key_ref {
+            out.push(NeverRead {
+                path: clean_path(path),
+                what: format!("the key file of {key}"),
+                may_share_work_root: false,
+            });
+        }
+    }
+    out
 }

@@ -19,6 +19,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::exit::Failure;
 use crate::llm::wire::Usage;
 pub mod metrics;
 
@@ -113,7 +114,8 @@ pub enum Event {
         verdict: Verdict,
         /// The exit status, when the command ran and exited.
         exit: Option<i32>,
-        /// `exit N`, `signal N`, `timeout`, `interrupted`, when it ran.
+        /// `exit N`, `signal N`, `timeout`, `interrupted`, when a command ran; what a file
+        /// tool did (its summary).
         ending: Option<String>,
         /// Bytes the command printed.
         bytes: u64,
@@ -197,8 +199,12 @@ impl Event {
                 *output_bytes,
                 None,
             ),
-            ToolEvent::Denied { reason, .. } => {
+            ToolEvent::Denied { reason, .. } | ToolEvent::FileRefused { reason, .. } => {
                 (Verdict::Denied, None, None, 0, Some(reason.clone()))
+            }
+            // A file tool has no exit status: its summary says what it did.
+            ToolEvent::File { summary, .. } => {
+                (Verdict::Allowed, None, Some(summary.clone()), 0, None)
             }
             ToolEvent::Invalid { reason } => {
                 (Verdict::Invalid, None, None, 0, Some(reason.clone()))
@@ -367,8 +373,7 @@ impl Events {
         let line = line(&event, &inner.run_id, Utc::now(), &inner.redactor);
         let written = match &mut inner.out {
             Some(Out::Stdout) => {
-                crate::emit(&line);
-                Ok(())
+                crate::emit(&line).map_err(|f| std::io::Error::other(format!("{:#}", f.error)))
             }
             Some(Out::File(f)) => f.write_all(line.as_bytes()).and_then(|_| f.flush()),
             None => Ok(()),
@@ -381,12 +386,14 @@ impl Events {
 
     /// Prints a result on stdout (the PLAN, the REPORT path) unless stdout carries the
     /// events, and writes `as_event` (the PLAN's `plan`) to the stream either way.
-    pub fn result(&self, text: &str, as_event: Option<Event>) {
-        if !self.owns_stdout() {
-            crate::emit(text);
-        }
+    pub fn result(&self, text: &str, as_event: Option<Event>) -> Result<(), Failure> {
         if let Some(e) = as_event {
             self.emit(e);
+        }
+        if self.owns_stdout() {
+            Ok(())
+        } else {
+            crate::emit(text)
         }
     }
 

@@ -57,6 +57,8 @@ pub enum TakeError {
     Routing(anyhow::Error),
     /// The source failed, or `--task-id` is wrong.
     Intake(anyhow::Error),
+    /// This signal arrived before a claim was taken; nothing was claimed.
+    Interrupted(i32),
 }
 
 impl From<anyhow::Error> for TakeError {

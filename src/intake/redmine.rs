@@ -16,6 +16,7 @@ use crate::redmine::claim::{self, Claimed, LocalLock};
 use crate::redmine::client::RedmineClient;
 use crate::redmine::issue::{list_path, Issue, Journal};
 use crate::redmine::notes::{active_claim, answered_by, is_marker};
+use crate::signals::Interrupt;
 
 /// An issue this run may work on, with its task and the route found for it.
 #[derive(Debug, Clone)]
@@ -45,8 +46,12 @@ pub use super::TakeError;
 /// Chooses the issue this run works on. With `claim`, claims it ([`claim::claim`]) and keeps
 /// it only if this run's claim wins; a lost race moves on to the next issue. `route` is asked
 /// once, for the chosen issue and before any claim, so an unroutable issue is never claimed.
+/// Every Redmine read and the wait for the local lock give way to a signal (`interrupt`);
+/// the claim itself is not cut midway (its note would stay unreleased): a signal during it
+/// is seen by the caller, which releases the claim it gets.
 #[allow(clippy::too_many_arguments)]
 pub async fn take<R>(
+    interrupt: &Interrupt,
     client: &RedmineClient,
     cfg: &RedmineConfig,
     run_id: &str,
@@ -56,14 +61,14 @@ pub async fn take<R>(
     lock_dir: &std::path::Path,
     route: &dyn Fn(&Task) -> Result<R>,
 ) -> Result<Intake<R>, TakeError> {
-    let bot = client.current_user().await?;
+    let bot = stop(interrupt, client.current_user()).await?;
     info!(
         "intake: redmine {} as user {} (id {})",
         client.base(),
         bot.login,
         bot.id
     );
-    let listed = client.list(cfg).await?;
+    let listed = stop(interrupt, client.list(cfg)).await?;
     info!("intake: {} issue(s) in scope", listed.len());
     let candidates: Vec<Issue> = match task_id {
         None => listed,
@@ -74,7 +79,7 @@ pub async fn take<R>(
                 .map_err(|_| anyhow!("--task-id {raw:?} is not a Redmine issue number"))?;
             match listed.into_iter().find(|i| i.id == id) {
                 Some(i) => vec![i],
-                None if force => vec![client.issue(id).await?],
+                None if force => vec![stop(interrupt, client.issue(id)).await?],
                 None => {
                     return Err(anyhow!(
                         "issue #{id} is not in scope ({}); pass --force to run it anyway",
@@ -91,7 +96,7 @@ pub async fn take<R>(
     let explicit = task_id.is_some();
     if !claim {
         for listed in candidates {
-            let issue = client.issue(listed.id).await?;
+            let issue = stop(interrupt, client.issue(listed.id)).await?;
             if !explicit && skip_answered(&issue) {
                 continue;
             }
@@ -107,13 +112,17 @@ pub async fn take<R>(
         return Ok(Intake::NothingInScope);
     }
     let claim_status = match &cfg.claim.status {
-        Some(name) => Some((name.clone(), client.status_id(name).await?)),
+        Some(name) => Some((name.clone(), stop(interrupt, client.status_id(name)).await?)),
         None => None,
     };
-    let _lock = LocalLock::acquire(lock_dir, Duration::from_secs(120)).await?;
+    let _lock = stop(
+        interrupt,
+        LocalLock::acquire(lock_dir, Duration::from_secs(120)),
+    )
+    .await?;
     let stale = chrono::Duration::minutes(cfg.claim.stale_after_mins as i64);
     for listed in candidates {
-        let fresh = client.issue(listed.id).await?;
+        let fresh = stop(interrupt, client.issue(listed.id)).await?;
         if fresh.updated_on != listed.updated_on && !force {
             info!(
                 "intake: issue #{} changed since it was listed; skipping it this run",
@@ -156,6 +165,17 @@ pub async fn take<R>(
         }
     }
     Ok(Intake::NothingInScope)
+}
+
+/// Awaits one pre-claim step of intake unless a signal comes first.
+async fn stop<T>(
+    interrupt: &Interrupt,
+    step: impl std::future::Future<Output = Result<T>>,
+) -> Result<T, TakeError> {
+    match interrupt.or_signal(step).await {
+        Ok(out) => Ok(out?),
+        Err(signal) => Err(TakeError::Interrupted(signal)),
+    }
 }
 
 /// Whether to pass over an issue that harness already answered, saying so.
@@ -265,6 +285,7 @@ impl<R> super::source::Source<R> for RedmineSource<'_> {
         Box::pin(async move {
             let claim = self.cfg.claim.enabled && want.claim;
             let taken = take(
+                want.interrupt,
                 self.client,
                 self.cfg,
                 want.run_id,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
 use super::{TakeError, Task};
+use crate::signals::Interrupt;
 
 /// A boxed future: the trait's methods are async and the sources sit in one list.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -18,6 +19,8 @@ pub type RouteFn<'a, R> = &'a dyn Fn(&Task) -> anyhow::Result<R>;
 /// What this run asks intake for.
 #[derive(Debug, Clone, Copy)]
 pub struct Want<'a> {
+    /// A signal stops intake before a claim is taken.
+    pub interrupt: &'a Interrupt,
     /// This run's id (claims carry it).
     pub run_id: &'a str,
     /// `--task-id`: only this task.

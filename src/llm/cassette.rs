@@ -44,7 +44,7 @@ pub struct Replayer {
 impl Replayer {
     /// Loads a cassette file.
     pub fn load(path: &Path) -> Result<Replayer> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::bounded::read_text(path, crate::bounded::CASSETTE_MAX)
             .with_context(|| format!("cannot read cassette {}", path.display()))?;
         let cassette: Cassette = serde_json::from_str(&text)
             .with_context(|| format!("cassette {} is not a valid cassette", path.display()))?;

@@ -195,10 +195,9 @@ impl HttpClient {
         // Streams cost 0 in this header (it is sent before the cost is known): only a
         // non-streamed body's header is a real figure.
         let cost = response_cost(response.headers());
-        let text = response
-            .text()
+        let text = http::read_body(response, http::MAX_BODY)
             .await
-            .map_err(|e| Attempt::no_answer(transport_message(&e)))?;
+            .map_err(Attempt::unread)?;
         debug!("llm: HTTP {status}, {} bytes", text.len());
         if status == 200 {
             return serde_json::from_str::<ChatResponse>(&text)
@@ -232,6 +231,7 @@ impl HttpClient {
         let started = Instant::now();
         let mut narrated = Instant::now();
         let mut sse = StreamAssembler::default();
+        let mut body = http::BodyLimit::new(http::MAX_BODY);
         loop {
             let chunk = match tokio::time::timeout(idle, response.chunk()).await {
                 Err(_) => {
@@ -244,8 +244,8 @@ impl HttpClient {
                 Ok(Ok(None)) => break,
                 Ok(Ok(Some(bytes))) => bytes,
             };
-            sse.push(&chunk)
-                .map_err(|f| Attempt::no_answer(f.to_string()))?;
+            body.count(chunk.len()).map_err(Attempt::unread)?;
+            sse.push(&chunk).map_err(Attempt::stream)?;
             if narrated.elapsed() >= PROGRESS_EVERY {
                 narrated = Instant::now();
                 info!(
@@ -258,7 +258,7 @@ impl HttpClient {
                 break;
             }
         }
-        sse.finish().map_err(|f| Attempt::no_answer(f.to_string()))
+        sse.finish().map_err(Attempt::stream)
     }
 
     /// `GET {base_url}/models`: the model ids the endpoint serves for this key. One attempt.
@@ -297,10 +297,12 @@ impl HttpClient {
             .await
             .map_err(|e| fail(LlmErrorKind::Exhausted, transport_message(&e)))?;
         let status = response.status().as_u16();
-        let text = response
-            .text()
+        let text = http::read_body(response, http::MAX_BODY)
             .await
-            .map_err(|e| fail(LlmErrorKind::Exhausted, transport_message(&e)))?;
+            .map_err(|e| {
+                let a = Attempt::unread(e);
+                fail(a.kind.unwrap_or(LlmErrorKind::Exhausted), a.message)
+            })?;
         if status == 200 {
             return Ok(text);
         }
@@ -335,6 +337,30 @@ struct Attempt {
 }
 
 impl Attempt {
+    /// A body that could not be read: a broken connection is retried, a body over the cap
+    /// is final.
+    fn unread(e: http::BodyError) -> Attempt {
+        Attempt {
+            message: e.to_string(),
+            fault: e.fault(),
+            retry_after: None,
+            kind: (e.fault() == Fault::TooLarge).then_some(LlmErrorKind::Rejected),
+        }
+    }
+
+    /// A stream that went wrong: retried, unless an event is over the cap.
+    fn stream(f: super::stream::StreamFault) -> Attempt {
+        match f {
+            super::stream::StreamFault::TooLarge => Attempt {
+                message: f.to_string(),
+                fault: Fault::TooLarge,
+                retry_after: None,
+                kind: Some(LlmErrorKind::Rejected),
+            },
+            other => Attempt::no_answer(other.to_string()),
+        }
+    }
+
     /// No usable answer (transport, a broken stream, an unreadable reply): always retryable.
     fn no_answer(message: String) -> Attempt {
         Attempt {

@@ -3,13 +3,19 @@
 //! are `data:` lines ended by a blank line. Tool-call deltas are assembled by `index` (the id
 //! and name arrive once, the arguments in fragments). A stream is complete only when it ended
 //! with `data: [DONE]` after a finish reason; an in-band `{"error": ...}` event, an event that
-//! is not JSON, or an early end is a failed attempt the client retries whole.
+//! is not JSON, or an early end is a failed attempt the client retries whole. An event longer
+//! than [`MAX_EVENT`] is a final fault (a retry would get the same), so no stream can fill
+//! memory with one endless line.
 
 use serde::Deserialize;
 
 use super::wire::{ChatResponse, Choice, FunctionCall, ResponseMessage, ToolCall, Usage};
 
-/// How a stream went wrong; every one of these is a retryable attempt failure.
+/// Longest SSE event (its `data:` lines together, or one unfinished line) that is read.
+pub const MAX_EVENT: usize = crate::http::MAX_BODY;
+
+/// How a stream went wrong; every one of these but [`StreamFault::TooLarge`] is a retryable
+/// attempt failure.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamFault {
     /// The endpoint sent `{"error": {...}}` after the stream had started (LiteLLM does this
@@ -19,6 +25,8 @@ pub enum StreamFault {
     BadEvent(String),
     /// The stream ended without `[DONE]` or without a finish reason.
     Incomplete(&'static str),
+    /// One event is longer than [`MAX_EVENT`].
+    TooLarge,
 }
 
 impl std::fmt::Display for StreamFault {
@@ -27,6 +35,11 @@ impl std::fmt::Display for StreamFault {
             StreamFault::InBand(m) => write!(f, "in-band stream error: {m}"),
             StreamFault::BadEvent(m) => write!(f, "a stream event is not JSON: {m}"),
             StreamFault::Incomplete(what) => write!(f, "the stream ended {what}"),
+            StreamFault::TooLarge => write!(
+                f,
+                "a stream event is larger than {} MiB, more than harness reads",
+                MAX_EVENT / (1024 * 1024)
+            ),
         }
     }
 }
@@ -94,6 +107,8 @@ pub struct StreamAssembler {
     pending: Vec<u8>,
     /// `data:` lines of the current event.
     data: Vec<String>,
+    /// Bytes in `data`.
+    data_len: usize,
     model: Option<String>,
     content: Option<String>,
     calls: Vec<ToolCall>,
@@ -109,6 +124,9 @@ impl StreamAssembler {
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), StreamFault> {
         for &b in bytes {
             if b != b'\n' {
+                if self.pending.len() >= MAX_EVENT {
+                    return Err(StreamFault::TooLarge);
+                }
                 self.pending.push(b);
                 continue;
             }
@@ -166,12 +184,17 @@ impl StreamAssembler {
                 return Ok(());
             }
             let data = std::mem::take(&mut self.data).join("\n");
+            self.data_len = 0;
             return self.event(&data);
         }
         // Comments (`: keep-alive`) and the other SSE fields (`event:`, `id:`) carry nothing.
         if let Some(rest) = line.strip_prefix("data:") {
-            self.data
-                .push(rest.strip_prefix(' ').unwrap_or(rest).to_string());
+            let rest = rest.strip_prefix(' ').unwrap_or(rest);
+            self.data_len += rest.len() + 1;
+            if self.data_len > MAX_EVENT {
+                return Err(StreamFault::TooLarge);
+            }
+            self.data.push(rest.to_string());
         }
         Ok(())
     }
@@ -303,6 +326,28 @@ data: [DONE]\r\n\r\n";
         assert_eq!(r.choices[0].message.content.as_deref(), Some("Hello"));
         assert_eq!(r.usage.unwrap().completion_tokens, 2);
         assert_eq!(cost, None);
+    }
+
+    #[test]
+    fn an_event_over_the_cap_is_refused_as_it_grows() {
+        let big = vec![b'x'; MAX_EVENT];
+        let mut a = StreamAssembler::default();
+        a.push(b"data: ").unwrap();
+        assert_eq!(a.push(&big), Err(StreamFault::TooLarge));
+        // The same through many short data lines of one event.
+        let mut a = StreamAssembler::default();
+        let line = format!("data: {}\n", "y".repeat(1 << 20));
+        let mut fault = None;
+        for _ in 0..17 {
+            if let Err(f) = a.push(line.as_bytes()) {
+                fault = Some(f);
+                break;
+            }
+        }
+        assert_eq!(fault, Some(StreamFault::TooLarge));
+        assert!(StreamFault::TooLarge
+            .to_string()
+            .contains("larger than 16 MiB"));
     }
 
     #[test]

@@ -71,7 +71,7 @@ impl RedmineClient {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     let retry_after = http::retry_after_header(resp.headers());
-                    match resp.text().await {
+                    match http::read_body(resp, http::MAX_BODY).await {
                         Ok(body) if !http::is_retryable_status(status) => {
                             debug!("redmine: {method} {path} -> {status}");
                             return Ok(Answer { status, body });
@@ -82,12 +82,7 @@ impl RedmineClient {
                             Some(Answer { status, body }),
                             format!("HTTP {status}"),
                         ),
-                        Err(e) => (
-                            Fault::NoAnswer,
-                            None,
-                            None,
-                            format!("the connection broke while reading the reply: {e}"),
-                        ),
+                        Err(e) => (e.fault(), None, None, e.to_string()),
                     }
                 }
                 Err(e) => (Fault::NoAnswer, None, None, http::transport_message(&e)),

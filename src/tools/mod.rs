@@ -1,8 +1,10 @@
 //! Tools stage: one tool call of the model in, one tool result out. The gate ([`gate`],
-//! pure) judges the command, the runner ([`bash`]) executes what it allows; a denial or a
-//! bad call is a result for the model, never a failure of the turn.
+//! pure) judges the command, the runner ([`bash`]) executes what it allows; the file tools
+//! ([`files`]) run in-process in a kernel-enforced jail. A denial, a refusal or a bad call is
+//! a result for the model, never a failure of the turn.
 
 pub mod bash;
+pub mod files;
 pub mod gate;
 pub mod sandbox;
 pub mod watchdog;
@@ -13,8 +15,8 @@ use anyhow::Context;
 
 use serde::Serialize;
 
-use crate::config::BashConfig;
-use crate::llm::wire::ToolCall;
+use crate::config::{BashConfig, FilesConfig};
+use crate::llm::wire::{bash_tool_spec, ToolCall};
 use crate::secrets::Redactor;
 use crate::signals::Interrupt;
 use gate::Verdict;
@@ -34,6 +36,8 @@ pub struct BashTool {
     pub landlock: Option<sandbox::Landlock>,
     /// The run's private temp dir (the commands' `TMPDIR`), removed when the tool is dropped.
     pub tmp: tempfile::TempDir,
+    /// `read_file`, `write_file`, `edit_file`, when `[tools.files] enabled`.
+    pub files: Option<files::FileTools>,
 }
 
 /// One handled tool call.
@@ -65,6 +69,25 @@ pub enum ToolEvent {
         /// Why.
         reason: String,
     },
+    /// A file tool did its work.
+    File {
+        /// `read_file`, `write_file` or `edit_file`.
+        tool: String,
+        /// The path as the model gave it.
+        path: String,
+        /// What was done: lines read, bytes written, replacements and the match level.
+        summary: String,
+    },
+    /// A file tool refused the call (the jail, a protected place, an ambiguous, missing or
+    /// stale edit, bad arguments); nothing was changed.
+    FileRefused {
+        /// `read_file`, `write_file` or `edit_file`.
+        tool: String,
+        /// The path as the model gave it.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// The call could not be understood (bad JSON, unknown tool) or could not start.
     Invalid {
         /// What was wrong.
@@ -89,7 +112,53 @@ impl ToolEvent {
             ToolEvent::Denied { command, reason } => {
                 format!("bash {} -> denied: {reason}", quote(command))
             }
+            ToolEvent::File {
+                tool,
+                path,
+                summary,
+            } => format!("{tool} {} -> {summary}", quote(path)),
+            ToolEvent::FileRefused { tool, path, reason } => {
+                format!("{tool} {} -> refused: {reason}", quote(path))
+            }
             ToolEvent::Invalid { reason } => format!("tool call rejected: {reason}"),
+        }
+    }
+
+    /// The event with its command and reason cut to `max` bytes each (head and tail kept),
+    /// as the REPORT quotes it: a huge command makes a bounded REPORT.
+    pub fn clipped(&self, max: usize) -> ToolEvent {
+        use crate::bounded::clip;
+        match self {
+            ToolEvent::Ran {
+                command,
+                ending,
+                output_bytes,
+            } => ToolEvent::Ran {
+                command: clip(command, max),
+                ending: clip(ending, max),
+                output_bytes: *output_bytes,
+            },
+            ToolEvent::Denied { command, reason } => ToolEvent::Denied {
+                command: clip(command, max),
+                reason: clip(reason, max),
+            },
+            ToolEvent::File {
+                tool,
+                path,
+                summary,
+            } => ToolEvent::File {
+                tool: tool.clone(),
+                path: clip(path, max),
+                summary: clip(summary, max),
+            },
+            ToolEvent::FileRefused { tool, path, reason } => ToolEvent::FileRefused {
+                tool: tool.clone(),
+                path: clip(path, max),
+                reason: clip(reason, max),
+            },
+            ToolEvent::Invalid { reason } => ToolEvent::Invalid {
+                reason: clip(reason, max),
+            },
         }
     }
 
@@ -165,10 +234,8 @@ impl BashTool {
         env.push(("TMPDIR".to_string(), tmp.path().display().to_string()));
         env.sort();
         let landlock = match status {
-            sandbox::Status::Landlock { network, .. } => {
-                let mut roots = vec![work_root.clone(), tmp.path().to_path_buf()];
-                roots.extend(config.write_roots.iter().cloned());
-                Some(sandbox::Landlock::build(&roots, network)?)
+            sandbox::Status::Landlock { .. } => {
+                Some(sandbox::Landlock::build(&config, &work_root, tmp.path())?)
             }
             sandbox::Status::Off | sandbox::Status::Unavailable => None,
         };
@@ -179,16 +246,91 @@ impl BashTool {
             redactor,
             landlock,
             tmp,
+            files: None,
         })
+    }
+
+    /// Adds the file tools when `[tools.files] enabled`, jailed in the work root and
+    /// protecting what the gate's rules protect. Fails when the work root cannot be opened.
+    pub fn with_files(mut self, config: &FilesConfig) -> anyhow::Result<BashTool> {
+        if config.enabled {
+            let mut tools = files::FileTools::open(
+                config.clone(),
+                &self.work_root,
+                self.config.policy.clone(),
+                self.redactor.clone(),
+            )?;
+            // What commands may never read, the file tools may not either (sandbox or not).
+            tools.hide(sandbox::reads::inside_work_root(
+                &self.work_root,
+                &self.config.never_read,
+            ));
+            self.files = Some(tools);
+        }
+        Ok(self)
+    }
+
+    /// The tools offered to the model: `bash`, then the file tools when enabled.
+    pub fn specs(&self) -> Vec<serde_json::Value> {
+        let mut specs = vec![bash_tool_spec()];
+        if self.files.is_some() {
+            specs.extend(files::specs());
+        }
+        specs
+    }
+
+    /// The system prompt's sentence about the tools.
+    pub fn contract(&self) -> &'static str {
+        if self.files.is_some() {
+            "You have tools: `bash` runs a single command line in the task's working directory and returns its output and exit status; commands are checked against an allow-list, and a denied command is not run and you get the reason instead. `read_file`, `write_file` and `edit_file` read and change files under the working directory (paths relative to it; dotfiles and .git are off limits, build files are read-only). Prefer the file tools for reading and changing files, and small, read-only commands."
+        } else {
+            "You have one tool, `bash`, which runs a single command line in the task's working directory and returns its output and exit status. Commands are checked against an allow-list; a denied command is not run and you get the reason instead. Prefer small, read-only commands."
+        }
+    }
+
+    /// Handles one file tool call; its path, result and reason are redacted like bash output.
+    fn dispatch_file(&self, files: &files::FileTools, call: &ToolCall) -> ToolRun {
+        let name = call.function.name.as_str();
+        let done = files.call(name, &call.function.arguments);
+        let (tool, path) = (name.to_string(), self.redactor.redact(&done.path));
+        let event = match done.outcome {
+            Ok(summary) => ToolEvent::File {
+                tool,
+                path,
+                summary: self.redactor.redact(&summary),
+            },
+            Err(reason) => ToolEvent::FileRefused {
+                tool,
+                path,
+                reason: self.redactor.redact(&reason),
+            },
+        };
+        ToolRun {
+            result: self.redactor.redact(&done.result),
+            event,
+        }
     }
 
     /// Handles one call: parse, gate, run, render the result.
     pub async fn dispatch(&self, call: &ToolCall, interrupt: &Interrupt) -> ToolRun {
+        if let Some(files) = &self.files {
+            if files::NAMES.contains(&call.function.name.as_str()) {
+                return self.dispatch_file(files, call);
+            }
+        }
         if call.function.name != "bash" {
-            let reason = format!(
-                "unknown tool {:?}; the only tool is `bash` with arguments {{\"command\": \"...\"}}",
-                call.function.name
-            );
+            let reason = if self.files.is_some() {
+                format!(
+                    "unknown tool {:?}; the tools are `bash` with arguments {{\"command\": \"...\"}} and {}",
+                    call.function.name,
+                    files::NAMES.join(", ")
+                )
+            } else {
+                format!(
+                    "unknown tool {:?}; the only tool is `bash` with arguments {{\"command\": \"...\"}}",
+                    call.function.name
+                )
+            };
             return invalid(reason);
         }
         let command = match serde_json::from_str::<BashArgs>(&call.function.arguments) {

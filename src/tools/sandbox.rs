@@ -1,15 +1,24 @@
-//! Tools adapter: kernel confinement of the bash child with Landlock (defence in depth behind
-//! the gate). In: `[tools.bash] sandbox`, `network`, the write roots. Out: a [`Status`] for the
-//! PLAN and the REPORT ([`decide`], pure) and a built ruleset ([`Landlock`]) that each child
-//! applies to itself between fork and exec. I/O: Landlock syscalls, opening the write roots.
+//! Tools adapter: kernel confinement of the bash child (defence in depth behind the gate):
+//! Landlock for files and TCP, seccomp for sockets. In: `[tools.bash]` (sandbox, network,
+//! write, read and socket settings), the work root, the private temp dir. Out: a [`Status`]
+//! for the PLAN and the REPORT ([`decide`], pure) and a built [`Landlock`] ruleset plus seccomp
+//! filter that each child applies to itself between fork and exec. I/O: Landlock syscalls,
+//! opening the roots.
 //!
-//! Reads stay allowed everywhere; writes are allowed only beneath the write roots (the work
-//! root, the run's private temp dir, `[tools.bash].write_roots`) and to `/dev/null`; with
-//! `network = false`, TCP connect and bind are denied (Landlock ABI 4+). Signals to processes
-//! outside the sandbox are denied (ABI 6+).
+//! Reads are allowed only beneath the read set ([`reads`]: the work root, the private
+//! TMPDIR, the write roots and `read_roots`, by default the system's program dirs), never to
+//! the config, the key files or the report dir. Writes are allowed only beneath the write
+//! roots (the work root, the run's private temp dir, `[tools.bash].write_roots`) and to
+//! `/dev/null`. With `network = false`, TCP connect and bind are denied (Landlock ABI 4+),
+//! connecting to abstract Unix sockets made outside the sandbox too (ABI 6+), and no socket
+//! but a Unix one can be created at all ([`seccomp`]). Signals to processes outside the
+//! sandbox are denied (ABI 6+).
+
+pub mod reads;
+pub mod seccomp;
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
@@ -18,19 +27,17 @@ use landlock::{
     Scope, ABI,
 };
 
-use crate::config::SandboxMode;
+use crate::config::{BashConfig, SandboxMode};
 
 /// The Landlock ABI this code is written and tested against; newer kernels are used at this
 /// level, older ones at theirs (the crate's best-effort mode).
 const TARGET_ABI: ABI = ABI::V7;
-/// Network restriction needs this ABI (Linux 6.7).
-const NET_ABI: i32 = 4;
 
 /// How the commands of one run are confined, as the PLAN and the REPORT say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
-    /// Under Landlock at this kernel ABI; `network` says whether TCP is allowed (denying it
-    /// needs ABI 4).
+    /// Under Landlock at this kernel ABI, with the socket filter when `network` is false (so
+    /// the network is confined on every ABI: TCP by Landlock too from ABI 4).
     Landlock {
         /// The kernel's Landlock ABI.
         abi: i32,
@@ -47,9 +54,6 @@ impl Status {
     /// `landlock (ABI 7)`, `off`, `unavailable`: the REPORT's `sandbox` value.
     pub fn describe(&self) -> String {
         match self {
-            Status::Landlock { abi, network } if !network && *abi < NET_ABI => {
-                format!("landlock (ABI {abi}, network not confined)")
-            }
             Status::Landlock { abi, .. } => format!("landlock (ABI {abi})"),
             Status::Off => "off".to_string(),
             Status::Unavailable => "unavailable".to_string(),
@@ -66,12 +70,12 @@ impl Status {
                     n => format!(", {n} write_roots entries"),
                 };
                 format!(
-                    "{}: writes only under work_root{roots} and a private TMPDIR; network {}",
+                    "{}: reads only under work_root, a private TMPDIR and read_roots (never the config, key files or reports); writes only under work_root{roots} and a private TMPDIR; network {}",
                     self.describe(),
                     if *network {
                         "allowed"
                     } else {
-                        "denied (no TCP connect or bind)"
+                        "denied (no socket but a Unix one)"
                     }
                 )
             }
@@ -85,18 +89,28 @@ impl Status {
     }
 }
 
+impl Status {
+    /// [`Status::plan_line`] and, under Landlock, the read set: the PLAN's `sandbox` value.
+    pub fn plan_line_with_reads(&self, bash: &BashConfig, work_root: &Path) -> String {
+        let line = self.plan_line(bash.write_roots.len());
+        match (self, reads::read_set(bash, work_root, None)) {
+            (Status::Landlock { .. }, Ok(set)) => {
+                format!("{line}; read set: {}", reads::summary(bash, &set.hidden))
+            }
+            _ => line,
+        }
+    }
+}
+
 /// The confinement `mode` gets on a kernel whose Landlock ABI is `kernel` (or why it has none).
-/// PURE. `sandbox = "landlock"` fails where Landlock is missing, or where `network = false`
-/// cannot be enforced.
+/// PURE. `sandbox = "landlock"` fails where Landlock is missing. (`network = false` no longer
+/// needs Landlock ABI 4: the seccomp filter refuses every internet socket on any ABI.)
 pub fn decide(mode: SandboxMode, kernel: Result<i32, String>, network: bool) -> Result<Status> {
     match (mode, kernel) {
         (SandboxMode::Off, _) => Ok(Status::Off),
         (SandboxMode::Auto, Err(_)) => Ok(Status::Unavailable),
         (SandboxMode::Landlock, Err(why)) => Err(anyhow!(
             "[tools.bash].sandbox = \"landlock\" but {why}; use sandbox = \"auto\" to run unconfined where Landlock is missing"
-        )),
-        (SandboxMode::Landlock, Ok(abi)) if !network && abi < NET_ABI => Err(anyhow!(
-            "[tools.bash].sandbox = \"landlock\" with network = false needs Landlock ABI {NET_ABI} (Linux 6.7); this kernel has ABI {abi}"
         )),
         (SandboxMode::Auto | SandboxMode::Landlock, Ok(abi)) => {
             Ok(Status::Landlock { abi, network })
@@ -131,23 +145,33 @@ pub fn kernel_abi() -> Result<i32, String> {
     })
 }
 
-/// A built Landlock ruleset, shared by every command of the run.
+/// A built Landlock ruleset and seccomp filter, shared by every command of the run.
 #[derive(Debug, Clone)]
 pub struct Landlock {
     ruleset: Arc<OwnedFd>,
+    /// With `network = false`: the socket filter.
+    seccomp: Option<Arc<seccompiler::BpfProgram>>,
 }
 
 impl Landlock {
-    /// Builds the ruleset: writes beneath `write_roots` and to `/dev/null`, TCP only when
-    /// `network`. Fails when a write root cannot be opened or the kernel refuses the ruleset.
-    pub fn build(write_roots: &[PathBuf], network: bool) -> Result<Landlock> {
+    /// Builds the ruleset for commands run in `work_root` with private temp dir `tmp`: reads
+    /// beneath the read set, writes beneath the work root, `tmp`, the write roots and to
+    /// `/dev/null`, TCP and sockets only with `network`. Fails, naming the key, when a read
+    /// root would expose a path never to read, when a root cannot be opened, or when the
+    /// kernel refuses the ruleset.
+    pub fn build(bash: &BashConfig, work_root: &Path, tmp: &Path) -> Result<Landlock> {
+        let read_set = reads::read_set(bash, work_root, Some(tmp))
+            .map_err(|problems| anyhow!("{}", problems.join("\n")))?;
+        let mut write_roots = vec![work_root.to_path_buf(), tmp.to_path_buf()];
+        write_roots.extend(bash.write_roots.iter().cloned());
         let write = AccessFs::from_write(TARGET_ABI);
+        let read = AccessFs::ReadFile | AccessFs::ReadDir;
         let mut ruleset = Ruleset::default()
-            .handle_access(write)
-            .context("landlock: cannot handle write access")?
+            .handle_access(write | read)
+            .context("landlock: cannot handle file access")?
             .scope(Scope::Signal)
             .context("landlock: cannot scope signals")?;
-        if !network {
+        if !bash.network {
             ruleset = ruleset
                 .handle_access(AccessNet::from_all(TARGET_ABI))
                 .context("landlock: cannot handle network access")?
@@ -157,7 +181,7 @@ impl Landlock {
         let mut created = ruleset
             .create()
             .context("landlock: cannot create a ruleset")?;
-        for root in write_roots {
+        for root in &write_roots {
             let fd = PathFd::new(root)
                 .with_context(|| format!("landlock: cannot open write root {}", root.display()))?;
             created = created
@@ -172,20 +196,53 @@ impl Landlock {
                 write & AccessFs::from_file(TARGET_ABI),
             ))
             .context("landlock: cannot add /dev/null")?;
+        for rule in &read_set.rules {
+            let wanted = match rule.grant {
+                reads::Grant::Tree => read,
+                reads::Grant::ListOnly => AccessFs::ReadDir.into(),
+            };
+            // A file takes only file rights: the kernel refuses directory rights on it.
+            let access = if rule.path.is_dir() {
+                wanted
+            } else {
+                wanted & AccessFs::from_file(TARGET_ABI)
+            };
+            if access.is_empty() {
+                continue;
+            }
+            let fd = PathFd::new(&rule.path).with_context(|| {
+                format!("landlock: cannot open read root {}", rule.path.display())
+            })?;
+            created = created
+                .add_rule(PathBeneath::new(fd, access))
+                .with_context(|| {
+                    format!("landlock: cannot add read root {}", rule.path.display())
+                })?;
+        }
         let fd: Option<OwnedFd> = created.into();
         let ruleset =
             fd.ok_or_else(|| anyhow!("landlock: this kernel does not enforce rulesets"))?;
+        let seccomp = if bash.network {
+            None
+        } else {
+            Some(Arc::new(seccomp::socket_filter(
+                !bash.unix_sockets.is_empty(),
+            )?))
+        };
         Ok(Landlock {
             ruleset: Arc::new(ruleset),
+            seccomp,
         })
     }
 
     /// Makes `cmd`'s child confine itself before it runs bash.
     pub fn confine(&self, cmd: &mut tokio::process::Command) {
         let ruleset = Arc::clone(&self.ruleset);
-        // SAFETY: between fork and exec the closure makes two raw syscalls and nothing else: no
-        // allocation, no lock (io::Error::last_os_error stores the errno inline). The ruleset fd
-        // is CLOEXEC and stays open in the parent (the Arc) until the spawn returns.
+        let seccomp = self.seccomp.clone();
+        // SAFETY: between fork and exec the closure makes raw syscalls and nothing else: no
+        // allocation, no lock (io::Error::last_os_error stores the errno inline; the filter
+        // was compiled in the parent and is only pointed to). The ruleset fd is CLOEXEC and
+        // stays open in the parent (the Arc) until the spawn returns.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
@@ -195,6 +252,9 @@ impl Landlock {
                 if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), flags) != 0
                 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(filter) = &seccomp {
+                    seccomp::install(filter)?;
                 }
                 Ok(())
             });
@@ -222,15 +282,16 @@ mod tests {
                 network: false
             }
         );
+        // Before the socket filter, ABI 3 left the network open; now seccomp closes it.
         assert_eq!(
             decide(SandboxMode::Auto, Ok(3), false).unwrap().describe(),
-            "landlock (ABI 3, network not confined)"
+            "landlock (ABI 3)"
         );
         assert_eq!(
             decide(SandboxMode::Landlock, none(), true).unwrap_err().to_string(),
             "[tools.bash].sandbox = \"landlock\" but no landlock; use sandbox = \"auto\" to run unconfined where Landlock is missing"
         );
-        assert!(decide(SandboxMode::Landlock, Ok(3), false).is_err());
+        assert!(decide(SandboxMode::Landlock, Ok(3), false).is_ok());
         assert!(decide(SandboxMode::Landlock, Ok(3), true).is_ok());
     }
 
@@ -248,7 +309,7 @@ mod tests {
         assert_eq!(Status::Unavailable.describe(), "unavailable");
         assert_eq!(
             Status::Landlock { abi: 7, network: false }.plan_line(1),
-            "landlock (ABI 7): writes only under work_root, 1 write_roots entry and a private TMPDIR; network denied (no TCP connect or bind)"
+            "landlock (ABI 7): reads only under work_root, a private TMPDIR and read_roots (never the config, key files or reports); writes only under work_root, 1 write_roots entry and a private TMPDIR; network denied (no socket but a Unix one)"
         );
     }
 }

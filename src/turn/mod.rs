@@ -9,6 +9,7 @@
 //! own figure or usage x `[models.prices]`. When a model is unknown to the endpoint or its
 //! retries run out, the next model of the tier's chain answers the same round, and stays.
 
+pub mod check;
 mod round;
 pub mod step;
 
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tracing::info;
 
-use crate::config::{BudgetConfig, ModelPrice};
+use crate::config::{BudgetConfig, CheckSpec, ModelPrice};
 use crate::events::{Event, Events};
 use crate::intake::Task;
 use crate::llm::cassette::Recorded;
@@ -50,6 +51,9 @@ pub enum TurnOutcome {
         /// The signal number.
         signal: i32,
     },
+    /// The model said it was done but the success check failed, with no attempt or round
+    /// left: the task is not accomplished (exit 5).
+    CheckFailed,
 }
 
 impl TurnOutcome {
@@ -62,6 +66,7 @@ impl TurnOutcome {
             } => true,
             TurnOutcome::Completed
             | TurnOutcome::MaxRounds
+            | TurnOutcome::CheckFailed
             | TurnOutcome::Interrupted { .. }
             | TurnOutcome::Budget {
                 stop: BudgetStop::Tokens { .. } | BudgetStop::Cost { .. },
@@ -77,6 +82,7 @@ impl TurnOutcome {
             TurnOutcome::Budget { .. } => "budget",
             TurnOutcome::LlmFailed { .. } => "llm_error",
             TurnOutcome::Interrupted { .. } => "interrupted",
+            TurnOutcome::CheckFailed => "check_failed",
         }
     }
 }
@@ -131,6 +137,8 @@ pub struct Limits {
     pub budget: BudgetConfig,
     /// Per concrete model, for replies whose cost the endpoint does not report.
     pub prices: BTreeMap<String, ModelPrice>,
+    /// The success check of this task's class, run when the model says it is done.
+    pub check: Option<CheckSpec>,
 }
 
 /// One LLM round trip and the tool calls it asked for.
@@ -173,15 +181,16 @@ pub struct Turn {
     pub log: Vec<RoundRecord>,
     /// The raw replies, for `--record`.
     pub recorded: Vec<Recorded>,
+    /// The success check's runs, when the task has a check and it ran.
+    pub check: Option<check::CheckRecord>,
 }
 
 /// The system prompt: what the harness is, the bound, the tool contract, the REPORT.
-pub fn system_prompt(vertical: &str, max_rounds: u32, tools: bool) -> String {
-    let tool_text = if tools {
-        "You have one tool, `bash`, which runs a single command line in the task's working directory and returns its output and exit status. Commands are checked against an allow-list; a denied command is not run and you get the reason instead. Prefer small, read-only commands."
-    } else {
-        "You have no tools in this turn: answer from the task text alone."
-    };
+pub fn system_prompt(vertical: &str, max_rounds: u32, tools: Option<&BashTool>) -> String {
+    let tool_text = tools.map_or(
+        "You have no tools in this turn: answer from the task text alone.",
+        BashTool::contract,
+    );
     format!(
         "You are an agent run by `harness` for the \"{vertical}\" vertical. You get ONE bounded turn of at most {max_rounds} model rounds to work on the task below. {tool_text} When you are done, reply with your final answer in Markdown and no tool call: that reply is saved verbatim as the task's REPORT, so make it complete and self-contained."
     )
@@ -205,6 +214,7 @@ pub async fn run(
     events: &Events,
 ) -> Turn {
     let max_rounds = limits.max_rounds;
+    let tool_specs = bash.map(BashTool::specs).unwrap_or_default();
     let mut messages = vec![
         Message::System { content: system },
         Message::User {
@@ -236,7 +246,16 @@ pub async fn run(
             model: route.models.get(chain).cloned().unwrap_or_default(),
         });
         let asked = round::ask(
-            backend, route, &mut chain, &messages, shape, interrupt, &mut turn,
+            backend,
+            route,
+            &mut chain,
+            round::Prompt {
+                messages: &messages,
+                tools: &tool_specs,
+            },
+            shape,
+            interrupt,
+            &mut turn,
         );
         let round::Answer { model, reply } = match asked.await {
             Ok(answer) => answer,
@@ -283,9 +302,26 @@ pub async fn run(
                 if let Some(text) = stand_in {
                     turn.reply = Some(text.to_string());
                 }
-                turn.outcome = outcome;
                 turn.log.push(record);
-                return turn;
+                let checked = match (&outcome, limits.check.as_ref(), bash) {
+                    (TurnOutcome::Completed | TurnOutcome::MaxRounds, Some(spec), Some(tool)) => {
+                        check::run(spec, tool, interrupt, &mut turn.check).await
+                    }
+                    _ => check::CheckVerdict::Passed,
+                };
+                match check::after(checked, outcome, round < max_rounds) {
+                    check::After::End(outcome) => {
+                        turn.outcome = outcome;
+                        return turn;
+                    }
+                    check::After::Retry { feedback } => {
+                        messages.push(Message::Assistant {
+                            content: Some(reply.content.clone().unwrap_or_default()),
+                            tool_calls: Vec::new(),
+                        });
+                        messages.push(Message::User { content: feedback });
+                    }
+                }
             }
             // after_reply runs tools only in a round that offers them, which needs bash.
             (step::Next::RunTools, None) => {
@@ -310,6 +346,7 @@ impl Turn {
             skipped: Vec::new(),
             log: Vec::new(),
             recorded: Vec::new(),
+            check: None,
         }
     }
 }
@@ -344,6 +381,7 @@ mod tests {
             max_rounds,
             budget,
             prices: BTreeMap::new(),
+            check: None,
         }
     }
 
@@ -365,7 +403,7 @@ mod tests {
         if let Some(s) = signal {
             interrupt.trigger(s);
         }
-        let system = system_prompt("demo", limits.max_rounds, false);
+        let system = system_prompt("demo", limits.max_rounds, None);
         run(
             &task(),
             &route(),

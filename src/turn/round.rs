@@ -8,11 +8,20 @@ use super::step::{self, OnError, Shape};
 use super::{RoundRecord, Turn, TurnOutcome};
 use crate::events::{Event, Events};
 use crate::llm::cassette::Recorded;
-use crate::llm::wire::{bash_tool_spec, Message, ToolCall};
+use crate::llm::wire::{Message, ToolCall};
 use crate::llm::{Backend, Reply};
 use crate::routing::Route;
 use crate::signals::Interrupt;
 use crate::tools::{BashTool, ToolEvent, ToolRun};
+
+/// What this round sends besides the model: the conversation so far and the tools offered.
+#[derive(Clone, Copy)]
+pub struct Prompt<'a> {
+    /// Every message of the turn, in order.
+    pub messages: &'a [Message],
+    /// The tool specs offered (empty on a tool-less round is decided by the shape).
+    pub tools: &'a [serde_json::Value],
+}
 
 /// A model's reply to this round's request, with the model that gave it.
 pub struct Answer {
@@ -29,16 +38,15 @@ pub async fn ask(
     backend: &mut Backend,
     route: &Route,
     chain: &mut usize,
-    messages: &[Message],
+    prompt: Prompt<'_>,
     shape: Shape,
     interrupt: &Interrupt,
     turn: &mut Turn,
 ) -> Result<Answer, TurnOutcome> {
-    let tools = [bash_tool_spec()];
     let (round, max_rounds) = (shape.round, shape.max_rounds);
     loop {
         let model = route.models.get(*chain).cloned().unwrap_or_default();
-        let request = step::request(&model, messages, shape, &tools);
+        let request = step::request(&model, prompt.messages, shape, prompt.tools);
         let result = tokio::select! {
             r = backend.chat(&request) => r,
             signal = interrupt.wait() => return Err(TurnOutcome::Interrupted { signal }),

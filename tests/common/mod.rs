@@ -390,16 +390,23 @@ pub fn real_server(flag: &str, what: &str) -> bool {
     false
 }
 
-/// The PLAN's `sandbox:` line for the standard config on this kernel (Landlock when it has it).
+/// The PLAN's `sandbox:` line for the standard config on this kernel (Landlock when it has
+/// it, then with the read set).
 pub fn sandbox_plan_line() -> String {
     use harness::tools::sandbox;
-    sandbox::decide(
+    let status = sandbox::decide(
         harness::config::SandboxMode::Auto,
         sandbox::kernel_abi(),
         /*network*/ false,
     )
-    .unwrap()
-    .plan_line(0)
+    .unwrap();
+    match status {
+        sandbox::Status::Landlock { .. } => format!(
+            "{}; read set: work_root, a private TMPDIR, @system",
+            status.plan_line(0)
+        ),
+        _ => status.plan_line(0),
+    }
 }
 
 /// The chat request bodies a `scripted-llm` at `url` received, in order.
@@ -415,4 +422,26 @@ pub fn chat_bodies_at(url: &str) -> Vec<Value> {
         })
         .map(|r| r["body"].clone())
         .collect()
+}
+
+/// Whether this kernel has Landlock; says so loudly when it does not (CI's kernel has it).
+pub fn landlock() -> bool {
+    match harness::tools::sandbox::kernel_abi() {
+        Ok(_) => true,
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run on a kernel with Landlock: {why}"
+            );
+            eprintln!("SKIPPED: Landlock tests: {why}");
+            false
+        }
+    }
+}
+
+/// Writes an executable bash script.
+pub fn script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/bash\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }

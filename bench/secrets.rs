@@ -1,0 +1,151 @@
+//! Secrets and confinement costs: masking a 1 MiB command output (exact key plus its encoded
+//! forms), building the read ruleset and the seccomp filter (once per run), and what the
+//! confinement adds to one command's start (`bash -c true`, confined or not). Figures only,
+//! no assertions.
+//!
+//! `cargo bench --bench secrets` (plain `std::time`, like `bench/gate.rs`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use harness::secrets::{Redactor, Secret};
+use harness::signals::Interrupt;
+use harness::tools::{bash, sandbox};
+
+const KEY: &str = "sk-bench-canary-0f3a9c1e5b2d4f6071a8";
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> Duration {
+    median(
+        (0..runs)
+            .map(|_| {
+                let start = Instant::now();
+                black_box(f());
+                start.elapsed()
+            })
+            .collect(),
+    )
+}
+
+/// About 1 MiB of what commands print: source lines, an `od -c` dump, hex, base64, with the
+/// key hidden in a few encodings.
+fn output() -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while out.len() < 1 << 20 {
+        out.push_str(&format!(
+            "src/file{i}.rs:{i}:    let value = compute(&input[{i}..], 0x{i:08x}); // TODO\n"
+        ));
+        out.push_str(&format!(
+            "{:07o}   h   e   l   l   o       w   o   r   l   d  \\n\n",
+            i * 16
+        ));
+        out.push_str("aGVsbG8gd29ybGQsIG5vdGhpbmcgc2VjcmV0IGhlcmUsIGp1c3QgYmFzZTY0IHRleHQ=\n");
+        out.push_str("68656c6c6f20776f726c642c206e6f7468696e67207365637265740a\n");
+        if i % 400 == 0 {
+            let rev: String = KEY.chars().rev().collect();
+            out.push_str(&format!("{KEY} {rev}\n"));
+        }
+        i += 1;
+    }
+    out
+}
+
+fn main() {
+    let mut redactor = Redactor::default();
+    redactor.add(&Secret::new(KEY));
+    redactor.add(&Secret::new("sk-bench-redmine-7b2e9d4c1a6f3058"));
+    let text = output();
+    let masked = redactor.redact(&text);
+    let t = time(15, || redactor.redact(&text));
+    println!(
+        "mask_1mib\t{:.2} ms\t({} bytes, {} masked spans, {:.0} MiB/s)",
+        t.as_secs_f64() * 1e3,
+        text.len(),
+        masked.matches("[redacted]").count(),
+        text.len() as f64 / (1 << 20) as f64 / t.as_secs_f64()
+    );
+    let hex: String = "0123456789abcdef".repeat(1 << 16);
+    let t = time(15, || redactor.redact(&hex));
+    println!(
+        "mask_1mib_hex\t{:.2} ms\t(1 MiB of hex digits: many partial matches)",
+        t.as_secs_f64() * 1e3
+    );
+
+    if sandbox::kernel_abi().is_err() {
+        println!("sandbox\t-\t(no Landlock on this kernel: not measured)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let text = "vertical = \"b\"\nwork_root = \"work\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n";
+    let cfg = harness::config::parse(text, &dir.path().join("harness.toml")).unwrap();
+    let t = time(50, || {
+        sandbox::Landlock::build(&cfg.bash, &work, &tmp).unwrap()
+    });
+    println!(
+        "sandbox_build\t{:.3} ms\t(read set, Landlock ruleset and seccomp filter; once per run)",
+        t.as_secs_f64() * 1e3
+    );
+    let t = time(50, || sandbox::seccomp::socket_filter(false).unwrap());
+    println!(
+        "seccomp_compile\t{:.1} us\t(part of the above)",
+        t.as_secs_f64() * 1e6
+    );
+
+    let landlock = sandbox::Landlock::build(&cfg.bash, &work, &tmp).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let env = bash::scrubbed_env(std::env::vars());
+    let interrupt = Interrupt::default();
+    let start = |confine: Option<&sandbox::Landlock>| {
+        runtime.block_on(async {
+            bash::run(
+                "true",
+                Path::new(&work),
+                Duration::from_secs(10),
+                1000,
+                &env,
+                confine,
+                &interrupt,
+            )
+            .await
+            .unwrap()
+        })
+    };
+    // Interleaved, so that a busy machine slows both alike; the minimum is the figure least
+    // disturbed by other load.
+    let mut plain = Vec::new();
+    let mut confined = Vec::new();
+    for _ in 0..150 {
+        let s = Instant::now();
+        black_box(start(None));
+        plain.push(s.elapsed());
+        let s = Instant::now();
+        black_box(start(Some(&landlock)));
+        confined.push(s.elapsed());
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (plain_min, confined_min) = (
+        ms(*plain.iter().min().unwrap()),
+        ms(*confined.iter().min().unwrap()),
+    );
+    let (plain, confined) = (ms(median(plain)), ms(median(confined)));
+    println!(
+        "command_start\t+{:.3} ms (min), +{:.3} ms (median)\t(bash -c true: {confined_min:.3}/{confined:.3} ms confined, {plain_min:.3}/{plain:.3} ms not, min/median)",
+        confined_min - plain_min,
+        confined - plain
+    );
+}

@@ -1,0 +1,160 @@
+//! Leaf (bounded inputs): [`read_text`] reads a regular file of at most N bytes (filesystem
+//! adapter), so no input file can hang a run (a FIFO, a terminal) or fill its memory
+//! (`/dev/zero`, a huge file); [`clip`] is PURE and cuts a text to N bytes, keeping its head
+//! and tail. Imports nothing from the crate.
+
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+/// Largest config file harness reads.
+pub const CONFIG_MAX: u64 = 1024 * 1024;
+/// Largest `file:` key file harness reads (a key is a line; this leaves room for comments).
+pub const KEY_FILE_MAX: u64 = 64 * 1024;
+/// Largest cassette harness replays.
+pub const CASSETTE_MAX: u64 = 64 * 1024 * 1024;
+/// Largest REPORT `harness writeback` reads.
+pub const REPORT_MAX: u64 = 16 * 1024 * 1024;
+
+/// The text of the regular file at `path` (symlinks followed), refused at once, unread, when
+/// it is a directory, a FIFO, a device or a socket, or longer than `limit` bytes. The error
+/// says which; callers add what the file is for.
+pub fn read_text(path: &Path, limit: u64) -> Result<String> {
+    let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
+    refuse_unless_regular(path, &meta, limit)?;
+    // O_NONBLOCK: if the path became a FIFO since the check, opening it does not wait for a
+    // writer; the type is checked again on the open file, which is what is read.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .with_context(|| format!("{}", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("{}", path.display()))?;
+    refuse_unless_regular(path, &meta, limit)?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("{}", path.display()))?;
+    if bytes.len() as u64 > limit {
+        bail!("{} is larger than {}", path.display(), size(limit));
+    }
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
+}
+
+fn refuse_unless_regular(path: &Path, meta: &std::fs::Metadata, limit: u64) -> Result<()> {
+    let kind = meta.file_type();
+    let what = if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if !kind.is_file() {
+        "not a regular file"
+    } else if meta.len() > limit {
+        bail!(
+            "{} is {} bytes, larger than {}",
+            path.display(),
+            meta.len(),
+            size(limit)
+        );
+    } else {
+        return Ok(());
+    };
+    bail!("{} is {what}, not a regular file", path.display())
+}
+
+/// `1 MiB`, `64 KiB`, or bytes.
+pub fn size(bytes: u64) -> String {
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * KIB;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
+        format!("{} KiB", bytes / KIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// `text` when it is at most `max` bytes; else its head and tail (cut on character
+/// boundaries) around a note of how many bytes were left out.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let half = max / 2;
+    let mut head = half;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - half;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}[... {} bytes cut ...]{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_small_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a");
+        std::fs::write(&p, "hello").unwrap();
+        assert_eq!(read_text(&p, 5).unwrap(), "hello");
+        let err = read_text(&p, 4).unwrap_err().to_string();
+        assert!(err.contains("5 bytes, larger than 4 bytes"), "{err}");
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_regular_file_without_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = read_text(&fifo, 10).unwrap_err().to_string();
+        assert!(err.contains("is a FIFO"), "{err}");
+        let err = read_text(Path::new("/dev/zero"), 10)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is a device"), "{err}");
+        let err = read_text(dir.path(), 10).unwrap_err().to_string();
+        assert!(err.contains("is a directory"), "{err}");
+    }
+
+    #[test]
+    fn a_file_that_says_it_is_empty_is_still_bounded() {
+        // procfs files report size 0 and then yield more.
+        let err = read_text(Path::new("/proc/self/maps"), 8)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("larger than 8 bytes"), "{err}");
+    }
+
+    #[test]
+    fn clip_keeps_head_and_tail_on_char_boundaries() {
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip("abcdefgh", 4), "ab[... 4 bytes cut ...]gh");
+        let s = "é".repeat(10);
+        let c = clip(&s, 5);
+        assert!(c.starts_with("é[..."), "{c}");
+        assert!(c.ends_with("]é"), "{c}");
+        assert_eq!(size(1024 * 1024), "1 MiB");
+        assert_eq!(size(64 * 1024), "64 KiB");
+    }
+}

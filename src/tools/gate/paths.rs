@@ -1,0 +1,75 @@
+//! tools stage (gate), PURE: path facts read from text: basenames, `path under prefix`, paths
+//! outside the work root, /proc and /dev.
+
+use crate::tools::gate::shell::lex::Word;
+/// Is this command path inside /proc or /dev (`/proc/self/exe` is the calling shell)?
+pub(crate) fn through_proc_or_dev(path: &str) -> bool {
+    let comps: Vec<&str> = path
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let climbs = comps.contains(&"..");
+    comps.iter().enumerate().any(|(k, c)| match *c {
+        "proc" => true,
+        "dev" => (k == 0 && path.starts_with('/')) || climbs,
+        _ => false,
+    }) || (path.starts_with('/') && comps.first().is_some_and(|c| *c == ".."))
+}
+
+pub(crate) fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Is `path` strictly under `prefix`, lexically? With `resolve_dotdot` false any `..` fails.
+pub(crate) fn path_under(path: &str, prefix: &str, resolve_dotdot: bool) -> bool {
+    fn norm(p: &str, resolve: bool) -> Option<(bool, Vec<&str>)> {
+        let mut out: Vec<&str> = Vec::new();
+        for c in p.split('/') {
+            match c {
+                "" | "." => {}
+                ".." if resolve => {
+                    out.pop();
+                }
+                ".." => return None,
+                c => out.push(c),
+            }
+        }
+        Some((p.starts_with('/'), out))
+    }
+    match (norm(path, resolve_dotdot), norm(prefix, resolve_dotdot)) {
+        (Some((pa, pc)), Some((xa, xc))) => pa == xa && pc.len() > xc.len() && pc.starts_with(&xc),
+        _ => false,
+    }
+}
+
+/// Is this path outside the work root or inside a dot directory (absolute, `~`, `..`, `.git`)?
+pub(crate) fn outside_path(p: &str) -> bool {
+    p.starts_with('/')
+        || p.starts_with('~')
+        || p.split('/')
+            .any(|c| c == ".." || (c.starts_with('.') && c != "."))
+}
+
+/// The first of `names` (spelled `--x v`, `--x=v`, `-x v` or `-x=v`) whose path value is
+/// outside the work root.
+pub(crate) fn path_option_outside<'a>(
+    args: &'a [Word],
+    names: &[&'a str],
+) -> Option<(&'a str, &'a str)> {
+    let mut k = 0;
+    while let Some(w) = args.get(k) {
+        k += 1;
+        let v = w.value.as_str();
+        for &n in names {
+            let value = if v == n {
+                args.get(k).map(|w| w.value.as_str())
+            } else {
+                v.strip_prefix(n).and_then(|r| r.strip_prefix('='))
+            };
+            if let Some(p) = value.filter(|p| outside_path(p)) {
+                return Some((n, p));
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,56 @@
+//! tools stage (gate), PURE: document tools that run programs from options: pandoc, TeX engines and
+//! latexmk, exiftool, gpg.
+
+use crate::tools::gate::programs::argv::{denied, long_abbrev, options, short_has};
+use crate::tools::gate::shell::lex::Word;
+
+/// pandoc filters and PDF engines are programs.
+pub(crate) fn pandoc_check(base: &str, args: &[Word]) -> Option<String> {
+    let found = options(args).any(|v| {
+        long_abbrev(v, &["filter", "lua-filter", "pdf-engine"]).is_some()
+            || short_has(v, "FL", "otfrwMVdcHABDT")
+    });
+    denied(
+        base,
+        "`--filter`/`--lua-filter`/`--pdf-engine` runs a program",
+    )
+    .filter(|_| found)
+}
+
+/// Shell escape runs programs; latexmk also runs code from `-e`, `-r` and `NAME=`.
+pub(crate) fn latex_check(base: &str, args: &[Word], latexmk: bool) -> Option<String> {
+    let found = args
+        .iter()
+        .map(|w| w.value.trim_start_matches('-'))
+        .any(|v| {
+            v.starts_with("shell-escape")
+                || v.starts_with("enable-write18")
+                || v.starts_with("shell-restricted")
+                || (latexmk && (v == "e" || v == "r" || v.contains('=')))
+        });
+    denied(
+        base,
+        "with shell escape (or latexmk code and commands) runs programs",
+    )
+    .filter(|_| found)
+}
+
+/// exiftool `-if`, `${…}` expressions and argument or config files evaluate Perl.
+pub(crate) fn exiftool_check(base: &str, args: &[Word]) -> Option<String> {
+    let found = args.iter().any(|w| {
+        let v = w.value.to_ascii_lowercase();
+        v.starts_with("-if") || v.contains("${") || v == "-@" || v.starts_with("-config")
+    });
+    denied(
+        base,
+        "`-if`, `${…}` expressions and argument/config files evaluate Perl",
+    )
+    .filter(|_| found)
+}
+
+/// gpg `--photo-viewer`, `--exec-path` and extensions run programs.
+pub(crate) fn gpg_check(base: &str, args: &[Word]) -> Option<String> {
+    let found = options(args)
+        .any(|v| long_abbrev(v, &["photo-viewer", "exec-path", "load-extension"]).is_some());
+    denied(base, "`--photo-viewer`/`--exec-path` runs programs").filter(|_| found)
+}

@@ -1,0 +1,323 @@
+//! tools stage (gate), PURE: git: global options, subcommands and options that run programs or
+//! write outside the work root; config only as a read.
+
+use crate::tools::gate::paths::outside_path;
+use crate::tools::gate::programs::argv::{long_abbrev, options, short_has};
+use crate::tools::gate::shell::lex::Word;
+pub(crate) fn git_check(args: &[Word]) -> Option<String> {
+    let mut i = 0;
+    // Global options before the subcommand.
+    while let Some(w) = args.get(i) {
+        let v = w.value.as_str();
+        if !v.starts_with('-') {
+            break;
+        }
+        if v == "-c" || v.starts_with("-c") && !v.starts_with("--") {
+            return Some(
+                "`-c` sets configuration (aliases, pagers, hooks can run programs)".into(),
+            );
+        }
+        if let Some(n) = long_abbrev(v, &["config-env", "exec-path", "git-dir", "work-tree"]) {
+            return Some(format!(
+                "`--{n}` changes where git finds programs or configuration"
+            ));
+        }
+        // Only global options whose arity the gate knows: an unknown one might take a value,
+        // and then the gate would judge the wrong word as the subcommand.
+        if v == "-C"
+            && args
+                .get(i + 1)
+                .is_some_and(|w| outside_path(&w.value) || !w.literal())
+        {
+            return Some("`-C` points git outside the work root".into());
+        }
+        i += if matches!(v, "-C" | "--namespace") {
+            2
+        } else if matches!(
+            v,
+            "-p" | "-P"
+                | "--paginate"
+                | "--no-pager"
+                | "--bare"
+                | "--no-replace-objects"
+                | "--no-lazy-fetch"
+                | "--no-optional-locks"
+                | "--no-advice"
+                | "--literal-pathspecs"
+                | "--glob-pathspecs"
+                | "--noglob-pathspecs"
+                | "--icase-pathspecs"
+                | "--version"
+                | "--help"
+                | "--html-path"
+                | "--man-path"
+                | "--info-path"
+        ) || v.starts_with("--namespace=")
+        {
+            1
+        } else {
+            return Some(format!("global option `{v}` is not understood by the gate"));
+        };
+    }
+    let sub = args.get(i).map(|w| w.value.as_str()).unwrap_or("");
+    let rest = args.get(i + 1..).unwrap_or_default();
+    if !args.get(i).is_none_or(Word::literal) {
+        return Some("the subcommand is not a plain word".into());
+    }
+    if matches!(
+        sub,
+        "filter-branch"
+            | "mergetool"
+            | "instaweb"
+            | "web--browse"
+            | "hook"
+            | "daemon"
+            | "upload-pack"
+            | "receive-pack"
+            | "shell"
+            | "remote-ext"
+            | "credential"
+    ) {
+        return Some(format!("`git {sub}` runs programs"));
+    }
+    if rest
+        .iter()
+        .any(|w| w.value.contains("ext::") || w.value.contains("fd::"))
+    {
+        return Some("the `ext::`/`fd::` transports run programs".into());
+    }
+    if options(rest).any(|v| v.starts_with("--ext-d")) {
+        return Some(
+            "`--ext-diff` runs the external diff program the repository configures".into(),
+        );
+    }
+    if sub == "help"
+        && options(rest).any(|v| short_has(v, "w", "") || long_abbrev(v, &["web"]).is_some())
+    {
+        return Some("`git help --web` starts a browser".into());
+    }
+    if matches!(sub, "clone" | "init" | "submodule") {
+        for v in options(rest) {
+            if v == "-c" || (v.starts_with("-c") && !v.starts_with("--")) {
+                return Some(format!(
+                    "`git {sub} -c` sets configuration (programs git runs)"
+                ));
+            }
+            if let Some(n) = long_abbrev(v, &["config", "template", "separate-git-dir"]) {
+                return Some(format!(
+                    "`git {sub} --{n}` sets configuration or hooks (programs git runs)"
+                ));
+            }
+        }
+    }
+    if sub == "submodule" && rest.iter().any(|w| w.value == "foreach") {
+        return Some("`git submodule foreach` runs shell commands".into());
+    }
+    if sub == "bisect" && rest.first().is_some_and(|w| w.value == "run") {
+        return Some("`git bisect run` runs a program".into());
+    }
+    if sub == "config" {
+        return git_config_check(rest);
+    }
+    if matches!(sub, "send-pack" | "http-push") {
+        return Some(format!("`git {sub}` pushes to a remote"));
+    }
+    if matches!(
+        sub,
+        "merge-index"
+            | "merge-one-file"
+            | "checkout-index"
+            | "mailsplit"
+            | "fast-import"
+            | "maintenance"
+            | "update-index"
+            | "mktree"
+            | "mktag"
+            | "commit-tree"
+            | "unpack-objects"
+            | "index-pack"
+            | "read-tree"
+            | "diagnose"
+            | "bugreport"
+            | "mailinfo"
+            | "difftool"
+            | "fsmonitor--daemon"
+            | "commit-graph"
+            | "multi-pack-index"
+    ) || sub.starts_with("credential")
+        || (sub == "interpret-trailers" && options(rest).any(|v| v.starts_with("--in")))
+        || (sub == "fast-export"
+            && options(rest)
+                .any(|v| v.starts_with("--export-marks") || v.starts_with("--import-marks")))
+        || (sub == "help" && options(rest).any(|v| matches!(v, "-i" | "--info" | "-m" | "--man")))
+        || (sub == "pack-objects" && !options(rest).any(|v| v == "--stdout"))
+        || (sub == "notes"
+            && rest.iter().any(|w| {
+                matches!(
+                    w.value.as_str(),
+                    "add" | "append" | "edit" | "copy" | "merge" | "remove" | "prune"
+                )
+            }))
+        || (sub == "hash-object" && options(rest).any(|v| v == "-w" || v == "--stdin-paths"))
+    {
+        return Some(format!(
+            "`git {sub}` runs a program or writes files wherever it is told"
+        ));
+    }
+    // Subcommands that create repositories, worktrees or bundles at a path: only plain paths
+    // inside the work root.
+    if matches!(
+        sub,
+        "init" | "clone" | "worktree" | "bundle" | "submodule" | "mv" | "merge-file"
+    ) {
+        for v in rest.iter().map(|w| w.value.as_str()) {
+            let path = v.split_once('=').map_or(v, |(_, p)| p);
+            if outside_path(path) {
+                return Some(format!(
+                    "`git {sub}` with `{v}` writes outside the work root or into a dot directory"
+                ));
+            }
+        }
+    }
+    if matches!(sub, "apply" | "am")
+        && (!options(rest).any(|v| matches!(v, "--check" | "--stat" | "--numstat" | "--summary"))
+            || options(rest).any(|v| {
+                matches!(v, "-3" | "-N")
+                    || long_abbrev(
+                        v,
+                        &[
+                            "apply",
+                            "index",
+                            "cached",
+                            "3way",
+                            "reject",
+                            "intent-to-add",
+                        ],
+                    )
+                    .is_some()
+            }))
+    {
+        return Some(format!(
+            "`git {sub}` writes the files a patch names (only --check/--stat/--numstat/--summary)"
+        ));
+    }
+    for v in options(rest) {
+        // Exact names of harmless options that are also prefixes of dangerous ones.
+        if matches!(v, "--cc" | "--to" | "--header" | "--exec-path")
+            || v.starts_with("--to=")
+            || v.starts_with("--cc=")
+        {
+            continue;
+        }
+        if let Some(n) = long_abbrev(
+            v,
+            &[
+                "upload-pack",
+                "receive-pack",
+                "exec",
+                "output",
+                "open-files-in-pager",
+                "extcmd",
+                "sendmail-cmd",
+                "smtp-server",
+                "to-cmd",
+                "cc-cmd",
+                "header-cmd",
+                "config-env",
+                "run",
+                "output-directory",
+            ],
+        ) {
+            if !(n == "run" && sub != "rebase") {
+                return Some(format!("`--{n}` runs a program or writes a file"));
+            }
+        }
+        let short_bad = match sub {
+            "grep" => short_has(v, "O", "efABCm"),
+            "fetch" | "clone" | "ls-remote" | "pull" => short_has(v, "u", "objc"),
+            "archive" => short_has(v, "uo", ""),
+            "rebase" => short_has(v, "x", "sXC"),
+            "difftool" => short_has(v, "xt", ""),
+            "log" | "diff" | "show" | "format-patch" | "whatchanged" => {
+                v == "-o" || v.starts_with("-o") && sub == "format-patch"
+            }
+            _ => false,
+        };
+        if short_bad {
+            return Some(format!(
+                "option `{v}` for `git {sub}` runs a program or writes files"
+            ));
+        }
+    }
+    None
+}
+
+/// `git config` is allowed only as a read: `get`/`list` (new style) or `--get*`/`--list`, with
+/// options whose arity the gate knows.
+pub(crate) fn git_config_check(rest: &[Word]) -> Option<String> {
+    const FLAGS: &[&str] = &[
+        "--global",
+        "--system",
+        "--local",
+        "--worktree",
+        "--show-origin",
+        "--show-scope",
+        "--null",
+        "-z",
+        "--name-only",
+        "--includes",
+        "--no-includes",
+        "--bool",
+        "--int",
+        "--path",
+        "--bool-or-int",
+        "--expiry-date",
+        "--all",
+        "--regexp",
+        "--fixed-value",
+        "--list",
+        "-l",
+        "--get",
+        "--get-all",
+        "--get-regexp",
+        "--get-urlmatch",
+        "--get-color",
+        "--get-colorbool",
+    ];
+    const VALUED: &[&str] = &["--file", "-f", "--blob", "--type", "--default", "--url"];
+    let mut positional = Vec::new();
+    let mut old_style_read = false;
+    let mut i = 0;
+    while let Some(w) = rest.get(i) {
+        let v = w.value.as_str();
+        i += 1;
+        if !v.starts_with('-') {
+            positional.push(v);
+            continue;
+        }
+        if FLAGS.contains(&v) {
+            old_style_read |= v.starts_with("--get") || matches!(v, "--list" | "-l");
+            continue;
+        }
+        if VALUED.contains(&v) {
+            i += 1;
+            continue;
+        }
+        if VALUED
+            .iter()
+            .any(|o| o.starts_with("--") && v.starts_with(&format!("{o}=")))
+        {
+            continue;
+        }
+        return Some(format!(
+            "`git config` option `{v}` is not understood by the gate (only reads are allowed)"
+        ));
+    }
+    let reads = if old_style_read {
+        true
+    } else {
+        matches!(positional.first(), Some(&"get") | Some(&"list"))
+            || (positional.len() == 1 && positional[0] != "edit")
+    };
+    (!reads).then(|| "`git config` writing configuration; only reads are allowed".into())
+}

@@ -1,0 +1,242 @@
+//! tools stage (gate), PURE: interpreters and opaque runners under deny rules: code on the command
+//! line or stdin that could reach a denied program.
+
+use crate::tools::gate::paths::basename;
+use crate::tools::gate::programs::argv::is_stdin_path;
+use crate::tools::gate::programs::registry::{
+    canonical, family, same_program, Code, Finder, Kind, StdinCode,
+};
+use crate::tools::gate::rule::{Policy, RuleKind};
+use crate::tools::gate::shell::lex::{Stdin, Word};
+/// With deny rules in force, an interpreter or opaque runner whose arguments mention a denied
+/// command (or a shell) is denied: the gate cannot follow what it runs.
+pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Option<String> {
+    let fam = family(base).filter(|f| f.opaque())?;
+    if fam.inner == Finder::Directory {
+        return Some(format!(
+            "`{base}` runs every program in a directory, which no rule can see"
+        ));
+    }
+    let runner = fam.kind == Kind::Runner;
+    let denied: Vec<&str> = policy
+        .deny
+        .iter()
+        .filter_map(|r| match &r.kind {
+            RuleKind::Exact(ws) | RuleKind::Words(ws) => ws.first().map(|w| basename(w)),
+            RuleKind::Raw(p) => p.split_whitespace().next().map(basename),
+            RuleKind::Path(_) | RuleKind::Universal => None,
+        })
+        .collect();
+    for w in args {
+        if !w.literal() && runner {
+            return Some(format!(
+                "`{base}` runs `{}`, which the gate cannot read",
+                w.raw
+            ));
+        }
+        for tok in w
+            .value
+            .split(|c: char| !(c.is_alphanumeric() || "_./+-".contains(c)))
+            .filter(|t| !t.is_empty())
+        {
+            let b = basename(tok);
+            let kind = canonical(b);
+            let b = kind.as_str();
+            if denied
+                .iter()
+                .any(|d| *d == b || canonical(d) == b || same_program(d, b))
+            {
+                return Some(format!(
+                    "`{base}` would run code mentioning `{b}`, which a deny rule forbids; the gate cannot follow it"
+                ));
+            }
+            if runner && family(b).is_some_and(|f| f.runs_code()) {
+                return Some(format!(
+                    "`{base}` would run `{b}`, whose script the deny rules cannot see into"
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Does an interpreter read its program from stdin? True unless a program is given inline
+/// (`-c`, `-e`, `-ne`, `-m`, `-r`, `--eval`, `deno eval`) or as a file operand.
+pub(crate) fn program_from_stdin(args: &[Word]) -> bool {
+    for w in args {
+        let v = w.value.as_str();
+        if is_stdin_path(v) {
+            return true;
+        }
+        if v == "--" {
+            continue;
+        }
+        if let Some(long) = v.strip_prefix("--") {
+            if matches!(
+                long.split('=').next(),
+                Some("eval" | "command" | "print" | "execute")
+            ) {
+                return false;
+            }
+            continue;
+        }
+        if let Some(cluster) = v.strip_prefix('-') {
+            if cluster.chars().any(|c| "ceErmp".contains(c)) {
+                return false;
+            }
+            continue;
+        }
+        return false;
+    }
+    true
+}
+
+/// With deny rules in force: an interpreter or runner fed code on stdin (a pipe, heredoc or
+/// here-string) runs text the rules cannot follow; heredoc and here-string text is checked
+/// like an argument.
+pub(crate) fn stdin_code(
+    policy: &Policy,
+    base: &str,
+    args: &[Word],
+    stdin: &Stdin,
+) -> Option<String> {
+    let fam = family(base).filter(|f| f.opaque())?;
+    let texts: Vec<Word> = stdin.texts.iter().map(|t| Word::synthetic(t)).collect();
+    if let Some(reason) =
+        opaque_mentions(policy, base, &texts).or_else(|| inline_code_can_run_programs(base, &texts))
+    {
+        return Some(format!("on stdin: {reason}"));
+    }
+    if !stdin.piped && stdin.texts.is_empty() {
+        return None;
+    }
+    let reads_code = fam.kind == Kind::Runner
+        || match fam.stdin {
+            StdinCode::Always => true,
+            StdinCode::UnlessGiven => program_from_stdin(args),
+            StdinCode::Never => false,
+        };
+    reads_code.then(|| {
+        format!("`{base}` would run commands from its stdin, which the deny rules cannot see into")
+    })
+}
+
+/// Names of interpreter features that run programs or build code at run time; inline code
+/// containing one could reach a denied command without naming it (`'r'+'m'`).
+pub(crate) const CODE_CAPABILITIES: &[&str] = &[
+    "system",
+    "exec",
+    "spawn",
+    "popen",
+    "fork",
+    "process",
+    "import",
+    "require",
+    "open",
+    "eval",
+    "`",
+    "qx",
+    "pty",
+    "shell",
+    "syscall",
+    "ctypes",
+    "ffi",
+    "dlopen",
+    "load",
+    "pipe",
+    "kernel",
+    "send",
+    "__",
+    "getattr",
+    "globals",
+    "vars(",
+    "compile",
+    "function",
+    "constructor",
+    "deno.",
+    "bun.",
+    "passthru",
+    "proc_",
+    "os.",
+    "io.",
+    "%x",
+    "&$",
+    "&{",
+    "$(",
+    "run(",
+    "readpipe",
+    "command",
+    "invoke",
+    "call(",
+    "apply(",
+    "new ",
+    "do ",
+    "dofile",
+    "sh ",
+    "::",
+];
+
+/// With deny rules in force, inline interpreter code (an argument that looks like code) that
+/// uses a feature able to run programs is denied: the rules cannot follow what it runs.
+/// Does the code end a substitution with flags that include `e` (`s/x/y/ee` in Perl evaluates
+/// the replacement)? Looks for a closing delimiter followed by flag letters with an `e`.
+pub(crate) fn perl_eval_flag(code: &str) -> bool {
+    let c: Vec<char> = code.chars().collect();
+    (0..c.len()).any(|k| {
+        if !"/}#|!,)]>'\"".contains(c[k]) {
+            return false;
+        }
+        let run: String = c[k + 1..]
+            .iter()
+            .take_while(|ch| ch.is_ascii_alphabetic())
+            .collect();
+        let end = c.get(k + 1 + run.len());
+        !run.is_empty()
+            && run.contains('e')
+            && run.chars().all(|ch| "msixpodualngcer".contains(ch))
+            && end.is_none_or(|ch| !ch.is_alphanumeric() && *ch != '_')
+    })
+}
+
+pub(crate) fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<String> {
+    let fam = family(base).filter(|f| f.kind == Kind::Interpreter && f.code != Code::Own)?;
+    for w in args {
+        if fam.code == Code::Perl && perl_eval_flag(&w.value) {
+            return Some(format!(
+                "`{base}` code has a substitution with the `e` flag, which evaluates code"
+            ));
+        }
+        let code = w
+            .value
+            .contains(|c: char| " ()'\";{}$@`[]=&|<>\n".contains(c));
+        if !code {
+            continue;
+        }
+        if !w.value.is_ascii() {
+            // Python reads full-width `ｅｘｅｃ` as `exec` (NFKC identifiers): words the
+            // capability list cannot see.
+            return Some(format!(
+                "`{base}` code has non-ASCII characters, which can spell names the gate cannot read"
+            ));
+        }
+        let lc = w.value.to_ascii_lowercase();
+        // `$f(...)`: PHP and Perl call a function named by a string.
+        let variable_call = lc.match_indices('$').any(|(k, _)| {
+            let rest =
+                lc[k + 1..].trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_');
+            rest.len() < lc.len() - k - 1 && rest.trim_start().starts_with('(')
+        });
+        if variable_call {
+            return Some(format!(
+                "`{base}` code calls a function through a variable, which can run programs the deny rules cannot see"
+            ));
+        }
+        if let Some(cap) = CODE_CAPABILITIES.iter().find(|c| lc.contains(*c)) {
+            return Some(format!(
+                "`{base}` code uses `{}`, which can run programs the deny rules cannot see",
+                cap.trim()
+            ));
+        }
+    }
+    None
+}

@@ -1,0 +1,101 @@
+//! tools stage (gate), PURE: shells (`sh -c`, `bash -c`...): the script they run, or why it cannot
+//! be seen.
+
+use crate::tools::gate::programs::argv::Inner;
+use crate::tools::gate::rule::Policy;
+use crate::tools::gate::shell::lex::Word;
+/// `bash_like` shells run bash scripts with `-c`; the others' scripts cannot be judged.
+pub(crate) fn shell_inner(
+    policy: &Policy,
+    words: &[Word],
+    base: &str,
+    bash_like: bool,
+) -> Result<Inner, String> {
+    let mut i = 1;
+    let mut command_mode = false;
+    while let Some(w) = words.get(i) {
+        let v = w.value.as_str();
+        if !w.literal() {
+            break;
+        }
+        if v == "--" || v == "-" {
+            i += 1;
+            break;
+        }
+        if matches!(v, "-o" | "+o" | "-O" | "+O" | "--rcfile" | "--init-file") {
+            i += 2;
+            continue;
+        }
+        if matches!(
+            v,
+            "--login"
+                | "--norc"
+                | "--noprofile"
+                | "--posix"
+                | "--restricted"
+                | "--verbose"
+                | "--noediting"
+                | "--no-rcs"
+                | "-l"
+        ) {
+            i += 1;
+            continue;
+        }
+        if v.starts_with("--") {
+            return Err(format!(
+                "`{base}` option `{v}` is not understood by the gate"
+            ));
+        }
+        if (v.starts_with('-') || v.starts_with('+')) && v.len() > 1 {
+            let flags = &v[1..];
+            if !flags.chars().all(|c| c.is_ascii_alphabetic()) {
+                return Err(format!(
+                    "`{base}` option `{v}` is not understood by the gate"
+                ));
+            }
+            if flags.contains('c') {
+                command_mode = true;
+            }
+            if flags.contains('i') {
+                return Err(format!("interactive `{base} -i` is denied"));
+            }
+            // Each `o`/`O` in a cluster (`-co posix`) takes the next word as its value.
+            let values = flags.chars().filter(|c| matches!(c, 'o' | 'O')).count();
+            if words[i + 1..].iter().take(values).any(|w| !w.literal()) {
+                return Err(format!(
+                    "`{base}` option `{v}` takes a value the gate cannot read"
+                ));
+            }
+            i += 1 + values;
+            continue;
+        }
+        break;
+    }
+    if command_mode {
+        return match words.get(i) {
+            Some(w) if w.literal() => {
+                if !bash_like {
+                    return Err(format!(
+                        "`{base} -c` scripts are not bash; the gate cannot judge them"
+                    ));
+                }
+                Ok(Inner::Script(w.value.clone()))
+            }
+            Some(w) => Err(format!(
+                "`{base} -c` runs `{}`, which the gate cannot read",
+                w.raw
+            )),
+            None if policy.deny.is_empty() => Ok(Inner::None),
+            None => Err(format!(
+                "`{base} -c` gets its script from input the gate cannot see"
+            )),
+        };
+    }
+    if policy.deny.is_empty() {
+        Ok(Inner::None)
+    } else {
+        Err(format!(
+            "`{base}` reads its script from a file or stdin, which the deny rules cannot see into"
+        ))
+    }
+}

@@ -1,0 +1,150 @@
+//! tools stage (gate), PURE: which redirections may run: heredocs, here-strings, descriptor
+//! duplication and writes into the work root.
+
+use crate::tools::gate::paths::path_under;
+use crate::tools::gate::rule::{Policy, RuleKind};
+use crate::tools::gate::shell::lex::Redir;
+use crate::tools::gate::shell::words::unsafe_var;
+pub(crate) fn check_redirect(
+    policy: &Policy,
+    r: &Redir,
+) -> Result<Option<(String, String)>, String> {
+    let t = &r.target;
+    if let Some((quoted, body)) = &r.heredoc {
+        if !quoted && (body.contains('$') || body.contains('`') || body.contains("\\\n")) {
+            return Err(
+                "the heredoc delimiter is unquoted and the body contains `$`, backticks or a line continuation, so bash would expand it; quote the delimiter (<<'EOF')"
+                    .into(),
+            );
+        }
+        return Ok(None);
+    }
+    if r.op == "<<<" {
+        return match unsafe_var(t) {
+            Some(v) => Err(format!(
+                "expansion of `${v}` in a here-string cannot be judged"
+            )),
+            None => Ok(None),
+        };
+    }
+    if !t.literal() || t.ansi_c {
+        return Err(format!(
+            "the redirection target `{}` contains an expansion; only plain paths are allowed",
+            t.raw
+        ));
+    }
+    let v = t.value.as_str();
+    if v.starts_with("/dev/tcp/") || v.starts_with("/dev/udp/") {
+        return Err(
+            "redirection to /dev/tcp or /dev/udp opens a network connection; always denied".into(),
+        );
+    }
+    let fd_target = !v.is_empty()
+        && (v == "-"
+            || v.trim_end_matches('-').chars().all(|c| c.is_ascii_digit())
+                && !v.trim_end_matches('-').is_empty());
+    match r.op {
+        "<" => return Ok(None),
+        "<&" if fd_target => return Ok(None),
+        "<&" => return Err(format!("`<&{v}` is not a file descriptor duplication")),
+        ">&" if fd_target => return Ok(None),
+        _ => {}
+    }
+    // Everything left writes to a file: `>`, `>>`, `>|`, `&>`, `&>>`, `<>`, `>&file`.
+    if matches!(v, "/dev/null" | "/dev/stdout" | "/dev/stderr") {
+        return Ok(None);
+    }
+    if v.starts_with("/dev/") || v.starts_with("/proc/") || v.starts_with("/sys/") {
+        return Err(format!(
+            "output redirection to the device `{v}` is always denied"
+        ));
+    }
+    if v.starts_with('/') {
+        return Err(format!(
+            "output redirection to the absolute path `{v}` is always denied (outside the work root)"
+        ));
+    }
+    if !policy.write_redirects {
+        return Err(format!(
+            "output redirection to the file `{v}` is denied (a rule authorises running a command, not writing files)"
+        ));
+    }
+    let comps: Vec<&str> = v
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    if comps.is_empty() {
+        return Err(format!("output redirection to `{v}` is not a file path"));
+    }
+    if comps.contains(&"..") {
+        return Err(format!(
+            "output redirection to `{v}` may leave the work root (`..`)"
+        ));
+    }
+    if let Some(why) = write_refusal(policy, v) {
+        return Err(format!("output redirection to `{v}` {why}; always denied"));
+    }
+    Ok(Some((v.to_string(), ".".to_string())))
+}
+
+/// Files that build and test tools run or load: writing one turns an allowed `make` or
+/// `cargo test` into running what was written. Compared lowercased, by file name.
+const BUILD_FILES: &[&str] = &[
+    "makefile",
+    "gnumakefile",
+    "build.rs",
+    "cargo.toml",
+    "package.json",
+    "setup.py",
+    "setup.cfg",
+    "pyproject.toml",
+    "conftest.py",
+    "tox.ini",
+    "noxfile.py",
+    "cmakelists.txt",
+    "justfile",
+    "rakefile",
+    "gemfile",
+    "build.gradle",
+    "build.gradle.kts",
+    "pom.xml",
+    "meson.build",
+    "build.ninja",
+    "go.mod",
+    "deno.json",
+    "webpack.config.js",
+    "vite.config.js",
+    "jest.config.js",
+];
+
+/// Why writing the work-root-relative path `rel` (no `..`, not absolute) is refused whatever
+/// the rules say, or `None`: a dotfile or `.git/`, a build file, or a place a path rule lets
+/// programs run from. Shared by output redirection and the file tools, so both protect the
+/// same places. The reason reads after "writing `rel`": "writes a dotfile or inside .git".
+pub fn write_refusal(policy: &Policy, rel: &str) -> Option<String> {
+    let comps: Vec<&str> = rel
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    if comps.iter().any(|c| c.starts_with('.')) {
+        return Some("writes a dotfile or inside .git".into());
+    }
+    if let Some(last) = comps.last() {
+        let lc = last.to_ascii_lowercase();
+        if BUILD_FILES.contains(&lc.as_str()) || lc.ends_with(".mk") {
+            return Some("writes a file that build and test tools run".into());
+        }
+    }
+    // Writing a script that a path rule lets run would turn the write into running anything.
+    for rule in &policy.allow {
+        if let RuleKind::Path(prefix) = &rule.kind {
+            if path_under(rel, prefix, false) || path_under(&format!("./{rel}"), prefix, false) {
+                return Some(format!(
+                    "writes where rule `{}` lets programs run",
+                    rule.text
+                ));
+            }
+        }
+    }
+    None
+}

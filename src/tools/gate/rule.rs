@@ -1,0 +1,277 @@
+//! tools stage (gate), PURE: the vocabulary of verdicts: rules as written, policies, judgements,
+//! and how a rule matches a command's words.
+
+use crate::tools::gate::paths::{basename, path_under};
+use crate::tools::gate::programs::registry::same_program;
+use crate::tools::gate::shell::lex::Word;
+/// Whether a command (or one segment of it) may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Allow,
+    Deny,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RuleKind {
+    /// `*`
+    Universal,
+    /// `pwd`, `git status`: the words exactly.
+    Exact(Vec<String>),
+    /// `git diff *`: these leading words, then anything (including nothing).
+    Words(Vec<String>),
+    /// `cargo*`: the command text starts with this, no word boundary.
+    Raw(String),
+    /// `./scripts/**`: the command word is a path strictly under this directory.
+    Path(String),
+}
+
+/// One allow/deny rule as written in the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub(in crate::tools::gate) text: String,
+    pub(in crate::tools::gate) kind: RuleKind,
+}
+
+impl Rule {
+    /// Parses `cmd *` (word boundary), `pfx*` (raw prefix), `pfx/**` (path prefix), `*` (universal), `pwd` (exact).
+    ///
+    /// Fails with a human reason for an empty rule, a `*` anywhere but the end, or control
+    /// characters.
+    pub fn parse(text: &str) -> Result<Rule, String> {
+        let t = text.trim_matches(|c| c == ' ' || c == '\t');
+        if t.is_empty() {
+            return Err("empty rule".to_string());
+        }
+        if t.chars().any(|c| c.is_control()) {
+            return Err(format!(
+                "rule `{}` contains a control character",
+                t.escape_debug()
+            ));
+        }
+        let kind = if t == "*" {
+            RuleKind::Universal
+        } else if let Some(prefix) = t.strip_suffix("/**") {
+            if prefix.is_empty() || prefix.contains('*') || prefix.contains([' ', '\t']) {
+                return Err(format!(
+                    "path-prefix rule `{t}` needs one directory path (no spaces or other `*`) before `/**`"
+                ));
+            }
+            RuleKind::Path(prefix.to_string())
+        } else if let Some(prefix) = t.strip_suffix(" *").or_else(|| t.strip_suffix("\t*")) {
+            let words: Vec<String> = prefix.split_whitespace().map(str::to_string).collect();
+            if words.is_empty() || words.iter().any(|w| w.contains('*')) {
+                return Err(format!(
+                    "rule `{t}`: `*` is only supported at the end of a rule"
+                ));
+            }
+            RuleKind::Words(words)
+        } else if let Some(prefix) = t.strip_suffix('*') {
+            if prefix.contains('*') {
+                return Err(format!(
+                    "rule `{t}`: `*` is only supported at the end of a rule"
+                ));
+            }
+            RuleKind::Raw(prefix.to_string())
+        } else if t.contains('*') {
+            return Err(format!(
+                "rule `{t}`: `*` is only supported at the end of a rule"
+            ));
+        } else {
+            RuleKind::Exact(t.split_whitespace().map(str::to_string).collect())
+        };
+        Ok(Rule {
+            text: t.to_string(),
+            kind,
+        })
+    }
+
+    /// The text as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+/// The `[tools.bash]` rules the gate applies.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Verdict for a segment that matches no rule.
+    pub default: Verdict,
+    /// Rules that allow a segment (matched exactly as written).
+    pub allow: Vec<Rule>,
+    /// Rules that deny a segment (matched loosely; deny beats allow).
+    pub deny: Vec<Rule>,
+    /// When true, output redirection (`>`, `>>`) to plain relative paths that stay inside the
+    /// work root (no `..` escaping, not dotfiles, not .git/) is allowed; otherwise denied.
+    pub write_redirects: bool,
+}
+
+/// The verdict on one segment (one simple command between `;`, `&&`, `|`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SegmentJudgement {
+    /// The segment's source text.
+    pub text: String,
+    /// The command word after quote removal, if determinable.
+    pub command_word: Option<String>,
+    pub verdict: Verdict,
+    /// The rule text that matched (allow or deny), if any.
+    pub rule: Option<String>,
+    /// Human sentence: why allowed / denied.
+    pub reason: String,
+}
+
+/// The verdict on a whole command string.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Judgement {
+    pub command: String,
+    pub verdict: Verdict,
+    /// One sentence summary (first denial's reason, or "all N segments allowed").
+    pub reason: String,
+    pub segments: Vec<SegmentJudgement>,
+    /// Path-prefix rules can't judge symlinks from text: each entry is (path as written after
+    /// quote removal, the rule's prefix) that the runner must canonicalize at run time and
+    /// refuse if it leaves the prefix. Allowed output redirections appear here too, with the
+    /// prefix `.` (the work root).
+    pub runtime_path_checks: Vec<(String, String)>,
+}
+
+pub(crate) enum Outcome {
+    Allow {
+        rule: Option<String>,
+        reason: String,
+    },
+    Deny {
+        rule: Option<String>,
+        reason: String,
+    },
+}
+
+pub(crate) fn deny(reason: impl Into<String>) -> Outcome {
+    Outcome::Deny {
+        rule: None,
+        reason: reason.into(),
+    }
+}
+
+/// Could this word, once expanded, equal `target`?
+pub(crate) fn could_match(w: &Word, target: &str) -> bool {
+    if !w.vars.is_empty() || w.brace || w.tilde {
+        return true;
+    }
+    if w.glob {
+        return glob_match(&w.value, target);
+    }
+    w.value == target
+}
+
+pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    // Iterative wildcard matching with single-star backtracking; `[...]` matches any one char.
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ti));
+                pi += 1;
+                continue;
+            }
+            Some('?') => {
+                pi += 1;
+                ti += 1;
+                continue;
+            }
+            Some('[') => {
+                if let Some(close) = p[pi..].iter().skip(1).position(|&c| c == ']') {
+                    pi += close + 2;
+                    ti += 1;
+                    continue;
+                }
+                if t[ti] == '[' {
+                    pi += 1;
+                    ti += 1;
+                    continue;
+                }
+            }
+            Some(&c) if c == t[ti] => {
+                pi += 1;
+                ti += 1;
+                continue;
+            }
+            _ => {}
+        }
+        match star {
+            Some((sp, st)) => {
+                pi = sp + 1;
+                ti = st + 1;
+                star = Some((sp, st + 1));
+            }
+            None => return false,
+        }
+    }
+    p[pi.min(p.len())..].iter().all(|&c| c == '*')
+}
+
+pub(crate) fn deny_matches(rule: &Rule, words: &[Word]) -> bool {
+    let Some(cmd) = words.first() else {
+        return false;
+    };
+    // Loose: `RM` is `rm` on a case-insensitive file system.
+    let base_lc = basename(&cmd.value).to_ascii_lowercase();
+    let base = base_lc.as_str();
+    let subsequence = |rule_words: &[String]| {
+        let mut want = rule_words.iter().peekable();
+        for w in &words[1..] {
+            match want.peek() {
+                Some(r) if could_match(w, r) => {
+                    want.next();
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        want.peek().is_none()
+    };
+    match &rule.kind {
+        RuleKind::Universal => true,
+        RuleKind::Exact(ws) | RuleKind::Words(ws) => match ws.split_first() {
+            Some((head, rest)) => same_program(basename(head), base) && subsequence(rest),
+            None => false,
+        },
+        RuleKind::Raw(prefix) => {
+            let tail: Vec<&str> = words[1..].iter().map(|w| w.value.as_str()).collect();
+            let by_base = std::iter::once(base)
+                .chain(tail.iter().copied())
+                .collect::<Vec<_>>();
+            let full = std::iter::once(cmd.value.as_str())
+                .chain(tail.iter().copied())
+                .collect::<Vec<_>>();
+            by_base
+                .join(" ")
+                .starts_with(prefix.to_ascii_lowercase().as_str())
+                || full.join(" ").starts_with(prefix.as_str())
+        }
+        RuleKind::Path(prefix) => path_under(&cmd.value, prefix, true),
+    }
+}
+
+pub(crate) fn allow_matches(rule: &Rule, words: &[Word]) -> bool {
+    let eq = |w: &Word, r: &String| w.literal() && !w.ansi_c && w.value == *r;
+    match &rule.kind {
+        RuleKind::Universal => true,
+        RuleKind::Exact(ws) => {
+            words.len() == ws.len() && words.iter().zip(ws).all(|(w, r)| eq(w, r))
+        }
+        RuleKind::Words(ws) => {
+            words.len() >= ws.len() && words.iter().zip(ws).all(|(w, r)| eq(w, r))
+        }
+        RuleKind::Raw(prefix) => {
+            let joined: Vec<&str> = words.iter().map(|w| w.value.as_str()).collect();
+            joined.join(" ").starts_with(prefix.as_str())
+        }
+        RuleKind::Path(prefix) => words
+            .first()
+            .is_some_and(|w| w.value.contains('/') && path_under(&w.value, prefix, false)),
+    }
+}

@@ -1,0 +1,156 @@
+//! Tools adapter: the seccomp filter that makes `network = false` mean "no sockets". In:
+//! whether Unix sockets are allowed. Out: a BPF program ([`socket_filter`]) that each child
+//! installs between fork and exec, beside its Landlock ruleset ([`install`]).
+//!
+//! Landlock (ABI 4-7) confines TCP connect and bind only: UDP, ICMP, raw and packet sockets
+//! stay open, and with them DNS-style exfiltration. The filter refuses, with `EACCES`:
+//! - `socket()` of every address family but `AF_UNIX` (an allow-list, so families added to
+//!   the kernel later are refused too): `AF_INET`/`AF_INET6` (TCP, UDP, ICMP, raw),
+//!   `AF_PACKET`, `AF_NETLINK` (no command needs the kernel's routing tables or audit log when
+//!   it has no network, and some netlink families reach beyond the process), `AF_VSOCK` (the
+//!   hypervisor), Bluetooth, CAN, `AF_XDP` and the rest;
+//! - `socket(AF_UNIX)` too, unless `[tools.bash].unix_sockets` names a socket;
+//! - `io_uring_setup()`: an io_uring can create sockets without the `socket()` call.
+//!
+//! `socketpair()` stays allowed: it only makes a connected pair inside the process (shells and
+//! language runtimes use it), and the kernel refuses it for internet families anyway.
+//!
+//! A program of another architecture than the harness's (a 32-bit binary on x86_64) is killed
+//! at its first system call: its call numbers differ, so the filter could not judge them.
+//! The x32 numbers of x86_64 are listed explicitly for the same reason.
+
+use std::collections::BTreeMap;
+
+use anyhow::{anyhow, Result};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule,
+};
+
+/// `__X32_SYSCALL_BIT`: x32 programs call the same functions under these numbers.
+#[cfg(target_arch = "x86_64")]
+const X32: i64 = 0x4000_0000;
+
+/// The filter for `network = false`. With `allow_unix`, `socket(AF_UNIX, ...)` is allowed.
+pub fn socket_filter(allow_unix: bool) -> Result<BpfProgram> {
+    let socket_rules = if allow_unix {
+        vec![SeccompRule::new(vec![SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX as u64,
+        )
+        .map_err(|e| anyhow!("seccomp: {e}"))?])
+        .map_err(|e| anyhow!("seccomp: {e}"))?]
+    } else {
+        // No rule: every call matches.
+        Vec::new()
+    };
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(libc::SYS_socket, socket_rules.clone());
+    rules.insert(libc::SYS_io_uring_setup, Vec::new());
+    #[cfg(target_arch = "x86_64")]
+    {
+        rules.insert(libc::SYS_socket | X32, socket_rules);
+        rules.insert(libc::SYS_io_uring_setup | X32, Vec::new());
+    }
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e| anyhow!("seccomp: no filter for this architecture ({e})"))?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EACCES as u32),
+        arch,
+    )
+    .map_err(|e| anyhow!("seccomp: {e}"))?;
+    filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| anyhow!("seccomp: {e}"))
+}
+
+/// Installs `filter` on the calling thread. For the child between fork and exec: no
+/// allocation on success, and the error carries only an errno. Needs `PR_SET_NO_NEW_PRIVS`,
+/// which the caller has set.
+pub fn install(filter: &BpfProgram) -> std::io::Result<()> {
+    seccompiler::apply_filter(filter).map_err(|_| std::io::Error::last_os_error())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `f` in a forked child with `filter` installed; returns the child's exit code.
+    fn in_child(filter: &BpfProgram, f: fn() -> i32) -> i32 {
+        // SAFETY: the child only makes system calls and exits; it never returns into the test
+        // harness's threads.
+        unsafe {
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                let code = if install(filter).is_ok() { f() } else { 99 };
+                libc::_exit(code);
+            }
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+            libc::WEXITSTATUS(status)
+        }
+    }
+
+    fn errno_of(fd: i32) -> i32 {
+        if fd >= 0 {
+            // SAFETY: closing the fd this test just opened.
+            unsafe { libc::close(fd) };
+            0
+        } else {
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+        }
+    }
+
+    fn inet_udp() -> i32 {
+        // SAFETY: socket() only returns an fd or -1.
+        errno_of(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) })
+    }
+    fn inet6_tcp() -> i32 {
+        // SAFETY: as above.
+        errno_of(unsafe { libc::socket(libc::AF_INET6, libc::SOCK_STREAM, 0) })
+    }
+    fn netlink() -> i32 {
+        // SAFETY: as above.
+        errno_of(unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW, 0) })
+    }
+    fn unix() -> i32 {
+        // SAFETY: as above.
+        errno_of(unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) })
+    }
+    fn pair() -> i32 {
+        let mut fds = [0i32; 2];
+        // SAFETY: socketpair writes two fds into the array.
+        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) };
+        if r == 0 {
+            // SAFETY: closing the pair just made.
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            0
+        } else {
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+        }
+    }
+
+    #[test]
+    fn only_unix_sockets_and_pairs_survive() {
+        let strict = socket_filter(false).unwrap();
+        assert_eq!(in_child(&strict, inet_udp), libc::EACCES);
+        assert_eq!(in_child(&strict, inet6_tcp), libc::EACCES);
+        assert_eq!(in_child(&strict, netlink), libc::EACCES);
+        assert_eq!(in_child(&strict, unix), libc::EACCES);
+        assert_eq!(in_child(&strict, pair), 0);
+        let with_unix = socket_filter(true).unwrap();
+        assert_eq!(in_child(&with_unix, inet_udp), libc::EACCES);
+        assert_eq!(in_child(&with_unix, unix), 0);
+        assert_eq!(in_child(&with_unix, pair), 0);
+    }
+}

@@ -1,0 +1,160 @@
+//! Workspace stage, process adapter: one run of the real `git` binary with harness's
+//! identity, no hooks, an environment without harness's keys, stdin from /dev/null, its own
+//! process group, and a time limit after which the group (an `ssh` of a push too) is killed.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+/// The identity of the commits harness makes.
+pub const AUTHOR_NAME: &str = "harness";
+/// The e-mail of that identity.
+pub const AUTHOR_EMAIL: &str = "harness@localhost";
+
+/// How long one git command may take (a push to a remote that never answers included).
+const TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Environment variables git keeps besides the commands' allow-list: what a push over SSH
+/// needs. Keys harness holds (its `HARNESS_*` and key-ref variables) stay out.
+const ENV_EXTRA: &[&str] = &["SSH_AUTH_SOCK", "GIT_SSH_COMMAND"];
+
+/// A finished git command.
+#[derive(Debug)]
+pub struct Output {
+    /// How it exited (a kill after the time limit is an error instead).
+    pub status: ExitStatus,
+    /// What it printed on stdout.
+    pub stdout: String,
+    /// What it printed on stderr.
+    pub stderr: String,
+}
+
+/// Runs `git -C dir args...` to its end or the time limit.
+pub fn output(dir: &Path, args: &[&str]) -> Result<Output> {
+    output_within(dir, args, TIMEOUT)
+}
+
+/// Runs git in `dir`; its stdout, or an error with its stderr.
+pub fn run(dir: &Path, args: &[&str]) -> Result<String> {
+    let out = output(dir, args)?;
+    if !out.status.success() {
+        bail!(
+            "git {} in {} failed ({}): {}",
+            args.join(" "),
+            dir.display(),
+            out.status,
+            out.stderr.trim()
+        );
+    }
+    Ok(out.stdout)
+}
+
+fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Output> {
+    let mut env = crate::tools::bash::scrubbed_env(std::env::vars());
+    env.extend(std::env::vars().filter(|(k, _)| ENV_EXTRA.contains(&k.as_str())));
+    let mut cmd = Command::new("git");
+    cmd.env_clear()
+        .envs(env)
+        .env("GIT_AUTHOR_NAME", AUTHOR_NAME)
+        .env("GIT_AUTHOR_EMAIL", AUTHOR_EMAIL)
+        .env("GIT_COMMITTER_NAME", AUTHOR_NAME)
+        .env("GIT_COMMITTER_EMAIL", AUTHOR_EMAIL)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .arg("-C")
+        .arg(dir)
+        // The repository's hooks are not the operator's to run with harness's rights.
+        .args(["-c", "core.hooksPath=/dev/null"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let what = || format!("git {}", args.join(" "));
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot run {}", what()))?;
+    // Both pipes are drained while git runs, so a large diff cannot block it.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut text);
+            }
+            String::from_utf8_lossy(&text).into_owned()
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().with_context(what)? {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            if let Ok(pgid) = i32::try_from(child.id()) {
+                // SAFETY: killpg only sends a signal to the group git leads.
+                unsafe {
+                    libc::killpg(pgid, libc::SIGKILL);
+                }
+            }
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    match status {
+        Some(status) => Ok(Output {
+            status,
+            stdout,
+            stderr,
+        }),
+        None => bail!(
+            "{} in {} did not finish within {}s and was killed: {}",
+            what(),
+            dir.display(),
+            limit.as_secs(),
+            stderr.trim()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_failures_carry_stderr_and_a_hung_git_is_killed_at_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = output(dir.path(), &["--version"]).unwrap();
+        assert!(out.status.success() && out.stdout.starts_with("git version"));
+        let err = run(dir.path(), &["rev-parse", "--git-dir"]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("not a git repository"),
+            "{err:#}"
+        );
+        // An alias that sleeps stands in for a push that never returns.
+        let started = Instant::now();
+        let args = ["-c", "alias.wait=!sleep 30", "wait"];
+        let err = output_within(dir.path(), &args, Duration::from_millis(300)).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("did not finish within 0s"),
+            "{err:#}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+}

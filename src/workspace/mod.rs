@@ -1,0 +1,289 @@
+//! Workspace stage, git adapter: each task works in its own `git worktree` of `[workspace]
+//! repo`, on its own branch started from `base` (a later run on the same task continues the
+//! branch). After the turn, [`Workspace::finish`] commits what changed, writes the branch's
+//! patch beside the REPORT and pushes the branch. The real `git` binary runs every step,
+//! time-limited (`git.rs`); `base` is only ever read. The names are PURE in [`name`].
+
+mod git;
+pub mod name;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use tracing::info;
+
+use crate::config::WorkspaceConfig;
+use git::run;
+
+/// A task's worktree, ready for the turn.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    /// The worktree: the turn's work root.
+    pub path: PathBuf,
+    /// The task's branch.
+    pub branch: String,
+    /// The branch it started from.
+    pub base: String,
+    /// The remote the branch goes to, if any.
+    pub push: Option<String>,
+    /// The repository.
+    pub repo: PathBuf,
+    /// Whether the branch already existed (a later run on the same task).
+    pub continued: bool,
+}
+
+/// What the REPORT's `workspace:` says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Record {
+    /// The task's branch.
+    pub branch: String,
+    /// The branch it started from.
+    pub base: String,
+    /// Whether the branch existed before this run (a later run on the same task).
+    pub continued: bool,
+    /// The branch's commit after the turn.
+    pub commit: Option<String>,
+    /// Whether this run made a commit (false when nothing changed).
+    pub committed: bool,
+    /// The patch of the branch against `base`, beside the REPORT (`None`: no difference).
+    pub patch: Option<String>,
+    /// Whether the branch was pushed (to `remote`).
+    pub pushed: bool,
+    /// The remote, when `[workspace] push` is set.
+    pub remote: Option<String>,
+    /// What failed, with the command that retries it.
+    pub error: Option<String>,
+}
+
+/// Whether `refs/heads/<branch>` exists in `repo`.
+fn has_branch(repo: &Path, branch: &str) -> Result<bool> {
+    let commit = format!("refs/heads/{branch}^{{commit}}");
+    let out = git::output(repo, &["rev-parse", "--verify", "--quiet", &commit])?;
+    Ok(out.status.success())
+}
+
+/// The preflight of `[workspace]`: `repo` is a git repository, `base` a branch in it, and the
+/// push remote (if set) one of its remotes. Returns a line for `harness check`.
+pub fn preflight(cfg: &WorkspaceConfig) -> Result<String> {
+    run(&cfg.repo, &["rev-parse", "--git-dir"]).with_context(|| {
+        format!(
+            "[workspace].repo {} is not a git repository",
+            cfg.repo.display()
+        )
+    })?;
+    if !has_branch(&cfg.repo, &cfg.base)? {
+        bail!(
+            "[workspace].base: {} has no branch {:?}",
+            cfg.repo.display(),
+            cfg.base
+        );
+    }
+    if let Some(remote) = &cfg.push {
+        run(&cfg.repo, &["remote", "get-url", remote]).with_context(|| {
+            format!(
+                "[workspace].push: {} has no remote {remote:?}",
+                cfg.repo.display()
+            )
+        })?;
+    }
+    Ok(format!(
+        "{} has branch {}{}",
+        cfg.repo.display(),
+        cfg.base,
+        cfg.push
+            .as_ref()
+            .map_or_else(String::new, |r| format!(", remote {r}"))
+    ))
+}
+
+/// Opens the worktree of a task under `work_root`: the existing one of its branch, or a new
+/// one, on the existing branch or on a new branch started from `base`.
+pub fn open(
+    cfg: &WorkspaceConfig,
+    work_root: &Path,
+    vertical: &str,
+    task_id: &str,
+) -> Result<Workspace> {
+    let branch = name::branch(&cfg.branch, vertical, task_id);
+    name::check_branch(&branch).map_err(|e| anyhow::anyhow!("[workspace].branch: {e}"))?;
+    std::fs::create_dir_all(work_root)
+        .with_context(|| format!("cannot create work_root {}", work_root.display()))?;
+    let path = work_root.join(name::worktree_dir(&branch));
+    let continued = has_branch(&cfg.repo, &branch)?;
+    let ws = Workspace {
+        path: path.clone(),
+        branch: branch.clone(),
+        base: cfg.base.clone(),
+        push: cfg.push.clone(),
+        repo: cfg.repo.clone(),
+        continued,
+    };
+    if path.exists() {
+        let head = run(&path, &["rev-parse", "--abbrev-ref", "HEAD"])
+            .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
+        if head.trim() != branch {
+            bail!(
+                "{} is a worktree of {:?}, not of the task's branch {branch:?}",
+                path.display(),
+                head.trim()
+            );
+        }
+        info!("workspace: {} on {branch} (reused)", path.display());
+        return Ok(ws);
+    }
+    let p = path.to_string_lossy();
+    // A worktree directory deleted by hand stays registered until pruned.
+    run(&cfg.repo, &["worktree", "prune"])?;
+    if continued {
+        run(&cfg.repo, &["worktree", "add", "--", &p, &branch])?;
+    } else {
+        let base = format!("refs/heads/{}", cfg.base);
+        run(
+            &cfg.repo,
+            &[
+                "worktree",
+                "add",
+                "--no-track",
+                "-b",
+                &branch,
+                "--",
+                &p,
+                &base,
+            ],
+        )?;
+    }
+    info!(
+        "workspace: {} on {branch} ({})",
+        path.display(),
+        if continued {
+            "continued"
+        } else {
+            "new from base"
+        }
+    );
+    Ok(ws)
+}
+
+impl Workspace {
+    /// After the turn: commits what changed, writes the branch's patch against `base` to
+    /// `patch_path`, pushes when configured. Never fails: a step that fails stops the rest and
+    /// is in the record's `error` with the command that retries it.
+    pub fn finish(&self, subject: &str, run_id: &str, patch_path: &Path) -> Record {
+        let mut record = Record {
+            branch: self.branch.clone(),
+            base: self.base.clone(),
+            continued: self.continued,
+            commit: None,
+            committed: false,
+            patch: None,
+            pushed: false,
+            remote: self.push.clone(),
+            error: None,
+        };
+        match self.steps(subject, run_id, patch_path, &mut record) {
+            Ok(()) => info!(
+                "workspace: {} at {}{}{}",
+                self.branch,
+                record.commit.as_deref().unwrap_or("?"),
+                if record.committed {
+                    " (committed)"
+                } else {
+                    " (nothing changed)"
+                },
+                if record.pushed { ", pushed" } else { "" }
+            ),
+            Err(e) => record.error = Some(format!("{e:#}")),
+        }
+        record
+    }
+
+    fn steps(
+        &self,
+        subject: &str,
+        run_id: &str,
+        patch_path: &Path,
+        record: &mut Record,
+    ) -> Result<()> {
+        let wt = self.path.as_path();
+        let retry_commit = format!(
+            "git -C {} add -A && git -C {} commit",
+            wt.display(),
+            wt.display()
+        );
+        retry(run(wt, &["add", "-A"]), &retry_commit)?;
+        let changed = !git::output(wt, &["diff", "--cached", "--quiet"])?
+            .status
+            .success();
+        if changed {
+            let message = commit_message(subject, run_id);
+            let committed = run(wt, &["commit", "--no-verify", "--quiet", "-m", &message]);
+            retry(committed, &retry_commit)?;
+            record.committed = true;
+        }
+        record.commit = Some(run(wt, &["rev-parse", "HEAD"])?.trim().to_string());
+        let range = format!("refs/heads/{}...HEAD", self.base);
+        let retry_patch = format!(
+            "git -C {} diff --binary {range} > {}",
+            wt.display(),
+            patch_path.display()
+        );
+        let patch = retry(run(wt, &["diff", "--binary", &range]), &retry_patch)?;
+        if !patch.is_empty() {
+            let dir = patch_path.parent().unwrap_or(Path::new("."));
+            let name = patch_path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let written = crate::atomic::write_new(dir, &name, patch.as_bytes());
+            record.patch = Some(retry(written, &retry_patch)?.display().to_string());
+        }
+        if let Some(remote) = &self.push {
+            let refspec = format!("refs/heads/{b}:refs/heads/{b}", b = self.branch);
+            let pushed = run(wt, &["push", "--quiet", "--", remote, &refspec]);
+            let again = format!("git -C {} push {remote} {refspec}", wt.display());
+            retry(pushed, &again)?;
+            record.pushed = true;
+        }
+        Ok(())
+    }
+}
+
+/// A failed step's error, then the command that retries it.
+fn retry<T>(result: Result<T>, command: &str) -> Result<T> {
+    result.map_err(|e| anyhow::anyhow!("{e:#}\nretry with: {command}"))
+}
+
+/// The commit message: the task's subject, then the run it came from.
+pub fn commit_message(subject: &str, run_id: &str) -> String {
+    let line: String = subject
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(72)
+        .collect();
+    let line = if line.trim().is_empty() {
+        "harness task"
+    } else {
+        line.trim()
+    };
+    format!("{line}\n\nharness run {run_id}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_commit_message_is_the_subject_and_the_run() {
+        assert_eq!(
+            commit_message("Fix it\nmore", "r1"),
+            "Fix it\n\nharness run r1\n"
+        );
+        assert_eq!(
+            commit_message("  ", "r1"),
+            "harness task\n\nharness run r1\n"
+        );
+    }
+}
