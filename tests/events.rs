@@ -449,4 +449,24 @@ fn every_event_type_is_in_the_schema() {
         assert!(common::stream::is_valid(&v), "{text}");
     }
     assert_eq!(seen.len(), all.len(), "one of each type");
+    // Every turn stop reason (turn::TurnOutcome::stop_reason) is a valid report.written.
+    for stop in [
+        "completed",
+        "max_rounds",
+        "budget",
+        "llm_error",
+        "interrupted",
+        "check_failed",
+    ] {
+        let e = Event::ReportWritten {
+            path: s(),
+            stop_reason: stop.into(),
+            rounds: 1,
+            total_tokens: 1,
+            cost_usd: None,
+        };
+        let text = line(&e, "run-1", chrono::Utc::now(), &Default::default());
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(common::stream::is_valid(&v), "{text}");
+    }
 }
