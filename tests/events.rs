@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod stub;
 
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -469,4 +470,38 @@ fn every_event_type_is_in_the_schema() {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert!(common::stream::is_valid(&v), "{text}");
     }
+}
+
+#[test]
+fn a_signal_before_the_turn_ends_the_stream_as_interrupted() {
+    use stub::{Reply, Stub};
+    // The LLM preflight (GET /models) takes a minute; SIGTERM arrives while it waits.
+    let llm = Stub::start(|_, path, _| {
+        if path.ends_with("/models") {
+            Reply::json(r#"{"data":[{"id":"glm-5.3"}]}"#).after(Duration::from_secs(60))
+        } else {
+            Reply::json("{}")
+        }
+    });
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| {
+        c.replace("max_retries = 2\n", "max_retries = 2\npreflight = true\n")
+    });
+    let mut child = ws
+        .command(&["once", "--demo", "--events", "events.jsonl"])
+        .spawn()
+        .unwrap();
+    llm.wait_for("/models", Duration::from_secs(20));
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(child.wait().unwrap().code(), Some(143));
+    let ev = read_events(&ws);
+    assert_eq!(
+        types(&ev),
+        ["run.started", "task.taken", "route", "run.completed"]
+    );
+    let done = completed(&ev);
+    assert_eq!(
+        (&done["exit_code"], &done["stop_reason"], &done["report"]),
+        (&json!(143), &json!("interrupted"), &json!(null))
+    );
 }
