@@ -294,3 +294,33 @@ fn a_missing_inbox_dir_is_a_config_error_before_any_request_and_check_shows_it()
         "{run:?}"
     );
 }
+
+#[test]
+fn the_example_documents_inbox_intake_and_metrics_keys_that_load() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{root}/harness.toml.example")).unwrap();
+    // The example keeps these sections commented out (a plain `--demo` run must not need an
+    // inbox or write a textfile); uncommented, they must load as documented.
+    let keys = [
+        "[inbox]",
+        "dir =",
+        "stale_after_mins =",
+        "[intake]",
+        "order =",
+        "textfile =",
+    ];
+    let text: String = text
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest) if keys.iter().any(|k| rest.starts_with(k)) => format!("{rest}\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    let cfg = harness::config::parse(&text, Path::new("/etc/harness/harness.toml")).unwrap();
+    assert_eq!(cfg.inbox.unwrap().dir, PathBuf::from("/etc/harness/inbox"));
+    assert_eq!(cfg.intake_order.len(), 2);
+    assert!(cfg
+        .metrics_textfile
+        .unwrap()
+        .ends_with("node-exporter/harness.prom"));
+}
