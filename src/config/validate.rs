@@ -89,7 +89,7 @@ impl Validator {
             .split('/')
             .filter(|p| !p.is_empty() && *p != ".")
             .collect();
-        if dir.starts_with('/') || parts.is_empty() || parts.iter().any(|p| *p == "..") {
+        if dir.starts_with('/') || parts.is_empty() || parts.contains(&"..") {
             self.problem(
                 key,
                 format!("must be a directory relative to the work root, without `..`, got {dir:?}"),
