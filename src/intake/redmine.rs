@@ -15,7 +15,7 @@ use crate::config::RedmineConfig;
 use crate::redmine::claim::{self, Claimed, LocalLock};
 use crate::redmine::client::RedmineClient;
 use crate::redmine::issue::{list_path, Issue, Journal};
-use crate::redmine::notes::{active_claim, answered_by, is_marker};
+use crate::redmine::notes::{active_claim, answered_by, is_bookkeeping, own_reply};
 
 /// An issue this run may work on, with its task and the route found for it.
 #[derive(Debug, Clone)]
@@ -212,6 +212,8 @@ pub fn class_of(issue: &Issue, field: &str, default: &str) -> String {
 }
 
 /// The user message for the model: the issue and its discussion, clearly delimited.
+/// harness's own earlier replies (REPORT notes) are part of the discussion, marked as such,
+/// so a run after the author answered sees what it asked; claim and release notes are not.
 pub fn prompt(issue: &Issue) -> String {
     let mut p = format!(
         "Redmine issue #{} in project {}: {}\nTracker: {} | Status: {} | Priority: {} | Author: {}\n\n=== DESCRIPTION ===\n{}\n",
@@ -227,7 +229,7 @@ pub fn prompt(issue: &Issue) -> String {
     let notes: Vec<&Journal> = issue
         .journals
         .iter()
-        .filter(|j| !j.notes.trim().is_empty() && !is_marker(&j.notes))
+        .filter(|j| !j.notes.trim().is_empty() && !is_bookkeeping(&j.notes))
         .collect();
     if !notes.is_empty() {
         p.push_str(&format!(
@@ -235,16 +237,27 @@ pub fn prompt(issue: &Issue) -> String {
             notes.len()
         ));
         for j in notes {
-            p.push_str(&format!(
-                "--- {} wrote on {} ---\n{}\n",
-                j.user.name,
-                j.created_on.format("%Y-%m-%d %H:%M UTC"),
-                j.notes.trim_end()
-            ));
+            p.push_str(&discussion_entry(j));
         }
     }
     p.push_str("=== END OF ISSUE ===\n");
     p
+}
+
+/// One note of the discussion; harness's own replies say so.
+pub fn discussion_entry(j: &Journal) -> String {
+    let when = j.created_on.format("%Y-%m-%d %H:%M UTC");
+    match own_reply(&j.notes) {
+        Some((run, reply)) => format!(
+            "--- {} (harness: YOUR OWN earlier reply, run {run}) wrote on {when} ---\n{reply}\n",
+            j.user.name
+        ),
+        None => format!(
+            "--- {} wrote on {when} ---\n{}\n",
+            j.user.name,
+            j.notes.trim_end()
+        ),
+    }
 }
 
 /// The task for an issue.
@@ -294,5 +307,28 @@ Seen on prod too.
 === END OF ISSUE ===
 "
         );
+    }
+
+    #[test]
+    fn own_replies_are_in_the_discussion_marked_as_such() {
+        let mut i = issue();
+        i.journals.push(crate::redmine::issue::fixtures::journal(
+            4,
+            "[harness-report] run=r-1\n**harness REPORT**: model `m`, stop reason `completed`\n\nWhich page size?\n",
+        ));
+        i.journals.push(crate::redmine::issue::fixtures::journal(
+            5,
+            "[harness-release] run=r-2: giving the claim up: boom",
+        ));
+        let p = prompt(&i);
+        assert!(
+            p.contains("=== DISCUSSION (2 notes, oldest first) ==="),
+            "{p}"
+        );
+        assert!(
+            p.contains("--- CI Bot (harness: YOUR OWN earlier reply, run r-1) wrote on 2026-11-30 10:00 UTC ---\nWhich page size?\n"),
+            "{p}"
+        );
+        assert!(!p.contains("[harness-"), "{p}");
     }
 }

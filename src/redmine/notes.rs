@@ -12,10 +12,26 @@ pub const REPORT_MARKER: &str = "[harness-report]";
 /// Marker of a note that gives a claim up without a REPORT.
 pub const RELEASE_MARKER: &str = "[harness-release]";
 
-/// Whether a journal is a harness marker note (claim, report, release), not discussion.
-pub fn is_marker(notes: &str) -> bool {
+/// Whether a journal is bookkeeping only (a claim or a release): never shown to the model.
+/// REPORT notes are harness's own replies and are part of the discussion.
+pub fn is_bookkeeping(notes: &str) -> bool {
     let n = notes.trim_start();
-    n.starts_with(CLAIM_MARKER) || n.starts_with(REPORT_MARKER) || n.starts_with(RELEASE_MARKER)
+    n.starts_with(CLAIM_MARKER) || n.starts_with(RELEASE_MARKER)
+}
+
+/// A REPORT note as the model sees it again: its run id and the reply, without the marker
+/// line and the harness header line (model, tokens, stop reason), which are bookkeeping.
+pub fn own_reply(notes: &str) -> Option<(String, String)> {
+    let run = marker_run(notes, REPORT_MARKER)?;
+    let mut lines = notes.trim_start().lines().skip(1).peekable();
+    if lines
+        .peek()
+        .is_some_and(|l| l.starts_with("**harness REPORT**"))
+    {
+        lines.next();
+    }
+    let body: Vec<&str> = lines.collect();
+    Some((run, body.join("\n").trim().to_string()))
 }
 
 /// The run id in a marker note (`[harness-claim] run=ID ...`).
@@ -112,6 +128,17 @@ mod tests {
             ]),
             None
         );
+    }
+
+    #[test]
+    fn own_replies_lose_the_marker_and_header_lines() {
+        let note =
+            "[harness-report] run=r-1\n**harness REPORT**: model `m`, 1 tokens\n\nThe answer.\n";
+        assert_eq!(own_reply(note), Some(("r-1".into(), "The answer.".into())));
+        assert_eq!(own_reply("hello"), None);
+        assert!(is_bookkeeping("[harness-claim] run=x"));
+        assert!(is_bookkeeping("[harness-release] run=x: why"));
+        assert!(!is_bookkeeping("[harness-report] run=x"));
     }
 
     #[test]
