@@ -86,6 +86,9 @@ pub enum Success {
     Denied,
     /// A turn ended with an LLM failure after writing its partial REPORT.
     LlmFailedAfterReport,
+    /// The model finished with `blocked` or `failed`: the task is not accomplished; the
+    /// REPORT and the write-back are done.
+    NotAccomplished,
     /// A signal stopped the turn after its partial REPORT was written.
     Interrupted {
         /// The signal number (1 SIGHUP, 2 SIGINT, 3 SIGQUIT, 15 SIGTERM).
@@ -94,12 +97,14 @@ pub enum Success {
 }
 
 impl Success {
-    /// The exit code: 0 done, 3 denied, 4 llm failure, 128+N for signal N.
+    /// The exit code: 0 done, 3 denied, 4 llm failure, 5 task not accomplished, 128+N for
+    /// signal N.
     pub fn code(self) -> u8 {
         match self {
             Success::Done => 0,
             Success::Denied => 3,
             Success::LlmFailedAfterReport => 4,
+            Success::NotAccomplished => 5,
             Success::Interrupted { signal } => 128u8.saturating_add(signal.clamp(0, 127) as u8),
         }
     }
@@ -120,6 +125,7 @@ mod tests {
         assert_eq!(Success::Done.code(), 0);
         assert_eq!(Success::Denied.code(), 3);
         assert_eq!(Success::LlmFailedAfterReport.code(), 4);
+        assert_eq!(Success::NotAccomplished.code(), 5);
         assert_eq!(Success::Interrupted { signal: 2 }.code(), 130);
         assert_eq!(Success::Interrupted { signal: 15 }.code(), 143);
     }

@@ -83,7 +83,7 @@ pub async fn once(
         bash,
         limits,
     } = ready;
-    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.is_some());
+    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.is_some(), cfg.finish);
     let mut turn = turn::run(
         task,
         &route,
@@ -133,6 +133,12 @@ pub async fn once(
         error!("llm: {err}");
     }
     delivered?;
+    if let turn::TurnOutcome::AgentFailed { status } = &turn.outcome {
+        warn!(
+            "task not accomplished (finish: {}); REPORT and write-back done",
+            status.as_str()
+        );
+    }
     Ok(success_of(&turn.outcome))
 }
 
@@ -333,6 +339,7 @@ async fn ready_turn(
             max_rounds: cfg.max_rounds,
             budget: cfg.budget,
             prices,
+            finish: cfg.finish,
         },
     })
 }
@@ -380,7 +387,10 @@ fn report_of(
         turn::TurnOutcome::Interrupted { signal } => {
             Some(format!("interrupted by signal {signal}"))
         }
-        turn::TurnOutcome::Completed | turn::TurnOutcome::MaxRounds => None,
+        turn::TurnOutcome::Completed
+        | turn::TurnOutcome::NeedsInput
+        | turn::TurnOutcome::AgentFailed { .. }
+        | turn::TurnOutcome::MaxRounds => None,
     };
     report::Report {
         run_id: run.run_id,
@@ -407,6 +417,10 @@ fn report_of(
         max_cost_usd: cfg.budget.max_cost_usd,
         stop_reason: turn.outcome.stop_reason().to_string(),
         error,
+        finish: turn.finish.as_ref().map(|f| report::FinishRecord {
+            status: f.status.as_str().to_string(),
+            question: f.question.as_deref().map(|q| redactor.redact(q)),
+        }),
         started: run.started,
         finished: run.finished,
         backend: run.backend,
@@ -450,6 +464,8 @@ async fn write_back(
 fn success_of(outcome: &turn::TurnOutcome) -> Success {
     if let turn::TurnOutcome::Interrupted { signal } = outcome {
         Success::Interrupted { signal: *signal }
+    } else if let turn::TurnOutcome::AgentFailed { .. } = outcome {
+        Success::NotAccomplished
     } else if outcome.is_failure() {
         Success::LlmFailedAfterReport
     } else {

@@ -47,10 +47,13 @@ pub struct Report {
     pub max_total_tokens: Option<u64>,
     /// `[budget] max_cost_usd`, if set.
     pub max_cost_usd: Option<f64>,
-    /// `completed`, `max_rounds`, `budget`, `llm_error`, `interrupted`.
+    /// `completed`, `needs_input`, `agent_failed`, `max_rounds`, `budget`, `llm_error`,
+    /// `interrupted`.
     pub stop_reason: String,
     /// The error that ended the turn, if any (secrets masked).
     pub error: Option<String>,
+    /// The model's `finish` call (status and question); `None` when it made none.
+    pub finish: Option<FinishRecord>,
     /// When the run started.
     pub started: DateTime<Utc>,
     /// When the turn finished.
@@ -63,6 +66,15 @@ pub struct Report {
     pub round_log: Vec<RoundRecord>,
     /// The model's final reply (or the last text of a failed turn).
     pub reply: Option<String>,
+}
+
+/// The `finish:` front matter: what the model said about the task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FinishRecord {
+    /// `done`, `needs_input`, `blocked` or `failed`.
+    pub status: String,
+    /// The question for a human (`needs_input` only).
+    pub question: Option<String>,
 }
 
 fn json<T: Serialize>(v: &T) -> String {
@@ -95,6 +107,7 @@ pub fn render(r: &Report) -> String {
         ("max_cost_usd", json(&r.max_cost_usd)),
         ("stop_reason", json(&r.stop_reason)),
         ("error", json(&r.error)),
+        ("finish", json(&r.finish)),
         ("started", json(&ts(&r.started))),
         ("finished", json(&ts(&r.finished))),
         ("duration_ms", duration_ms.to_string()),
@@ -213,6 +226,10 @@ mod tests {
             max_cost_usd: None,
             stop_reason: "completed".into(),
             error: None,
+            finish: Some(FinishRecord {
+                status: "done".into(),
+                question: None,
+            }),
             started: at("2026-11-30T12:00:00Z"),
             finished: at("2026-11-30T12:00:03.5Z"),
             backend: "replay cassette.json".into(),
@@ -263,6 +280,7 @@ max_total_tokens: 5000
 max_cost_usd: null
 stop_reason: "completed"
 error: null
+finish: {{"status":"done","question":null}}
 started: "2026-11-30T12:00:00Z"
 finished: "2026-11-30T12:00:03Z"
 duration_ms: 3500
@@ -403,6 +421,7 @@ mod parse_tests {
             max_cost_usd: None,
             stop_reason: "completed".into(),
             error: None,
+            finish: None,
             started: Utc::now(),
             finished: Utc::now(),
             backend: "b".into(),

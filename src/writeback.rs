@@ -9,7 +9,7 @@ use tracing::info;
 use crate::config::RedmineConfig;
 use crate::redmine::attachments;
 use crate::redmine::client::RedmineClient;
-use crate::redmine::notes::{marker_run, REPORT_MARKER};
+use crate::redmine::notes::{marker_run, status_before_claim, REPORT_MARKER};
 use crate::report::Parsed;
 
 /// Characters of the reply kept in the note when the full REPORT is attached instead.
@@ -24,14 +24,22 @@ pub fn render_note(report: &Parsed, max_chars: usize, attached: Option<&str>) ->
             .unwrap_or_else(|| "?".into())
     };
     let mut note = format!(
-        "{REPORT_MARKER} run={}\n**harness REPORT**: model `{}` (tier `{}`), {} tokens, {} rounds, stop reason `{}`",
+        "{REPORT_MARKER} run={} stop={}\n",
         report.str("run_id"),
+        report.str("stop_reason"),
+    );
+    // A question leads the note: it is what the asker must read and answer.
+    if let Some(q) = question(report) {
+        note.push_str(&format!("**Question:** {q}\n\n"));
+    }
+    note.push_str(&format!(
+        "**harness REPORT**: model `{}` (tier `{}`), {} tokens, {} rounds, stop reason `{}`",
         report.str("model"),
         report.str("tier"),
         num("total_tokens"),
         num("rounds"),
         report.str("stop_reason"),
-    );
+    ));
     if let Some(cost) = f.get("cost_usd").and_then(|v| v.as_f64()) {
         note.push_str(&format!(", cost ${cost:.4}"));
     }
@@ -63,11 +71,39 @@ pub fn needs_attachment(report: &Parsed, max_chars: usize) -> bool {
     report.body.trim_end().chars().count() > max_chars
 }
 
-/// The status a stop reason leads to, by name.
-pub fn target_status<'a>(cfg: &'a RedmineConfig, stop_reason: &str) -> Option<&'a str> {
+/// The question of a `needs_input` finish, from the REPORT's `finish:` front matter.
+fn question(report: &Parsed) -> Option<&str> {
+    report
+        .fields
+        .get("finish")?
+        .get("question")?
+        .as_str()
+        .filter(|q| !q.trim().is_empty())
+}
+
+/// Where the issue's status goes after a REPORT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusTarget<'a> {
+    /// Leave it.
+    Unchanged,
+    /// The status of this name.
+    Named(&'a str),
+    /// Back to the status it had before this run's claim: an interrupted run is not an
+    /// outcome, the issue stays in play.
+    BeforeClaim,
+}
+
+/// The status a stop reason leads to.
+pub fn target_status<'a>(cfg: &'a RedmineConfig, stop_reason: &str) -> StatusTarget<'a> {
+    let named = |s: &'a Option<String>| match s.as_deref() {
+        Some(name) => StatusTarget::Named(name),
+        None => StatusTarget::Unchanged,
+    };
     match stop_reason {
-        "completed" => cfg.writeback.status_done.as_deref(),
-        _ => cfg.writeback.status_failed.as_deref(),
+        "completed" => named(&cfg.writeback.status_done),
+        "needs_input" => named(&cfg.writeback.status_needs_input),
+        "interrupted" => StatusTarget::BeforeClaim,
+        _ => named(&cfg.writeback.status_failed),
     }
 }
 
@@ -102,9 +138,14 @@ pub async fn write_back(
         .iter()
         .any(|j| marker_run(&j.notes, REPORT_MARKER).as_deref() == Some(run_id.as_str()));
     let target = match target_status(cfg, report.str("stop_reason")) {
-        Some(name) => Some((name.to_string(), client.status_id(name).await?)),
-        None => None,
+        StatusTarget::Named(name) => Some((name.to_string(), client.status_id(name).await?)),
+        StatusTarget::BeforeClaim => status_before_claim(&before.journals, &run_id)
+            .map(|id| ("the status before the claim".to_string(), id)),
+        StatusTarget::Unchanged => None,
     };
+    let assignee = (report.str("stop_reason") == "needs_input"
+        && cfg.writeback.assign_needs_input_to_author)
+        .then_some(before.author.id);
     let mut fields = serde_json::Map::new();
     if cfg.writeback.enabled && !posted {
         let max = cfg.writeback.max_note_chars;
@@ -124,6 +165,11 @@ pub async fn write_back(
     if let Some((_, id)) = &target {
         if before.status.id != *id {
             fields.insert("status_id".into(), (*id).into());
+        }
+    }
+    if let Some(author) = assignee {
+        if before.assigned_to.as_ref().map(|a| a.id) != Some(author) {
+            fields.insert("assigned_to_id".into(), author.into());
         }
     }
     if fields.is_empty() {
@@ -148,6 +194,14 @@ pub async fn write_back(
             bail!(
                 "Redmine did not apply the status change {:?} -> {name:?} on issue #{issue_id}: the workflow does not allow this transition for the bot's role (Administration > Workflow)",
                 before.status.name
+            );
+        }
+    }
+    if let Some(author) = assignee {
+        if after.assigned_to.as_ref().map(|a| a.id) != Some(author) {
+            bail!(
+                "Redmine did not assign issue #{issue_id} to its author {:?} (id {author}) for [redmine.writeback].assign_needs_input: the author must be a project member with an assignable role",
+                before.author.name
             );
         }
     }
@@ -182,7 +236,47 @@ mod tests {
     fn note_has_marker_header_and_reply() {
         assert_eq!(
             render_note(&parsed("All done.\n"), 100, None),
-            "[harness-report] run=r-1\n**harness REPORT**: model `glm-5.3` (tier `mopac-primary`), 120 tokens, 2 rounds, stop reason `completed`\n\nAll done.\n"
+            "[harness-report] run=r-1 stop=completed\n**harness REPORT**: model `glm-5.3` (tier `mopac-primary`), 120 tokens, 2 rounds, stop reason `completed`\n\nAll done.\n"
+        );
+    }
+
+    #[test]
+    fn a_question_leads_the_note() {
+        let text = "---\nharness_report: 1\nrun_id: \"r-2\"\nmodel: \"m\"\ntier: \"t\"\ntotal_tokens: 1\nrounds: 1\nstop_reason: \"needs_input\"\nfinish: {\"status\":\"needs_input\",\"question\":\"Which page size?\"}\n---\n\nI looked at the pager.\n";
+        let p = crate::report::parse(text).unwrap();
+        assert_eq!(
+            render_note(&p, 100, None),
+            "[harness-report] run=r-2 stop=needs_input\n**Question:** Which page size?\n\n**harness REPORT**: model `m` (tier `t`), 1 tokens, 1 rounds, stop reason `needs_input`\n\nI looked at the pager.\n"
+        );
+    }
+
+    #[test]
+    fn statuses_follow_the_outcome() {
+        let mut cfg =
+            crate::redmine::issue::fixtures::cfg(crate::config::Scope::SavedQuery(1), None);
+        cfg.writeback.status_done = Some("Resolved".into());
+        cfg.writeback.status_failed = Some("Feedback".into());
+        assert_eq!(
+            target_status(&cfg, "completed"),
+            StatusTarget::Named("Resolved")
+        );
+        assert_eq!(target_status(&cfg, "needs_input"), StatusTarget::Unchanged);
+        assert_eq!(
+            target_status(&cfg, "agent_failed"),
+            StatusTarget::Named("Feedback")
+        );
+        assert_eq!(
+            target_status(&cfg, "max_rounds"),
+            StatusTarget::Named("Feedback")
+        );
+        assert_eq!(
+            target_status(&cfg, "interrupted"),
+            StatusTarget::BeforeClaim
+        );
+        cfg.writeback.status_needs_input = Some("Feedback".into());
+        assert_eq!(
+            target_status(&cfg, "needs_input"),
+            StatusTarget::Named("Feedback")
         );
     }
 

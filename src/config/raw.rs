@@ -19,6 +19,15 @@ pub(super) struct RawConfig {
     pub(super) tools: Option<RawTools>,
     pub(super) demo: Option<RawDemo>,
     pub(super) budget: Option<RawBudget>,
+    pub(super) session: Option<RawSession>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawSession {
+    pub(super) enabled: Option<bool>,
+    pub(super) store: Option<String>,
+    pub(super) max_history_tokens: Option<i64>,
+    pub(super) max_attachment_bytes: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -30,6 +39,7 @@ pub(super) struct RawBudget {
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawLoop {
     pub(super) max_rounds: Option<i64>,
+    pub(super) finish: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -61,6 +71,8 @@ pub(super) struct RawWriteback {
     pub(super) enabled: Option<bool>,
     pub(super) status_done: Option<String>,
     pub(super) status_failed: Option<String>,
+    pub(super) status_needs_input: Option<String>,
+    pub(super) assign_needs_input: Option<String>,
     pub(super) max_note_chars: Option<i64>,
 }
 

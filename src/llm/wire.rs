@@ -72,6 +72,9 @@ pub struct ChatRequest<'a> {
     /// Tool specs; omitted when no tool is offered this round.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<&'a [serde_json::Value]>,
+    /// `{"type":"function","function":{"name":..}}` to force one tool; omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<serde_json::Value>,
     /// Whether to stream (SSE).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,

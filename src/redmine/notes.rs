@@ -23,24 +23,29 @@ pub fn is_bookkeeping(notes: &str) -> bool {
 /// line and the harness header line (model, tokens, stop reason), which are bookkeeping.
 pub fn own_reply(notes: &str) -> Option<(String, String)> {
     let run = marker_run(notes, REPORT_MARKER)?;
-    let mut lines = notes.trim_start().lines().skip(1).peekable();
-    if lines
-        .peek()
-        .is_some_and(|l| l.starts_with("**harness REPORT**"))
-    {
-        lines.next();
-    }
-    let body: Vec<&str> = lines.collect();
+    let body: Vec<&str> = notes
+        .trim_start()
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("**harness REPORT**"))
+        .collect();
     Some((run, body.join("\n").trim().to_string()))
 }
 
 /// The run id in a marker note (`[harness-claim] run=ID ...`).
 pub fn marker_run(notes: &str, marker: &str) -> Option<String> {
+    marker_field(notes, marker, "run")
+}
+
+/// A `key=value` field of a marker note's first line (`[harness-report] run=ID stop=..`).
+pub fn marker_field(notes: &str, marker: &str, key: &str) -> Option<String> {
     let rest = notes.trim_start().strip_prefix(marker)?;
-    let token = rest
+    let first = rest.lines().next().unwrap_or_default();
+    let prefix = format!("{key}=");
+    let token = first
         .split_whitespace()
-        .find_map(|w| w.strip_prefix("run="))?;
-    Some(token.trim_end_matches(['.', ',']).to_string())
+        .find_map(|w| w.strip_prefix(prefix.as_str()))?;
+    Some(token.trim_end_matches(['.', ',', ':']).to_string())
 }
 
 /// Who holds the issue now: the earliest claim after the last report/release note, with its
@@ -65,10 +70,25 @@ pub fn active_claim(journals: &[Journal]) -> Option<(String, DateTime<Utc>)> {
 
 /// The run whose REPORT note is the issue's latest journal: the issue was answered and
 /// nobody has written or changed anything since, so working it again would only repeat the
-/// answer (with the default write-back, which leaves the status, it stays in scope).
+/// answer (with the default write-back, which leaves the status, it stays in scope). A run
+/// cut by a signal answered nothing: its issue stays in play.
 pub fn answered_by(issue: &Issue) -> Option<String> {
     let last = issue.journals.iter().max_by_key(|j| j.id)?;
+    if marker_field(&last.notes, REPORT_MARKER, "stop").as_deref() == Some("interrupted") {
+        return None;
+    }
     marker_run(&last.notes, REPORT_MARKER)
+}
+
+/// The status id issue had before `run_id` claimed it: the claim journal's `status_id`
+/// change. `None` when the claim changed no status.
+pub fn status_before_claim(journals: &[Journal], run_id: &str) -> Option<u64> {
+    journals
+        .iter()
+        .filter(|j| marker_run(&j.notes, CLAIM_MARKER).as_deref() == Some(run_id))
+        .flat_map(|j| &j.details)
+        .find(|d| d.property == "attr" && d.name == "status_id")
+        .and_then(|d| d.old_value.as_deref()?.parse().ok())
 }
 
 /// Claim arbitration: among the claim notes written after journal `since` (the last journal
@@ -151,5 +171,46 @@ mod tests {
         i.journals
             .push(journal(5, "Thanks, but what about page 3?"));
         assert_eq!(answered_by(&i), None);
+        i.journals.push(journal(
+            6,
+            "[harness-report] run=r10 stop=interrupted\n**harness REPORT**: ...",
+        ));
+        assert_eq!(answered_by(&i), None);
+        i.journals.push(journal(
+            7,
+            "[harness-report] run=r11 stop=needs_input\n**Question:** x",
+        ));
+        assert_eq!(answered_by(&i).as_deref(), Some("r11"));
+    }
+
+    #[test]
+    fn the_status_before_a_claim_comes_from_its_journal() {
+        let mut claim = journal(3, "[harness-claim] run=r1 host=h pid=1: working");
+        claim.details = vec![
+            crate::redmine::issue::Detail {
+                property: "attr".into(),
+                name: "assigned_to_id".into(),
+                old_value: None,
+                new_value: Some("5".into()),
+            },
+            crate::redmine::issue::Detail {
+                property: "attr".into(),
+                name: "status_id".into(),
+                old_value: Some("4".into()),
+                new_value: Some("2".into()),
+            },
+        ];
+        let js = vec![journal(1, "x"), claim];
+        assert_eq!(status_before_claim(&js, "r1"), Some(4));
+        assert_eq!(status_before_claim(&js, "r2"), None);
+        assert_eq!(
+            marker_field(
+                "[harness-report] run=a stop=done\nrun=b",
+                REPORT_MARKER,
+                "stop"
+            )
+            .as_deref(),
+            Some("done")
+        );
     }
 }

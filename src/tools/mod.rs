@@ -70,6 +70,11 @@ pub enum ToolEvent {
         /// What was wrong.
         reason: String,
     },
+    /// The model ended the turn with `finish`.
+    Finished {
+        /// `done`, `needs_input`, `blocked` or `failed`.
+        status: String,
+    },
 }
 
 impl ToolEvent {
@@ -90,6 +95,7 @@ impl ToolEvent {
                 format!("bash {} -> denied: {reason}", quote(command))
             }
             ToolEvent::Invalid { reason } => format!("tool call rejected: {reason}"),
+            ToolEvent::Finished { status } => format!("finish -> {status}"),
         }
     }
 

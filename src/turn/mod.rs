@@ -9,6 +9,7 @@
 //! own figure or usage x `[models.prices]`. When a model is unknown to the endpoint or its
 //! retries run out, the next model of the tier's chain answers the same round, and stays.
 
+pub mod finish;
 mod round;
 pub mod step;
 
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tracing::info;
 
-use crate::config::{BudgetConfig, ModelPrice};
+use crate::config::{BudgetConfig, FinishMode, ModelPrice};
 use crate::intake::Task;
 use crate::llm::cassette::Recorded;
 pub use crate::llm::preflight::SkippedModel;
@@ -26,12 +27,21 @@ use crate::llm::{Backend, LlmError};
 use crate::routing::Route;
 use crate::signals::Interrupt;
 use crate::tools::{BashTool, ToolEvent};
+pub use finish::{Finish, FinishStatus};
 
 /// How the turn ended.
 #[derive(Debug, Clone)]
 pub enum TurnOutcome {
-    /// The model answered without calling a tool.
+    /// The model called `finish` with `done`, or (`finish = "message"`, or after the nudge)
+    /// answered without calling a tool.
     Completed,
+    /// The model called `finish` with `needs_input`: it asks a human a question.
+    NeedsInput,
+    /// The model called `finish` with `blocked` or `failed`: the task is not accomplished.
+    AgentFailed {
+        /// `blocked` or `failed`.
+        status: FinishStatus,
+    },
     /// The round cap was reached; the last round offered no tools.
     MaxRounds,
     /// A budget stopped the turn: a `[budget]` limit before a round, or the proxy's 422.
@@ -60,6 +70,8 @@ impl TurnOutcome {
                 stop: BudgetStop::Proxy { .. },
             } => true,
             TurnOutcome::Completed
+            | TurnOutcome::NeedsInput
+            | TurnOutcome::AgentFailed { .. }
             | TurnOutcome::MaxRounds
             | TurnOutcome::Interrupted { .. }
             | TurnOutcome::Budget {
@@ -72,6 +84,8 @@ impl TurnOutcome {
     pub fn stop_reason(&self) -> &'static str {
         match self {
             TurnOutcome::Completed => "completed",
+            TurnOutcome::NeedsInput => "needs_input",
+            TurnOutcome::AgentFailed { .. } => "agent_failed",
             TurnOutcome::MaxRounds => "max_rounds",
             TurnOutcome::Budget { .. } => "budget",
             TurnOutcome::LlmFailed { .. } => "llm_error",
@@ -130,6 +144,8 @@ pub struct Limits {
     pub budget: BudgetConfig,
     /// Per concrete model, for replies whose cost the endpoint does not report.
     pub prices: BTreeMap<String, ModelPrice>,
+    /// How the model ends the turn: the `finish` tool or a reply without a tool call.
+    pub finish: FinishMode,
 }
 
 /// One LLM round trip and the tool calls it asked for.
@@ -172,17 +188,24 @@ pub struct Turn {
     pub log: Vec<RoundRecord>,
     /// The raw replies, for `--record`.
     pub recorded: Vec<Recorded>,
+    /// The accepted `finish` call, when the model made one.
+    pub finish: Option<Finish>,
 }
 
 /// The system prompt: what the harness is, the bound, the tool contract, the REPORT.
-pub fn system_prompt(vertical: &str, max_rounds: u32, tools: bool) -> String {
-    let tool_text = if tools {
-        "You have one tool, `bash`, which runs a single command line in the task's working directory and returns its output and exit status. Commands are checked against an allow-list; a denied command is not run and you get the reason instead. Prefer small, read-only commands."
-    } else {
-        "You have no tools in this turn: answer from the task text alone."
+pub fn system_prompt(vertical: &str, max_rounds: u32, tools: bool, finish: FinishMode) -> String {
+    let tool_text = match (tools, finish) {
+        (true, FinishMode::Message) => "You have one tool, `bash`, which runs a single command line in the task's working directory and returns its output and exit status. Commands are checked against an allow-list; a denied command is not run and you get the reason instead. Prefer small, read-only commands.",
+        (true, FinishMode::Tool) => "You have two tools. `bash` runs a single command line in the task's working directory and returns its output and exit status; commands are checked against an allow-list, and a denied command is not run and you get the reason instead. Prefer small, read-only commands. `finish` ends the turn.",
+        (false, FinishMode::Message) => "You have no tools in this turn: answer from the task text alone.",
+        (false, FinishMode::Tool) => "You have one tool, `finish`, which ends the turn: answer from the task text alone.",
+    };
+    let ending = match finish {
+        FinishMode::Message => "When you are done, reply with your final answer in Markdown and no tool call: that reply is saved verbatim as the task's REPORT, so make it complete and self-contained.",
+        FinishMode::Tool => "End the turn by calling `finish` with a `status` (done, needs_input with a `question` for a human, blocked, or failed) and a `summary` in Markdown: the summary is saved verbatim as the task's REPORT, so make it complete and self-contained. Earlier replies of yours on this task, if any, are part of the conversation.",
     };
     format!(
-        "You are an agent run by `harness` for the \"{vertical}\" vertical. You get ONE bounded turn of at most {max_rounds} model rounds to work on the task below. {tool_text} When you are done, reply with your final answer in Markdown and no tool call: that reply is saved verbatim as the task's REPORT, so make it complete and self-contained."
+        "You are an agent run by `harness` for the \"{vertical}\" vertical. You get ONE bounded turn of at most {max_rounds} model rounds to work on the task below. {tool_text} {ending}"
     )
 }
 
@@ -210,6 +233,7 @@ pub async fn run(
     let mut turn = Turn::start(route);
     // Index into the tier's chain; a fallback moves it on for the rest of the turn.
     let mut chain = 0;
+    let mut nudged = false;
     for round in 1..=max_rounds {
         let (used, spent) = (turn.usage.total_tokens, turn.cost_usd);
         if let Some(stop) = step::before_round(interrupt.received(), &limits.budget, used, spent) {
@@ -219,17 +243,25 @@ pub async fn run(
             turn.outcome = stop;
             return turn;
         }
-        let shape = step::shape(round, max_rounds, bash.is_some());
+        let shape = step::shape(round, max_rounds, bash.is_some(), limits.finish);
         if shape.last_round_note {
+            let note = match limits.finish {
+                FinishMode::Tool => finish::LAST_ROUND_NOTE,
+                FinishMode::Message => LAST_ROUND_NOTE,
+            };
             messages.push(Message::User {
-                content: LAST_ROUND_NOTE.to_string(),
+                content: note.to_string(),
             });
         }
         turn.rounds = round;
         let asked = round::ask(
             backend, route, &mut chain, &messages, shape, interrupt, &mut turn,
         );
-        let round::Answer { model, reply } = match asked.await {
+        let round::Answer {
+            model,
+            reply,
+            shape,
+        } = match asked.await {
             Ok(answer) => answer,
             Err(outcome) => {
                 turn.outcome = outcome;
@@ -241,17 +273,16 @@ pub async fn run(
         if text.is_some() {
             turn.reply = text;
         }
-        match (
-            step::after_reply(shape, reply.tool_calls.len(), turn.reply.is_some()),
-            bash,
-        ) {
-            (step::Next::RunTools, Some(tool)) => {
-                messages.push(Message::Assistant {
-                    content: reply.content.clone(),
-                    tool_calls: reply.tool_calls.clone(),
-                });
-                let runs = round::run_tools(tool, &reply.tool_calls, interrupt, round).await;
-                for (call, run) in reply.tool_calls.iter().zip(runs) {
+        messages.push(Message::Assistant {
+            content: reply.content.clone(),
+            tool_calls: reply.tool_calls.clone(),
+        });
+        let calls = reply.tool_calls.len();
+        match step::after_reply(shape, calls, turn.reply.is_some(), nudged) {
+            step::Next::RunTools => {
+                let handled =
+                    round::run_tools(bash, &reply.tool_calls, shape, interrupt, round).await;
+                for (call, run) in reply.tool_calls.iter().zip(handled.runs) {
                     messages.push(Message::Tool {
                         tool_call_id: call.id.clone(),
                         content: run.result,
@@ -259,17 +290,30 @@ pub async fn run(
                     record.tools.push(run.event);
                 }
                 turn.log.push(record);
+                if let Some(done) = handled.finish {
+                    turn.outcome = step::finished(done.status);
+                    turn.reply = Some(done.summary.clone());
+                    turn.finish = Some(done);
+                    return turn;
+                }
+                if shape.last {
+                    turn.outcome = TurnOutcome::MaxRounds;
+                    return turn;
+                }
             }
-            (step::Next::Finish { outcome, stand_in }, _) => {
+            step::Next::Nudge => {
+                info!("round {round}/{max_rounds}: no tool call; reminding the model of `finish`");
+                nudged = true;
+                messages.push(Message::User {
+                    content: finish::NUDGE.to_string(),
+                });
+                turn.log.push(record);
+            }
+            step::Next::Finish { outcome, stand_in } => {
                 if let Some(text) = stand_in {
                     turn.reply = Some(text.to_string());
                 }
                 turn.outcome = outcome;
-                turn.log.push(record);
-                return turn;
-            }
-            // after_reply runs tools only in a round that offers them, which needs bash.
-            (step::Next::RunTools, None) => {
                 turn.log.push(record);
                 return turn;
             }
@@ -291,6 +335,7 @@ impl Turn {
             skipped: Vec::new(),
             log: Vec::new(),
             recorded: Vec::new(),
+            finish: None,
         }
     }
 }
@@ -325,6 +370,7 @@ mod tests {
             max_rounds,
             budget,
             prices: BTreeMap::new(),
+            finish: FinishMode::Message,
         }
     }
 
@@ -346,7 +392,7 @@ mod tests {
         if let Some(s) = signal {
             interrupt.trigger(s);
         }
-        let system = system_prompt("demo", limits.max_rounds, false);
+        let system = system_prompt("demo", limits.max_rounds, false, limits.finish);
         run(
             &task(),
             &route(),
@@ -416,5 +462,95 @@ mod tests {
         .await;
         assert!(matches!(t.outcome, TurnOutcome::Interrupted { signal: 15 }));
         assert_eq!((t.rounds, t.recorded.len()), (0, 0));
+    }
+
+    fn finish_call(id: &str, args: &str) -> serde_json::Value {
+        serde_json::json!({"tool_calls": [{"id": id, "type": "function",
+            "function": {"name": "finish", "arguments": args}}]})
+    }
+
+    fn tool_limits(max_rounds: u32) -> Limits {
+        Limits {
+            finish: FinishMode::Tool,
+            ..limits(max_rounds, Default::default())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_text_reply_is_nudged_once_then_finish_ends_the_turn() {
+        let t = turn_of(
+            &[
+                serde_json::json!({"content": "I think it is 4."}),
+                finish_call(
+                    "f1",
+                    r#"{"status":"needs_input","summary":"Asked.","question":"Base 10?"}"#,
+                ),
+            ],
+            &tool_limits(4),
+            None,
+        )
+        .await;
+        assert_eq!(t.outcome.stop_reason(), "needs_input");
+        assert_eq!(t.rounds, 2);
+        assert_eq!(t.reply.as_deref(), Some("Asked."));
+        let f = t.finish.unwrap();
+        assert_eq!(
+            (f.status, f.question.as_deref()),
+            (FinishStatus::NeedsInput, Some("Base 10?"))
+        );
+    }
+
+    #[tokio::test]
+    async fn an_invalid_finish_goes_back_and_calls_after_finish_are_not_run() {
+        let both = serde_json::json!({"tool_calls": [
+            {"id": "f2", "type": "function", "function": {"name": "finish", "arguments": r#"{"status":"failed","summary":"No access."}"#}},
+            {"id": "b1", "type": "function", "function": {"name": "bash", "arguments": r#"{"command":"ls"}"#}}]});
+        let t = turn_of(
+            &[
+                finish_call("f1", r#"{"status":"needs_input","summary":"s"}"#),
+                both,
+            ],
+            &tool_limits(4),
+            None,
+        )
+        .await;
+        assert!(matches!(
+            t.outcome,
+            TurnOutcome::AgentFailed {
+                status: FinishStatus::Failed
+            }
+        ));
+        assert_eq!(t.outcome.stop_reason(), "agent_failed");
+        assert!(!t.outcome.is_failure());
+        assert!(
+            matches!(&t.log[0].tools[0], ToolEvent::Invalid { reason } if reason.contains("needs a `question`"))
+        );
+        assert_eq!(
+            t.log[1].tools,
+            vec![
+                ToolEvent::Finished {
+                    status: "failed".into()
+                },
+                ToolEvent::Invalid {
+                    reason: finish::AFTER_FINISH.into()
+                }
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn without_finish_the_last_round_is_the_cap() {
+        let t = turn_of(
+            &[
+                serde_json::json!({"content": "a"}),
+                serde_json::json!({"content": "b"}),
+            ],
+            &tool_limits(2),
+            None,
+        )
+        .await;
+        assert_eq!((t.outcome.stop_reason(), t.rounds), ("max_rounds", 2));
+        assert_eq!(t.reply.as_deref(), Some("b"));
+        assert!(t.finish.is_none());
     }
 }
