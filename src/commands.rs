@@ -41,7 +41,7 @@ pub async fn writeback_command(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    writeback::write_back(&client, rm, &text, &name)
+    writeback::write_back(&client, rm, &text, &name, None)
         .await
         .with_context(|| format!("write-back of {}", args.report.display()))
         .stage(Stage::Writeback)?;

@@ -32,6 +32,8 @@ pub struct Plan {
     pub llm: String,
     /// Where the REPORT would go.
     pub report_dir: String,
+    /// What the task's session would continue; `None` with sessions off.
+    pub session: Option<String>,
 }
 
 /// Renders the PLAN block printed by `--dry-run`.
@@ -43,10 +45,14 @@ pub fn render(p: &Plan) -> String {
     if let Some(c) = p.max_cost_usd {
         bound.push_str(&format!(", max {c} USD"));
     }
-    format!(
+    let mut out = format!(
         "PLAN (dry-run)\n  vertical: {}\n  task: {}\n  routing: {}\n  tools: {}\n  sandbox: {}\n  bound: {bound}\n  llm: {}\n  report: {}\n",
         p.vertical, p.task, p.routing, p.tools, p.sandbox, p.llm, p.report_dir
-    )
+    );
+    if let Some(session) = &p.session {
+        out.push_str(&format!("  session: {session}\n"));
+    }
+    out
 }
 
 /// The PLAN of a run: what it would do with this task, route and sandbox, from the config.
@@ -112,6 +118,7 @@ pub fn plan(
         max_cost_usd: cfg.budget.max_cost_usd,
         llm,
         report_dir: cfg.report_dir.display().to_string(),
+        session: None,
     }
 }
 
@@ -133,6 +140,7 @@ mod tests {
             max_cost_usd: None,
             llm: "http://127.0.0.1:4000/v1/chat/completions (key env:HARNESS_LITELLM_KEY)".into(),
             report_dir: "reports".into(),
+            session: None,
         };
         assert_eq!(
             render(&p),

@@ -54,6 +54,9 @@ pub struct Report {
     pub error: Option<String>,
     /// The model's `finish` call (status and question); `None` when it made none.
     pub finish: Option<FinishRecord>,
+    /// The task's session: what was continued, or why the run started fresh; `None` with
+    /// `[session] enabled = false`.
+    pub session: Option<crate::session::SessionInfo>,
     /// When the run started.
     pub started: DateTime<Utc>,
     /// When the turn finished.
@@ -108,6 +111,7 @@ pub fn render(r: &Report) -> String {
         ("stop_reason", json(&r.stop_reason)),
         ("error", json(&r.error)),
         ("finish", json(&r.finish)),
+        ("session", json(&r.session)),
         ("started", json(&ts(&r.started))),
         ("finished", json(&ts(&r.finished))),
         ("duration_ms", duration_ms.to_string()),
@@ -230,6 +234,16 @@ mod tests {
                 status: "done".into(),
                 question: None,
             }),
+            session: Some(crate::session::SessionInfo {
+                key: "demo/demo/demo-1".into(),
+                store: "local".into(),
+                parent_run: Some("20261130T110000Z-41-abcd".into()),
+                messages_loaded: 4,
+                tokens_loaded: 120,
+                rounds_dropped: 0,
+                repaired: 0,
+                fresh_reason: None,
+            }),
             started: at("2026-11-30T12:00:00Z"),
             finished: at("2026-11-30T12:00:03.5Z"),
             backend: "replay cassette.json".into(),
@@ -281,6 +295,7 @@ max_cost_usd: null
 stop_reason: "completed"
 error: null
 finish: {{"status":"done","question":null}}
+session: {{"key":"demo/demo/demo-1","store":"local","parent_run":"20261130T110000Z-41-abcd","messages_loaded":4,"tokens_loaded":120,"rounds_dropped":0,"repaired":0,"fresh_reason":null}}
 started: "2026-11-30T12:00:00Z"
 finished: "2026-11-30T12:00:03Z"
 duration_ms: 3500
@@ -422,6 +437,7 @@ mod parse_tests {
             stop_reason: "completed".into(),
             error: None,
             finish: None,
+            session: None,
             started: Utc::now(),
             finished: Utc::now(),
             backend: "b".into(),

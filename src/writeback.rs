@@ -107,12 +107,25 @@ pub fn target_status<'a>(cfg: &'a RedmineConfig, stop_reason: &str) -> StatusTar
     }
 }
 
-/// Posts the REPORT to its issue and moves the issue; safe to repeat.
+/// A file attached to the REPORT note in the same update (the run's session).
+#[derive(Debug, Clone)]
+pub struct Extra {
+    /// The attachment's file name.
+    pub name: String,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// Its content type.
+    pub content_type: &'static str,
+}
+
+/// Posts the REPORT to its issue and moves the issue; safe to repeat. `extra` (the
+/// session) is attached in the same update as the note, so a note never lacks it.
 pub async fn write_back(
     client: &RedmineClient,
     cfg: &RedmineConfig,
     report_text: &str,
     file_name: &str,
+    extra: Option<Extra>,
 ) -> Result<()> {
     let report = crate::report::parse(report_text)?;
     if report.str("source") != "redmine" {
@@ -149,15 +162,25 @@ pub async fn write_back(
     let mut fields = serde_json::Map::new();
     if cfg.writeback.enabled && !posted {
         let max = cfg.writeback.max_note_chars;
+        let mut uploads = Vec::new();
         let attached = if needs_attachment(&report, max) {
-            let uploads = attachments::upload(client, report_text.as_bytes().to_vec(), file_name)
+            let up = attachments::upload(client, report_text.as_bytes().to_vec(), file_name)
                 .await
                 .context("attaching the REPORT")?;
-            fields.insert("uploads".into(), uploads);
+            uploads.extend(up.as_array().cloned().unwrap_or_default());
             Some(file_name)
         } else {
             None
         };
+        if let Some(extra) = extra {
+            let up = attachments::upload_as(client, extra.bytes, &extra.name, extra.content_type)
+                .await
+                .with_context(|| format!("attaching {}", extra.name))?;
+            uploads.extend(up.as_array().cloned().unwrap_or_default());
+        }
+        if !uploads.is_empty() {
+            fields.insert("uploads".into(), uploads.into());
+        }
         fields.insert("notes".into(), render_note(&report, max, attached).into());
     } else if posted {
         info!("writeback: issue #{issue_id} already has the note of run {run_id}; not posting it again");

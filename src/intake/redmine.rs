@@ -260,6 +260,50 @@ pub fn discussion_entry(j: &Journal) -> String {
     }
 }
 
+/// What happened on the issue after journal `since` (all of it when `None`), as the
+/// message that opens a continued run: notes, and status and assignee changes, oldest first,
+/// then where the issue stands now. Claim and release notes are bookkeeping; the replies of
+/// the runs in `known_runs` are in the conversation already. `None` when nothing is new.
+pub fn news(issue: &Issue, since: Option<u64>, known_runs: &[String]) -> Option<String> {
+    let mut journals: Vec<&Journal> = issue
+        .journals
+        .iter()
+        .filter(|j| since.is_none_or(|s| j.id > s))
+        .filter(|j| !is_bookkeeping(&j.notes))
+        .filter(|j| !own_reply(&j.notes).is_some_and(|(run, _)| known_runs.contains(&run)))
+        .collect();
+    journals.sort_by_key(|j| j.id);
+    let mut out = String::new();
+    for j in journals {
+        if !j.notes.trim().is_empty() {
+            out.push_str(&discussion_entry(j));
+        }
+        for d in j.details.iter().filter(|d| d.property == "attr") {
+            let what = match d.name.as_str() {
+                "status_id" => "the status",
+                "assigned_to_id" => "the assignee",
+                _ => continue,
+            };
+            out.push_str(&format!(
+                "--- {} changed {what} (id {} -> id {}) on {} ---\n",
+                j.user.name,
+                d.old_value.as_deref().unwrap_or("none"),
+                d.new_value.as_deref().unwrap_or("none"),
+                j.created_on.format("%Y-%m-%d %H:%M UTC"),
+            ));
+        }
+    }
+    if out.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "[harness] New on Redmine issue #{} since your last reply:\n{out}=== NOW: Status: {} | Assignee: {} ===",
+        issue.id,
+        issue.status.name,
+        issue.assigned_to.as_ref().map_or("(none)", |a| a.name.as_str())
+    ))
+}
+
 /// The task for an issue.
 pub fn task(issue: &Issue, cfg: &RedmineConfig) -> Task {
     Task {
@@ -306,6 +350,42 @@ Page 2 repeats the last row.
 Seen on prod too.
 === END OF ISSUE ===
 "
+        );
+    }
+
+    #[test]
+    fn news_holds_only_what_came_after_the_last_reply() {
+        use crate::redmine::issue::{fixtures::journal, Detail};
+        let mut i = issue();
+        assert_eq!(news(&i, Some(3), &[]), None);
+        i.journals.push(journal(
+            4,
+            "[harness-report] run=r1 stop=needs_input\n**Question:** Which page size?\n\n**harness REPORT**: x\n\nLooked.",
+        ));
+        i.journals.push(journal(5, "[harness-claim] run=r2 host=h"));
+        // Only the run's own reply, known to the session: nothing new.
+        assert_eq!(news(&i, Some(3), &["r1".to_string()]), None);
+        let mut answer = journal(6, "Use 50 per page.");
+        answer.details.push(Detail {
+            property: "attr".into(),
+            name: "status_id".into(),
+            old_value: Some("4".into()),
+            new_value: Some("1".into()),
+        });
+        i.journals.push(answer);
+        assert_eq!(
+            news(&i, Some(3), &["r1".to_string()]).unwrap(),
+            "[harness] New on Redmine issue #4 since your last reply:
+--- CI Bot wrote on 2026-11-30 10:00 UTC ---
+Use 50 per page.
+--- CI Bot changed the status (id 4 -> id 1) on 2026-11-30 10:00 UTC ---
+=== NOW: Status: In Progress | Assignee: (none) ==="
+        );
+        // A reply of a run the session does not know is news, marked as harness's own.
+        let unknown = news(&i, Some(3), &[]).unwrap();
+        assert!(
+            unknown.contains("YOUR OWN earlier reply, run r1"),
+            "{unknown}"
         );
     }
 

@@ -72,8 +72,14 @@ pub fn active_claim(journals: &[Journal]) -> Option<(String, DateTime<Utc>)> {
 /// nobody has written or changed anything since, so working it again would only repeat the
 /// answer (with the default write-back, which leaves the status, it stays in scope). A run
 /// cut by a signal answered nothing: its issue stays in play.
+/// Claim and release notes are bookkeeping, not news: a run that claimed and gave the
+/// issue up (or crashed) after the answer leaves it answered.
 pub fn answered_by(issue: &Issue) -> Option<String> {
-    let last = issue.journals.iter().max_by_key(|j| j.id)?;
+    let last = issue
+        .journals
+        .iter()
+        .filter(|j| !is_bookkeeping(&j.notes))
+        .max_by_key(|j| j.id)?;
     if marker_field(&last.notes, REPORT_MARKER, "stop").as_deref() == Some("interrupted") {
         return None;
     }
@@ -179,6 +185,13 @@ mod tests {
         i.journals.push(journal(
             7,
             "[harness-report] run=r11 stop=needs_input\n**Question:** x",
+        ));
+        assert_eq!(answered_by(&i).as_deref(), Some("r11"));
+        i.journals
+            .push(journal(8, "[harness-claim] run=r12 host=h pid=1: working"));
+        i.journals.push(journal(
+            9,
+            "[harness-release] run=r12: giving the claim up: boom",
         ));
         assert_eq!(answered_by(&i).as_deref(), Some("r11"));
     }

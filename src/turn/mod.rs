@@ -19,7 +19,6 @@ use serde::Serialize;
 use tracing::info;
 
 use crate::config::{BudgetConfig, FinishMode, ModelPrice};
-use crate::intake::Task;
 use crate::llm::cassette::Recorded;
 pub use crate::llm::preflight::SkippedModel;
 use crate::llm::wire::{Message, Usage};
@@ -190,6 +189,9 @@ pub struct Turn {
     pub recorded: Vec<Recorded>,
     /// The accepted `finish` call, when the model made one.
     pub finish: Option<Finish>,
+    /// The whole conversation at the end: the first request's messages, then every reply,
+    /// tool result and note this run added.
+    pub messages: Vec<Message>,
 }
 
 /// The system prompt: what the harness is, the bound, the tool contract, the REPORT.
@@ -214,22 +216,33 @@ pub const LAST_ROUND_NOTE: &str = "[harness] This is the last round of this turn
 
 /// Runs the bounded loop: before each model call the limits are checked; a reply either
 /// ends the turn or has its tool calls run, whose results start the next round.
+///
+/// `start` is the first request's conversation: the system prompt, the stored history of
+/// the task's session, and the message that opens this run. The turn's `messages` end as
+/// the whole conversation, so the session can keep what this run added.
 pub async fn run(
-    task: &Task,
+    start: Vec<Message>,
     route: &Route,
     limits: &Limits,
-    system: String,
+    backend: &mut Backend,
+    bash: Option<&BashTool>,
+    interrupt: &Interrupt,
+) -> Turn {
+    let mut messages = start;
+    let turn = run_on(&mut messages, route, limits, backend, bash, interrupt).await;
+    Turn { messages, ..turn }
+}
+
+/// The loop of [`run`], on the conversation it extends.
+async fn run_on(
+    messages: &mut Vec<Message>,
+    route: &Route,
+    limits: &Limits,
     backend: &mut Backend,
     bash: Option<&BashTool>,
     interrupt: &Interrupt,
 ) -> Turn {
     let max_rounds = limits.max_rounds;
-    let mut messages = vec![
-        Message::System { content: system },
-        Message::User {
-            content: task.prompt.clone(),
-        },
-    ];
     let mut turn = Turn::start(route);
     // Index into the tier's chain; a fallback moves it on for the rest of the turn.
     let mut chain = 0;
@@ -255,7 +268,7 @@ pub async fn run(
         }
         turn.rounds = round;
         let asked = round::ask(
-            backend, route, &mut chain, &messages, shape, interrupt, &mut turn,
+            backend, route, &mut chain, messages, shape, interrupt, &mut turn,
         );
         let round::Answer {
             model,
@@ -336,6 +349,7 @@ impl Turn {
             log: Vec::new(),
             recorded: Vec::new(),
             finish: None,
+            messages: Vec::new(),
         }
     }
 }
@@ -343,7 +357,7 @@ impl Turn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::intake::Source;
+    use crate::intake::{Source, Task};
     use crate::llm::cassette::Replayer;
     use pretty_assertions::assert_eq;
 
@@ -393,16 +407,13 @@ mod tests {
             interrupt.trigger(s);
         }
         let system = system_prompt("demo", limits.max_rounds, false, limits.finish);
-        run(
-            &task(),
-            &route(),
-            limits,
-            system,
-            &mut backend,
-            None,
-            &interrupt,
-        )
-        .await
+        let start = vec![
+            Message::System { content: system },
+            Message::User {
+                content: task().prompt,
+            },
+        ];
+        run(start, &route(), limits, &mut backend, None, &interrupt).await
     }
 
     #[tokio::test]

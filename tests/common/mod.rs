@@ -137,6 +137,10 @@ max_rounds = 4
 # tests switch this to "tool".
 finish = "message"
 
+# Likewise they run each task as if for the first time; the session tests turn this on.
+[session]
+enabled = false
+
 [litellm]
 base_url = "{BASE_URL}"
 key_ref = "env:HARNESS_TEST_LLM_KEY"
