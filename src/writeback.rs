@@ -4,7 +4,7 @@
 //! [`render_note`] is PURE; [`write_back`] is the adapter.
 
 use anyhow::{anyhow, bail, Context, Result};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::config::RedmineConfig;
 use crate::redmine::attachments;
@@ -150,10 +150,11 @@ pub async fn write_back(
         .journals
         .iter()
         .any(|j| marker_run(&j.notes, REPORT_MARKER).as_deref() == Some(run_id.as_str()));
+    let restoring = target_status(cfg, report.str("stop_reason")) == StatusTarget::BeforeClaim;
     let target = match target_status(cfg, report.str("stop_reason")) {
         StatusTarget::Named(name) => Some((name.to_string(), client.status_id(name).await?)),
         StatusTarget::BeforeClaim => status_before_claim(&before.journals, &run_id)
-            .map(|id| ("the status before the claim".to_string(), id)),
+            .map(|id| (format!("the status before the claim (id {id})"), id)),
         StatusTarget::Unchanged => None,
     };
     let assignee = (report.str("stop_reason") == "needs_input"
@@ -213,7 +214,14 @@ pub async fn write_back(
         bail!("Redmine accepted the note for issue #{issue_id} but did not save it (the bot's role needs \"Add notes\")");
     }
     if let Some((name, id)) = &target {
-        if after.status.id != *id {
+        if after.status.id != *id && restoring {
+            // Best effort: the REPORT is posted; a workflow without the way back only
+            // leaves the claim status, which a human or the next run moves on.
+            warn!(
+                "writeback: issue #{issue_id}: Redmine did not restore {name}: the workflow does not allow {:?} -> it for the bot's role",
+                after.status.name
+            );
+        } else if after.status.id != *id {
             bail!(
                 "Redmine did not apply the status change {:?} -> {name:?} on issue #{issue_id}: the workflow does not allow this transition for the bot's role (Administration > Workflow)",
                 before.status.name
