@@ -224,6 +224,7 @@ mod tests {
         Stored {
             run_id: run.into(),
             message: Message::Assistant {
+                extra: Default::default(),
                 content: None,
                 tool_calls: ids
                     .iter()

@@ -351,7 +351,18 @@ fn redact(m: &Message, r: &Redactor) -> Message {
         Message::Assistant {
             content,
             tool_calls,
+            extra,
         } => Message::Assistant {
+            extra: extra
+                .iter()
+                .map(|(k, v)| {
+                    let masked = r.redact(&v.to_string());
+                    (
+                        k.clone(),
+                        serde_json::from_str(&masked).unwrap_or(serde_json::Value::String(masked)),
+                    )
+                })
+                .collect(),
             content: content.as_deref().map(|c| r.redact(c)),
             tool_calls: tool_calls
                 .iter()

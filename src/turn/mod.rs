@@ -289,6 +289,7 @@ async fn run_on(
         messages.push(Message::Assistant {
             content: reply.content.clone(),
             tool_calls: reply.tool_calls.clone(),
+            extra: reply.extra.clone(),
         });
         let calls = reply.tool_calls.len();
         match step::after_reply(shape, calls, turn.reply.is_some(), nudged) {
