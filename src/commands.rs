@@ -41,7 +41,16 @@ pub async fn writeback_command(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    writeback::write_back(&client, rm, &text, &name, None)
+    // A retried write-back brings the task's session along, as the run would have.
+    let extra = crate::report::parse(&text)
+        .ok()
+        .and_then(|report| crate::session::for_retry(&cfg, &report))
+        .map(|(name, bytes)| writeback::Extra {
+            name,
+            bytes,
+            content_type: "application/gzip",
+        });
+    writeback::write_back(&client, rm, &text, &name, extra)
         .await
         .with_context(|| format!("write-back of {}", args.report.display()))
         .stage(Stage::Writeback)?;

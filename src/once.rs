@@ -545,8 +545,7 @@ fn save_session(
     turn: &turn::Turn,
     redactor: &Redactor,
 ) -> Option<writeback::Extra> {
-    let name =
-        session::store::attachment_name(&cfg.vertical, &opened.stored_task_id(), &record.run_id);
+    let (task_id, run_id) = (opened.stored_task_id(), record.run_id.clone());
     let added = turn
         .messages
         .get(1 + opened.history.len()..)
@@ -563,23 +562,12 @@ fn save_session(
         opened.info.key,
         opened.local.display()
     );
-    match opened.place {
-        session::Place::Local => None,
-        session::Place::Redmine { .. } if bytes.len() as u64 > cfg.session.max_attachment_bytes => {
-            warn!(
-                "session {}: {} bytes, more than [session].max_attachment_bytes ({}): kept locally only",
-                opened.info.key,
-                bytes.len(),
-                cfg.session.max_attachment_bytes
-            );
-            None
-        }
-        session::Place::Redmine { .. } => Some(writeback::Extra {
-            name,
-            bytes,
-            content_type: "application/gzip",
-        }),
-    }
+    let (name, bytes) = session::attachment(cfg, opened.place, &task_id, &run_id, bytes)?;
+    Some(writeback::Extra {
+        name,
+        bytes,
+        content_type: "application/gzip",
+    })
 }
 
 /// The exit of a turn whose REPORT is written. A configured limit is a bounded, expected

@@ -319,6 +319,50 @@ async fn load(
     Ok((bytes, local.display().to_string()))
 }
 
+/// The session file to attach to the REPORT note of run `run_id`, as (name, bytes): only
+/// where the session lives on the issue, and only when it fits
+/// `[session].max_attachment_bytes` (a bigger one is kept locally only, with a warning).
+pub fn attachment(
+    cfg: &Config,
+    place: Place,
+    task_id: &str,
+    run_id: &str,
+    bytes: Vec<u8>,
+) -> Option<(String, Vec<u8>)> {
+    match place {
+        Place::Local => None,
+        Place::Redmine { .. } if bytes.len() as u64 > cfg.session.max_attachment_bytes => {
+            warn!(
+                "session of task {task_id}: {} bytes, more than [session].max_attachment_bytes ({}): kept locally only",
+                bytes.len(),
+                cfg.session.max_attachment_bytes
+            );
+            None
+        }
+        Place::Redmine { .. } => Some((
+            store::attachment_name(&cfg.vertical, task_id, run_id),
+            bytes,
+        )),
+    }
+}
+
+/// The local session of a REPORT's task, to attach when its write-back is retried
+/// (`harness writeback`); `None` when sessions are off, local, or there is none.
+pub fn for_retry(cfg: &Config, report: &crate::report::Parsed) -> Option<(String, Vec<u8>)> {
+    let source = match report.str("source") {
+        "redmine" => Source::Redmine,
+        _ => return None,
+    };
+    if !cfg.session.enabled {
+        return None;
+    }
+    let task_id = report.str("task_id");
+    let path = store::local_path(&cfg.report_dir, &cfg.vertical, source.as_str(), task_id);
+    let bytes = store::read_local(&path).ok()??;
+    let place = Place::of(cfg.session.store, source);
+    attachment(cfg, place, task_id, report.str("run_id"), bytes)
+}
+
 /// Appends this run (its record and the messages it added, secrets masked) to the opened
 /// session, writes the local file and returns the file's bytes.
 pub fn save(
