@@ -44,7 +44,8 @@ pub async fn writeback_command(
     // A retried write-back brings the task's session along, as the run would have.
     let extra = crate::report::parse(&text)
         .ok()
-        .and_then(|report| crate::session::for_retry(&cfg, &report))
+        .filter(|report| report.str("source") == "redmine")
+        .and_then(|r| crate::session::for_retry(&cfg, r.str("task_id"), r.str("run_id")))
         .map(|(name, bytes)| writeback::Extra {
             name,
             bytes,

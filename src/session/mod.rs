@@ -346,21 +346,18 @@ pub fn attachment(
     }
 }
 
-/// The local session of a REPORT's task, to attach when its write-back is retried
-/// (`harness writeback`); `None` when sessions are off, local, or there is none.
-pub fn for_retry(cfg: &Config, report: &crate::report::Parsed) -> Option<(String, Vec<u8>)> {
-    let source = match report.str("source") {
-        "redmine" => Source::Redmine,
-        _ => return None,
-    };
+/// The local session of a Redmine task, to attach when the write-back of its REPORT (of
+/// run `run_id`) is retried (`harness writeback`); `None` when sessions are off or local,
+/// or there is none.
+pub fn for_retry(cfg: &Config, task_id: &str, run_id: &str) -> Option<(String, Vec<u8>)> {
     if !cfg.session.enabled {
         return None;
     }
-    let task_id = report.str("task_id");
+    let source = Source::Redmine;
     let path = store::local_path(&cfg.report_dir, &cfg.vertical, source.as_str(), task_id);
     let bytes = store::read_local(&path).ok()??;
     let place = Place::of(cfg.session.store, source);
-    attachment(cfg, place, task_id, report.str("run_id"), bytes)
+    attachment(cfg, place, task_id, run_id, bytes)
 }
 
 /// Appends this run (its record and the messages it added, secrets masked) to the opened
