@@ -425,3 +425,54 @@ fn redact(m: &Message, r: &Redactor) -> Message {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::Secret;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn only_redmine_tasks_live_on_the_issue() {
+        use SessionStore::{Auto, Local, Redmine};
+        assert_eq!(
+            Place::of(Auto, Source::Redmine),
+            Place::Redmine {
+                local_fallback: true
+            }
+        );
+        assert_eq!(
+            Place::of(Redmine, Source::Redmine),
+            Place::Redmine {
+                local_fallback: false
+            }
+        );
+        assert_eq!(Place::of(Local, Source::Redmine), Place::Local);
+        assert_eq!(Place::of(Redmine, Source::Demo), Place::Local);
+    }
+
+    #[test]
+    fn every_text_of_a_message_is_masked() {
+        let mut r = Redactor::default();
+        r.add(&Secret::new("sk-canary-123456789"));
+        let m = Message::Assistant {
+            content: Some("key sk-canary-123456789".into()),
+            tool_calls: vec![ToolCall {
+                id: "c".into(),
+                kind: "function".into(),
+                function: crate::llm::wire::FunctionCall {
+                    name: "bash".into(),
+                    arguments: "{\"command\":\"echo sk-canary-123456789\"}".into(),
+                },
+            }],
+            extra: [(
+                "reasoning_content".to_string(),
+                serde_json::json!("the key is sk-canary-123456789"),
+            )]
+            .into(),
+        };
+        let text = serde_json::to_string(&redact(&m, &r)).unwrap();
+        assert!(!text.contains("sk-canary-123456789"), "{text}");
+        assert_eq!(text.matches("[redacted]").count(), 3, "{text}");
+    }
+}
