@@ -113,15 +113,7 @@ pub async fn once(
     } = ready;
     let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.is_some(), cfg.finish);
     let system_hash = session::history::fingerprint(&system);
-    let start = match &opened {
-        Some(o) => o.start(system),
-        None => vec![
-            llm::wire::Message::System { content: system },
-            llm::wire::Message::User {
-                content: task.prompt.clone(),
-            },
-        ],
-    };
+    let start = session::start(opened.as_ref(), system, &task.prompt);
     let mut turn = turn::run(
         start,
         &route,

@@ -101,21 +101,28 @@ pub struct Opened {
     pub info: SessionInfo,
 }
 
-impl Opened {
-    /// The messages of the first request: the system prompt (rebuilt this run), the stored
-    /// history in stored order, then the opening message.
-    pub fn start(&self, system: String) -> Vec<Message> {
-        let mut messages = Vec::with_capacity(self.history.len() + 2);
-        messages.push(Message::System { content: system });
-        messages.extend(self.history.iter().cloned());
-        if let Opening::Send(text) = &self.opening {
-            messages.push(Message::User {
-                content: text.clone(),
-            });
-        }
-        messages
+/// The messages of the first request: the system prompt (rebuilt every run), the stored
+/// history in stored order, then the opening message; without a session, the task's
+/// `prompt` alone.
+pub fn start(opened: Option<&Opened>, system: String, prompt: &str) -> Vec<Message> {
+    let history = opened.map_or(&[][..], |o| &o.history[..]);
+    let mut messages = Vec::with_capacity(history.len() + 2);
+    messages.push(Message::System { content: system });
+    messages.extend(history.iter().cloned());
+    let opening = match opened.map(|o| &o.opening) {
+        None => Some(prompt),
+        Some(Opening::Send(text)) => Some(text.as_str()),
+        Some(Opening::NothingNew { .. }) => None,
+    };
+    if let Some(text) = opening {
+        messages.push(Message::User {
+            content: text.to_string(),
+        });
     }
+    messages
+}
 
+impl Opened {
     /// The task id part of the session key.
     pub fn stored_task_id(&self) -> String {
         self.info
