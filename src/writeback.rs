@@ -9,6 +9,7 @@ use tracing::{info, warn};
 use crate::config::RedmineConfig;
 use crate::redmine::attachments;
 use crate::redmine::client::RedmineClient;
+use crate::redmine::issue::Issue;
 use crate::redmine::notes::{marker_run, status_before_claim, REPORT_MARKER};
 use crate::report::Parsed;
 
@@ -191,14 +192,17 @@ pub async fn write_back(
             fields.insert("status_id".into(), (*id).into());
         }
     }
-    if let Some(author) = assignee {
-        if before.assigned_to.as_ref().map(|a| a.id) != Some(author) {
-            fields.insert("assigned_to_id".into(), author.into());
+    // The assignee goes in an update of its own, after the note: Redmine refuses a whole
+    // update (422) over an assignee it will not take, and the note must not be lost to it.
+    let assign = async {
+        match assignee {
+            Some(author) => assign_author(client, &before, author).await,
+            None => Ok(()),
         }
-    }
+    };
     if fields.is_empty() {
         info!("writeback: issue #{issue_id} is already up to date");
-        return Ok(());
+        return assign.await;
     }
     client
         .put_json(&path, &serde_json::json!({ "issue": fields }))
@@ -228,14 +232,6 @@ pub async fn write_back(
             );
         }
     }
-    if let Some(author) = assignee {
-        if after.assigned_to.as_ref().map(|a| a.id) != Some(author) {
-            bail!(
-                "Redmine did not assign issue #{issue_id} to its author {:?} (id {author}) for [redmine.writeback].assign_needs_input: the author must be a project member with an assignable role",
-                before.author.name
-            );
-        }
-    }
     info!(
         "writeback: issue #{issue_id}: {}{}",
         if fields.contains_key("notes") {
@@ -247,6 +243,35 @@ pub async fn write_back(
             Some((name, _)) => format!(", status {name:?}"),
             None => String::new(),
         }
+    );
+    assign.await
+}
+
+/// Assigns the issue to its author (`assign_needs_input = "author"`), so the asker is
+/// notified; verified by reading the issue back.
+async fn assign_author(client: &RedmineClient, issue: &Issue, author: u64) -> Result<()> {
+    let id = issue.id;
+    let fix = format!(
+        "assigning issue #{id} to its author {:?} (id {author}) for [redmine.writeback].assign_needs_input: the author must be a member of the project with a role that issues can be assigned to",
+        issue.author.name
+    );
+    if issue.assigned_to.as_ref().map(|a| a.id) == Some(author) {
+        return Ok(());
+    }
+    client
+        .put_json(
+            &format!("/issues/{id}.json"),
+            &serde_json::json!({"issue": {"assigned_to_id": author}}),
+        )
+        .await
+        .with_context(|| fix.clone())?;
+    let after = client.issue(id).await?;
+    if after.assigned_to.as_ref().map(|a| a.id) != Some(author) {
+        bail!("{fix} (Redmine did not apply it)");
+    }
+    info!(
+        "writeback: issue #{id} assigned to its author {:?}",
+        issue.author.name
     );
     Ok(())
 }

@@ -841,3 +841,35 @@ fn a_corrupt_session_attachment_starts_fresh_with_the_reason() {
     );
     assert_eq!(session["parent_run"], Value::Null);
 }
+
+#[test]
+fn needs_input_assigns_the_issue_to_its_author() {
+    let _g = real_redmine!();
+    let llm = Llm::start(&json!([finish_step(
+        "f1",
+        json!({"status": "needs_input", "summary": "Looked.", "question": "Which one?"})
+    )]));
+    let cfg = format!(
+        "{SCOPE_NEW}\n[redmine.claim]\nstatus = \"In Progress\"\n[redmine.writeback]\nstatus_needs_input = \"Feedback\"\nassign_needs_input = \"author\"\n"
+    );
+    let ws = workspace(&llm.base_url(), &cfg);
+    let text = finishing(std::fs::read_to_string(ws.config()).unwrap(), false);
+    std::fs::write(ws.config(), text).unwrap();
+    let n = id("STUDY2");
+    let r = run(&ws, &["once", "--task-id", &n.to_string()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let i = issue(n);
+    assert_eq!(status_name(&i), "Feedback");
+    assert_eq!(
+        i["assigned_to"]["id"].to_string(),
+        var("REDMINE_ADMIN_USER_ID"),
+        "the author (the seed's admin) is the assignee now"
+    );
+    assert!(
+        notes(&i)
+            .iter()
+            .any(|x| x.contains("**Question:** Which one?")),
+        "{:#?}",
+        notes(&i)
+    );
+}
