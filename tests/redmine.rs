@@ -873,3 +873,59 @@ fn needs_input_assigns_the_issue_to_its_author() {
         notes(&i)
     );
 }
+
+#[test]
+fn a_run_cut_by_a_signal_stays_in_play_and_is_continued() {
+    let _g = real_redmine!();
+    let llm = Llm::start(&json!({"strict_tool_results": true, "steps": [
+        {"type": "tool_call", "id": "c1", "command": "sleep 7.75", "content": "Waiting."},
+        finish_step("f1", json!({"status": "done", "summary": "Done after the restart."})),
+    ]}));
+    let scope = "scope_query = \"project_id=mopac&status_id=open&sort=priority:desc,id\"";
+    let ws = workspace(&llm.base_url(), &format!("{scope}\n{WRITEBACK}"));
+    let text = finishing(std::fs::read_to_string(ws.config()).unwrap(), true)
+        .replace("allow = [", "allow = [\"sleep *\", ");
+    std::fs::write(ws.config(), text).unwrap();
+    let top = id("CODE2"); // Immediate priority: first in scope
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["once", "--config"])
+        .arg(ws.config())
+        .current_dir(ws.path())
+        .env_remove("RUST_LOG")
+        .env("HARNESS_TEST_LLM_KEY", CANARY)
+        .env("HARNESS_TEST_REDMINE_KEY", var("REDMINE_BOT_API_KEY"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_process("sleep 7.75");
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(child.wait().unwrap().code(), Some(143));
+    let first = ws.latest();
+    assert_eq!(front(&first, "task_id"), top.to_string());
+    assert_eq!(front(&first, "stop_reason"), "interrupted");
+    let i = issue(top);
+    // Not an outcome: no status_failed. The way back to New is not in the bot's workflow,
+    // so the claim status stays (restoring it is best effort).
+    assert_eq!(status_name(&i), "In Progress");
+    assert!(notes(&i)
+        .iter()
+        .any(|n| n.starts_with("[harness-report]") && n.contains(" stop=interrupted")));
+
+    // The next run, without waiting for a note, takes the same issue and continues.
+    let r = run(&ws, &["once"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let report = ws.latest();
+    assert_eq!(front(&report, "task_id"), top.to_string());
+    assert_eq!(front(&report, "stop_reason"), "completed");
+    assert_eq!(
+        front(&report, "session")["parent_run"],
+        front(&first, "run_id")
+    );
+    assert_eq!(status_name(&issue(top)), "Resolved");
+    let bodies = llm.chat_bodies();
+    assert_eq!(bodies.len(), 2);
+    assert!(tool_results(&bodies[1])[0].contains("interrupted"));
+}

@@ -9,7 +9,6 @@
 mod common;
 
 use std::io::Read;
-use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{json, Value};
@@ -163,27 +162,6 @@ fn a_dangling_tool_call_gets_a_synthetic_result() {
         results,
         vec!["not run: the previous run was interrupted".to_string()]
     );
-}
-
-/// Waits until some process runs a command line containing `needle`.
-fn wait_for_process(needle: &str) {
-    let start = Instant::now();
-    loop {
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline)
-                .replace('\0', " ")
-                .contains(needle)
-            {
-                return;
-            }
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{needle:?} never ran"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

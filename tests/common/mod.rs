@@ -404,3 +404,25 @@ pub fn chat_bodies_at(url: &str) -> Vec<Value> {
         .map(|r| r["body"].clone())
         .collect()
 }
+
+/// Waits until some process runs a command line containing `needle` (a unique argument,
+/// e.g. `sleep 7.25`), so a test can signal a harness in the middle of a command.
+pub fn wait_for_process(needle: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .contains(needle)
+            {
+                return;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{needle:?} never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
