@@ -182,6 +182,19 @@ fn an_endpoint_that_rejects_tool_choice_gets_a_tool_less_last_round() {
     assert!(bodies[0].get("tool_choice").is_some());
     assert!(bodies[1].get("tools").is_none(), "{}", bodies[1]);
     assert!(bodies[1].get("tool_choice").is_none());
+    let note = |b: &Value| b["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    assert!(note(&bodies[0])
+        .as_str()
+        .unwrap()
+        .contains("only `finish` is available"));
+    assert!(
+        note(&bodies[1])
+            .as_str()
+            .unwrap()
+            .contains("tools are no longer available"),
+        "{}",
+        note(&bodies[1])
+    );
     let report = ws.latest();
     assert_eq!(front(&report, "stop_reason"), "max_rounds");
     assert_eq!(body(&report), "Final words.\n");

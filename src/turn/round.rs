@@ -33,7 +33,7 @@ pub async fn ask(
     backend: &mut Backend,
     route: &Route,
     chain: &mut usize,
-    messages: &[Message],
+    messages: &mut [Message],
     shape: Shape,
     interrupt: &Interrupt,
     turn: &mut Turn,
@@ -63,6 +63,12 @@ pub async fn ask(
                 "round {round}/{max_rounds}: {model} refused the forced `finish` ({error}); asking again without tools"
             );
             shape = shape.without_tools();
+            // The note before this round promised `finish`; the round has no tools now.
+            if let Some(Message::User { content }) = messages.last_mut() {
+                if content == finish::LAST_ROUND_NOTE {
+                    *content = super::LAST_ROUND_NOTE.to_string();
+                }
+            }
             continue;
         }
         let has_next = *chain + 1 < route.models.len();
