@@ -110,6 +110,13 @@ pub struct OnceArgs {
     /// Save this run's model replies as a cassette that --replay can serve.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Ignore the task's stored session: start the conversation fresh (it is replaced).
+    #[arg(long, conflicts_with = "resume")]
+    pub fresh: bool,
+    /// Continue the task's session from this run (a run id from a REPORT); later runs are
+    /// left out. An id the session does not have is an intake error (exit 2).
+    #[arg(long, value_name = "RUN_ID")]
+    pub resume: Option<String>,
 }
 
 /// Flags of `harness gate`.

@@ -26,6 +26,7 @@ pub mod redmine;
 pub mod report;
 pub mod routing;
 pub mod secrets;
+pub mod session;
 pub mod signals;
 pub mod tools;
 pub mod turn;
