@@ -16,16 +16,21 @@ Flags for `harness once`:
   --replay FILE    serve model replies from a recorded cassette (no network, no key)
   --record FILE    save this run's model replies as a cassette
   --force          with --task-id: run the issue even when it is out of scope
+  --fresh          ignore the task's stored session and start a new conversation
+  --resume RUN_ID  continue the task's session from that run (unknown run: exit 2)
   (the single-dash spellings -config, -dry-run, -demo, -task-id are accepted too)
 
 Exit codes:
-  0  ok (including \"no tasks in scope\"; `gate`: command allowed)
+  0  ok (including \"no tasks in scope\", nothing new on a finished task, and finish
+     needs_input; `gate`: command allowed)
   1  usage / config / routing / writeback error; also a result that cannot be written to
      stdout (not a closed pipe), a REPORT that cannot be written (its text goes to stderr),
      `gate` with an empty command, `writeback` with an invalid REPORT
-  2  intake error
+  2  intake error (also --resume with an unknown run)
   3  `gate`: command denied
   4  llm / turn error (a partial REPORT is written when the model was reached)
+  5  task not accomplished: finish blocked/failed, or the success check never passed;
+     the REPORT and the write-back are done
   129, 130, 131, 143  interrupted by SIGHUP / SIGINT / SIGQUIT / SIGTERM: during the turn a
      partial REPORT is written; before the turn nothing is claimed, posted or written
 
