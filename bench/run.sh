@@ -60,6 +60,10 @@ report_dir = "reports"
 
 [loop]
 max_rounds = $3
+finish = "message"
+
+[session]
+enabled = false
 
 [litellm]
 base_url = "$2/v1"
@@ -188,6 +192,29 @@ done
 eper_wall=$(awk -v a="${EWALL[50]}" -v b="${EWALL[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
 eper_cpu=$(awk -v a="${ECPU[50]}" -v b="${ECPU[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
 row "per edit_file round: (t50 - t10) / 40" "$eper_wall" "$eper_cpu" "" "vs $per_cpu ms per bash round (harness + bash)"
+# --- sessions ----------------------------------------------------------------------------
+# A 500-message session (one run of 249 'echo' rounds and an answer), then a one-round run
+# that sends it all again (--resume keeps the stored session at the same size every run),
+# against the same one-round run started --fresh. The difference is what loading, repairing,
+# trimming, sending and saving the session costs.
+turn_script 249 >"$WORK/long.json"
+echo '{"loop":true,"steps":[{"type":"text","content":"ok"}]}' >"$WORK/one.json"
+start_llm "$WORK/one.json"
+SCFG=$(config session "$URL" 260 "")
+sed -i 's/^\[session\]$/[session]\nmax_history_tokens = 1000000/; s/^enabled = false$/enabled = true/' "$SCFG"
+r=$($MEASURE -n "$RUNS" -- "$HARNESS" once --demo --fresh --config "$SCFG")
+row "session: 1 round, --fresh" "$(field wall_ms "$r")" "$(field cpu_ms "$r")" "$(( $(field rss_max_kb "$r") / 1024 )) MiB" ""
+fresh_wall=$(field wall_ms "$r"); fresh_cpu=$(field cpu_ms "$r")
+# The long run, then the continued runs.
+start_llm "$WORK/long.json"
+sed -i "s#^base_url = .*#base_url = \"$URL/v1\"#" "$SCFG"
+"$HARNESS" once --demo --fresh --config "$SCFG" >/dev/null 2>&1
+SRUN=$(sed -n 's/^run_id: "\(.*\)"$/\1/p' "$WORK/session/reports/REPORT-latest.md")
+start_llm "$WORK/one.json"
+sed -i "s#^base_url = .*#base_url = \"$URL/v1\"#" "$SCFG"
+r=$($MEASURE -n "$RUNS" -- "$HARNESS" once --demo --resume "$SRUN" --config "$SCFG")
+msgs=$(sed -n 's/^session: .*"messages_loaded":\([0-9]*\).*/\1/p' "$WORK/session/reports/REPORT-latest.md")
+row "session: 1 round, continuing $msgs messages" "$(field wall_ms "$r")" "$(field cpu_ms "$r")" "$(( $(field rss_max_kb "$r") / 1024 )) MiB" "vs fresh: +$(awk -v a="$(field wall_ms "$r")" -v b="$fresh_wall" 'BEGIN{printf "%.1f", a-b}') ms wall, +$(awk -v a="$(field cpu_ms "$r")" -v b="$fresh_cpu" 'BEGIN{printf "%.1f", a-b}') ms cpu"
 
 # --- output flood ----------------------------------------------------------------------
 FLOOD_CMD='yes | head -c 1073741824'

@@ -16,18 +16,23 @@ Flags for `harness once`:
   --replay FILE    serve model replies from a recorded cassette (no network, no key)
   --record FILE    save this run's model replies as a cassette
   --force          with --task-id: run the issue even when it is out of scope
+  --fresh          ignore the task's stored session and start a new conversation
+  --resume RUN_ID  continue the task's session from that run (unknown run: exit 2)
   --events PATH    append the run's JSONL event stream to PATH (`-`: stdout, which then
                    carries only events; the REPORT path is in the last one, run.completed)
   (the single-dash spellings -config, -dry-run, -demo, -task-id are accepted too)
 
 Exit codes:
-  0  ok (including \"no tasks in scope\"; `gate`: command allowed)
+  0  ok (including \"no tasks in scope\", nothing new on a finished task, and finish
+     needs_input; `gate`: command allowed)
   1  usage / config / routing / writeback error; also a result that cannot be written to
      stdout (not a closed pipe), a REPORT that cannot be written (its text goes to stderr),
      `gate` with an empty command, `writeback` with an invalid REPORT
-  2  intake error
+  2  intake error (also --resume with an unknown run)
   3  `gate`: command denied
   4  llm / turn error (a partial REPORT is written when the model was reached)
+  5  task not accomplished: finish blocked/failed, or the success check never passed;
+     the REPORT and the write-back are done
   129, 130, 131, 143  interrupted by SIGHUP / SIGINT / SIGQUIT / SIGTERM: during the turn a
      partial REPORT is written; before the turn nothing is claimed, posted or written
 
@@ -125,6 +130,13 @@ pub struct OnceArgs {
     /// Save this run's model replies as a cassette that --replay can serve.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Ignore the task's stored session: start the conversation fresh (it is replaced).
+    #[arg(long, conflicts_with = "resume")]
+    pub fresh: bool,
+    /// Continue the task's session from this run (a run id from a REPORT); later runs are
+    /// left out. An id the session does not have is an intake error (exit 2).
+    #[arg(long, value_name = "RUN_ID")]
+    pub resume: Option<String>,
     /// Append the JSONL event stream to PATH (`-`: stdout, which then carries only events).
     #[arg(long, value_name = "PATH")]
     pub events: Option<PathBuf>,

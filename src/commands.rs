@@ -41,7 +41,17 @@ pub async fn writeback_command(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    writeback::write_back(&client, rm, &text, &name)
+    // A retried write-back brings the task's session along, as the run would have.
+    let extra = crate::report::parse(&text)
+        .ok()
+        .filter(|report| report.str("source") == "redmine")
+        .and_then(|r| crate::session::for_retry(&cfg, r.str("task_id"), r.str("run_id")))
+        .map(|(name, bytes)| writeback::Extra {
+            name,
+            bytes,
+            content_type: "application/gzip",
+        });
+    writeback::write_back(&client, rm, &text, &name, extra)
         .await
         .with_context(|| format!("write-back of {}", args.report.display()))
         .stage(Stage::Writeback)?;

@@ -91,8 +91,8 @@ pub enum Success {
     Denied,
     /// A turn ended with an LLM failure after writing its partial REPORT.
     LlmFailedAfterReport,
-    /// The task was not accomplished (the success check failed to the end); the REPORT and
-    /// the write-back are done.
+    /// The task was not accomplished: the model finished with `blocked` or `failed`, or the
+    /// success check failed to the end; the REPORT and the write-back are done.
     NotAccomplished,
     /// A signal stopped the turn after its partial REPORT was written.
     Interrupted {
@@ -102,7 +102,8 @@ pub enum Success {
 }
 
 impl Success {
-    /// The exit code: 0 done, 3 denied, 4 llm failure, 5 not accomplished, 128+N for signal N.
+    /// The exit code: 0 done, 3 denied, 4 llm failure, 5 task not accomplished, 128+N for
+    /// signal N.
     pub fn code(self) -> u8 {
         match self {
             Success::Done => 0,

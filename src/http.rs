@@ -171,10 +171,20 @@ impl std::fmt::Display for BodyError {
     }
 }
 
-/// Reads a response's body as text (invalid UTF-8 replaced), at most `limit` bytes: a body
-/// that announces more (`Content-Length`) is refused unread, one that sends more is cut off
-/// at the limit. The one body reader of every peer.
-pub async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<String, BodyError> {
+/// Reads a response's body as text (invalid UTF-8 replaced), at most `limit` bytes; see
+/// [`read_body_bytes`].
+pub async fn read_body(response: reqwest::Response, limit: usize) -> Result<String, BodyError> {
+    let bytes = read_body_bytes(response, limit).await?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Reads a response's body, at most `limit` bytes: a body that announces more
+/// (`Content-Length`) is refused unread, one that sends more is cut off at the limit. The one
+/// body reader of every peer (attachments keep their bytes as sent).
+pub async fn read_body_bytes(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, BodyError> {
     if response.content_length().is_some_and(|n| n > limit as u64) {
         return Err(BodyError::TooLarge { limit });
     }
@@ -184,7 +194,7 @@ pub async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<
         body.count(chunk.len())?;
         bytes.extend_from_slice(&chunk);
     }
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    Ok(bytes)
 }
 
 /// Counts the bytes of a body read piece by piece (a stream), refusing past a limit.

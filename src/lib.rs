@@ -28,6 +28,7 @@ pub mod report;
 pub mod routing;
 pub mod scope;
 pub mod secrets;
+pub mod session;
 pub mod signals;
 pub mod tools;
 pub mod turn;

@@ -1,4 +1,5 @@
-//! `harness once`, top to bottom: config -> intake -> routing -> turn -> report -> writeback.
+//! `harness once`, top to bottom: config -> intake -> routing -> session -> turn -> report
+//! -> writeback.
 //! Each stage returns a plain value that the next one takes; a failure carries the
 //! [`Stage`] that decides the exit code. Orchestration only (it calls the stages' adapters);
 //! the decisions live in the stages.
@@ -22,13 +23,16 @@ use crate::intake::TakeError;
 use crate::intake::Task;
 use crate::llm::Backend;
 use crate::redmine::client::RedmineClient;
+use crate::redmine::issue::Issue;
 use crate::routing::Route;
 use crate::secrets::Redactor;
+use crate::session::history::Opening;
+use crate::session::Opened;
 use crate::signals::Interrupt;
 use crate::tools::{gate, sandbox, BashTool};
 use crate::{
-    config, intake, llm, plan, preflight, prompt, redmine, report, routing, tools, turn, workspace,
-    writeback,
+    config, intake, llm, plan, preflight, prompt, redmine, report, routing, session, tools, turn,
+    workspace, writeback,
 };
 
 /// Runs `harness once`.
@@ -70,7 +74,8 @@ pub async fn once(
     };
     // A signal during the claim: the claim is given up, as after any pre-turn failure.
     if let Err(failure) = unless_signalled(interrupt, checkpoint()).await {
-        release_claim(redmine.as_ref(), &taken, &run_id, &failure, redactor).await;
+        let why = redactor.redact(&format!("{:#}", failure.error));
+        release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
         return Err(failure);
     }
     let task = &taken.task;
@@ -92,22 +97,45 @@ pub async fn once(
         tier: taken.route.tier.clone(),
         models: taken.route.models.clone(),
     });
+
+    // session
+    let opened = match open_session(&cfg, &args, &taken, redmine.as_ref()).await {
+        Ok(opened) => opened,
+        Err(failure) => {
+            let why = redactor.redact(&format!("{:#}", failure.error));
+            release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
+            return Err(failure);
+        }
+    };
     let Some(backend) = backend else {
         let mut plan = plan::plan(&cfg, task, &taken.route, replay.as_deref(), sandbox);
         if cfg.bash.enabled {
             plan.sandbox = sandbox.plan_line_with_reads(&cfg.bash, &cfg.work_root);
         }
+        plan.session = opened.as_ref().map(Opened::plan_line);
         let text = redactor.redact(&plan::render(&plan));
         events.result(&text, Some(Event::Plan { text: text.clone() }))?;
         info!("dry-run complete, no LLM call made");
         return Ok(Success::Done);
     };
+    if let Some(Opening::NothingNew {
+        run_id: last,
+        stop_reason,
+    }) = opened.as_ref().map(|o| &o.opening)
+    {
+        let why =
+            format!("nothing new on the task since run {last} ({stop_reason}); no model call");
+        info!("session: {why}");
+        release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
+        return Ok(Success::Done);
+    }
 
     // the task's git worktree, which becomes the work root
     let (cfg, workspace) = match with_workspace(cfg, task) {
         Ok(opened) => opened,
         Err(failure) => {
-            release_claim(redmine.as_ref(), &taken, &run_id, &failure, redactor).await;
+            let why = redactor.redact(&format!("{:#}", failure.error));
+            release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
             return Err(failure);
         }
     };
@@ -121,7 +149,8 @@ pub async fn once(
     let ready = match ready.await {
         Ok(ready) => ready,
         Err(failure) => {
-            release_claim(redmine.as_ref(), &taken, &run_id, &failure, redactor).await;
+            let why = redactor.redact(&format!("{:#}", failure.error));
+            release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
             return Err(failure);
         }
     };
@@ -132,15 +161,16 @@ pub async fn once(
         bash,
         limits,
     } = ready;
-    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.as_ref());
+    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.as_ref(), cfg.finish);
     let system = prompt::with_project_instructions(system, &cfg.work_root, &cfg.prompt, redactor);
     let system = prompt::with_skills(system, &cfg.work_root, &cfg.prompt, redactor);
     let system = turn::check::with_note(system, limits.check.as_ref());
+    let system_hash = session::history::fingerprint(&system);
+    let start = session::start(opened.as_ref(), system, &task.prompt);
     let mut turn = turn::run(
-        task,
+        start,
         &route,
         &limits,
-        system,
         &mut backend,
         bash.as_ref(),
         interrupt,
@@ -163,7 +193,25 @@ pub async fn once(
         backend: redactor.redact(&backend.describe()),
         sandbox: sandbox.describe(),
     };
-    let mut report = report_of(&cfg, task, &route, &turn, run, redactor);
+    let extra = opened.as_ref().and_then(|o| {
+        let record = session::file::RunRecord {
+            run_id: run.run_id.clone(),
+            parent_run_id: o.info.parent_run.clone(),
+            model: turn.model.clone(),
+            tier: route.tier.clone(),
+            stop_reason: turn.outcome.stop_reason().to_string(),
+            outcome: turn.finish.as_ref().map(|f| f.status.as_str().to_string()),
+            system_hash,
+            seen_journal: taken
+                .issue
+                .as_ref()
+                .and_then(|i| i.journals.iter().map(|j| j.id).max()),
+            started: run.started,
+        };
+        save_session(&cfg, o, record, &turn, redactor)
+    });
+    let session_info = opened.map(|o| o.info);
+    let mut report = report_of(&cfg, task, &route, &turn, run, session_info, redactor);
     report.workspace = workspace;
     let path =
         report::write_reports(&cfg.report_dir, &report).map_err(|e| unwritten(&report, e))?;
@@ -222,7 +270,7 @@ pub async fn once(
     let tracker = redmine
         .as_ref()
         .filter(|_| task.source == intake::Source::Redmine);
-    let delivered = write_back(&cfg, tracker, &report, &path).await;
+    let delivered = write_back(&cfg, tracker, &report, &path, extra).await;
     if tracker.is_some() {
         events.emit(Event::WritebackCompleted {
             target: "redmine".to_string(),
@@ -245,6 +293,12 @@ pub async fn once(
             path.display()
         ))
         .stage(Stage::Writeback);
+    }
+    if let turn::TurnOutcome::AgentFailed { status } = &turn.outcome {
+        warn!(
+            "task not accomplished (finish: {}); REPORT and write-back done",
+            status.as_str()
+        );
     }
     match success_of(&turn.outcome) {
         Success::Done => printed.map(|()| Success::Done),
@@ -363,6 +417,8 @@ struct Taken {
     claimed: Option<u64>,
     /// The inbox file this run holds, when the task came from the inbox.
     inbox: Option<intake::inbox::Claimed>,
+    /// The issue as intake read it last (Redmine tasks): its journals say what is new.
+    issue: Option<Issue>,
 }
 
 /// Intake and routing: the one task of this run and its route, or `None` when nothing is in
@@ -395,6 +451,7 @@ async fn take_task(
             route,
             claimed: None,
             inbox: None,
+            issue: None,
         }));
     }
     let route = |task: &Task| intake::route(cfg, task);
@@ -419,6 +476,7 @@ async fn take_task(
                     route: picked.route,
                     claimed,
                     inbox,
+                    issue: picked.issue,
                 }));
             }
             Ok(None) => continue,
@@ -491,6 +549,7 @@ async fn ready_turn(
             budget: cfg.budget,
             prices,
             check,
+            finish: cfg.finish,
         },
     })
 }
@@ -511,15 +570,10 @@ fn with_workspace(
     Ok((cfg, Some(ws)))
 }
 
-/// Gives up this run's claim after a failure between the claim and the turn, so other
-/// workers may take the issue. The one place `once` releases a claim.
-async fn release_claim(
-    redmine: Option<&RedmineClient>,
-    taken: &Taken,
-    run_id: &str,
-    failure: &Failure,
-    redactor: &Redactor,
-) {
+/// Gives up this run's claim when it ends between the claim and the turn (a failure, or
+/// nothing new to work on), so other workers may take the issue. The one place `once`
+/// releases a claim. The note is public on the issue: `why` must already be masked.
+async fn release_claim(redmine: Option<&RedmineClient>, taken: &Taken, run_id: &str, why: &str) {
     if let Some(file) = &taken.inbox {
         if let Err(e) = intake::inbox::release(file) {
             error!("could not give the inbox task {} back: {e:#}", file.stem);
@@ -528,9 +582,7 @@ async fn release_claim(
     let (Some(client), Some(issue)) = (redmine, taken.claimed) else {
         return;
     };
-    // The note is public on the issue: the error is masked like every other output.
-    let why = redactor.redact(&format!("{:#}", failure.error));
-    if let Err(e) = redmine::claim::release(client, issue, run_id, &why).await {
+    if let Err(e) = redmine::claim::release(client, issue, run_id, why).await {
         error!("could not release the claim on issue #{issue}: {e:#}");
     }
 }
@@ -554,6 +606,7 @@ fn report_of(
     route: &Route,
     turn: &turn::Turn,
     run: RunInfo,
+    session: Option<session::SessionInfo>,
     redactor: &Redactor,
 ) -> report::Report {
     let error = match &turn.outcome {
@@ -568,7 +621,10 @@ fn report_of(
                 c.attempts, c.max_attempts, c.last_ending
             )
         }),
-        turn::TurnOutcome::Completed | turn::TurnOutcome::MaxRounds => None,
+        turn::TurnOutcome::Completed
+        | turn::TurnOutcome::NeedsInput
+        | turn::TurnOutcome::AgentFailed { .. }
+        | turn::TurnOutcome::MaxRounds => None,
     };
     report::Report {
         run_id: run.run_id,
@@ -595,6 +651,11 @@ fn report_of(
         max_cost_usd: cfg.budget.max_cost_usd,
         stop_reason: turn.outcome.stop_reason().to_string(),
         error,
+        finish: turn.finish.as_ref().map(|f| report::FinishRecord {
+            status: f.status.as_str().to_string(),
+            question: f.question.as_deref().map(|q| redactor.redact(q)),
+        }),
+        session,
         started: run.started,
         finished: run.finished,
         backend: run.backend,
@@ -637,6 +698,7 @@ async fn write_back(
     redmine: Option<&RedmineClient>,
     report: &report::Report,
     path: &Path,
+    extra: Option<writeback::Extra>,
 ) -> Result<(), Failure> {
     let (Some(client), Some(rm)) = (redmine, cfg.redmine.as_ref()) else {
         return Ok(());
@@ -645,7 +707,7 @@ async fn write_back(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    writeback::write_back(client, rm, &report::render(report), &name)
+    writeback::write_back(client, rm, &report::render(report), &name, extra)
         .await
         .map_err(|e| {
             anyhow!(
@@ -658,12 +720,71 @@ async fn write_back(
         .stage(Stage::Writeback)
 }
 
+/// Opens the task's session (`None` when sessions are off). Only `--resume` with a run
+/// the session does not have fails (an intake error, exit 2).
+async fn open_session(
+    cfg: &Config,
+    args: &OnceArgs,
+    taken: &Taken,
+    redmine: Option<&RedmineClient>,
+) -> Result<Option<Opened>, Failure> {
+    let issue = taken.issue.as_ref();
+    let news = |since: Option<u64>, known: &[String]| {
+        issue.and_then(|i| intake::redmine::news(i, since, known))
+    };
+    let want = session::Want {
+        task: &taken.task,
+        issue,
+        fresh: args.fresh,
+        resume: args.resume.as_deref(),
+        news: &news,
+    };
+    session::open(cfg, want, redmine).await.stage(Stage::Intake)
+}
+
+/// Saves the session with this run appended; returns the file to attach to the REPORT
+/// note when the session lives on the issue and fits `[session].max_attachment_bytes`.
+/// A session that cannot be saved costs the next run its history, not this run its REPORT.
+fn save_session(
+    cfg: &Config,
+    opened: &Opened,
+    record: session::file::RunRecord,
+    turn: &turn::Turn,
+    redactor: &Redactor,
+) -> Option<writeback::Extra> {
+    let (task_id, run_id) = (opened.stored_task_id(), record.run_id.clone());
+    let added = turn
+        .messages
+        .get(1 + opened.history.len()..)
+        .unwrap_or_default();
+    let bytes = match session::save(opened, record, added, redactor) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            warn!("session {}: not saved: {e:#}", opened.info.key);
+            return None;
+        }
+    };
+    info!(
+        "session {}: saved to {}",
+        opened.info.key,
+        opened.local.display()
+    );
+    let (name, bytes) = session::attachment(cfg, opened.place, &task_id, &run_id, bytes)?;
+    Some(writeback::Extra {
+        name,
+        bytes,
+        content_type: "application/gzip",
+    })
+}
+
 /// The exit of a turn whose REPORT is written. A configured limit is a bounded, expected
 /// stop like max_rounds; the proxy refusing for budget is a failure, since every later run
 /// would be refused too.
 fn success_of(outcome: &turn::TurnOutcome) -> Success {
     if let turn::TurnOutcome::Interrupted { signal } = outcome {
         Success::Interrupted { signal: *signal }
+    } else if let turn::TurnOutcome::AgentFailed { .. } = outcome {
+        Success::NotAccomplished
     } else if outcome.is_failure() {
         Success::LlmFailedAfterReport
     } else if let turn::TurnOutcome::CheckFailed = outcome {

@@ -36,6 +36,8 @@ pub struct Plan {
     pub check: Option<String>,
     /// The task's git worktree, when `[workspace]` is set.
     pub workspace: Option<String>,
+    /// What the task's session would continue; `None` with sessions off.
+    pub session: Option<String>,
 }
 
 /// Renders the PLAN block printed by `--dry-run`.
@@ -56,6 +58,9 @@ pub fn render(p: &Plan) -> String {
     }
     if let Some(ws) = &p.workspace {
         out.push_str(&format!("  workspace: {ws}\n"));
+    }
+    if let Some(session) = &p.session {
+        out.push_str(&format!("  session: {session}\n"));
     }
     out
 }
@@ -154,6 +159,7 @@ pub fn plan(
                     .map_or_else(|| ", not pushed".to_string(), |r| format!(", pushed to {r}"))
             )
         }),
+        session: None,
     }
 }
 
@@ -177,6 +183,7 @@ mod tests {
             report_dir: "reports".into(),
             check: None,
             workspace: None,
+            session: None,
         };
         assert_eq!(
             render(&p),

@@ -49,10 +49,16 @@ pub struct Report {
     pub max_total_tokens: Option<u64>,
     /// `[budget] max_cost_usd`, if set.
     pub max_cost_usd: Option<f64>,
-    /// `completed`, `max_rounds`, `budget`, `llm_error`, `interrupted`, `check_failed`.
+    /// `completed`, `needs_input`, `agent_failed`, `max_rounds`, `budget`, `llm_error`,
+    /// `interrupted`, `check_failed`.
     pub stop_reason: String,
     /// The error that ended the turn, if any (secrets masked).
     pub error: Option<String>,
+    /// The model's `finish` call (status and question); `None` when it made none.
+    pub finish: Option<FinishRecord>,
+    /// The task's session: what was continued, or why the run started fresh; `None` with
+    /// `[session] enabled = false`.
+    pub session: Option<crate::session::SessionInfo>,
     /// When the run started.
     pub started: DateTime<Utc>,
     /// When the turn finished.
@@ -69,6 +75,15 @@ pub struct Report {
     pub check: Option<CheckRecord>,
     /// The task's git worktree after the turn, when `[workspace]` is set.
     pub workspace: Option<workspace::Record>,
+}
+
+/// The `finish:` front matter: what the model said about the task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FinishRecord {
+    /// `done`, `needs_input`, `blocked` or `failed`.
+    pub status: String,
+    /// The question for a human (`needs_input` only).
+    pub question: Option<String>,
 }
 
 fn json<T: Serialize>(v: &T) -> String {
@@ -101,6 +116,8 @@ pub fn render(r: &Report) -> String {
         ("max_cost_usd", json(&r.max_cost_usd)),
         ("stop_reason", json(&r.stop_reason)),
         ("error", json(&r.error)),
+        ("finish", json(&r.finish)),
+        ("session", json(&r.session)),
         ("started", json(&ts(&r.started))),
         ("finished", json(&ts(&r.finished))),
         ("duration_ms", duration_ms.to_string()),
@@ -232,6 +249,20 @@ mod tests {
             max_cost_usd: None,
             stop_reason: "completed".into(),
             error: None,
+            finish: Some(FinishRecord {
+                status: "done".into(),
+                question: None,
+            }),
+            session: Some(crate::session::SessionInfo {
+                key: "demo/demo/demo-1".into(),
+                store: "local".into(),
+                parent_run: Some("20261130T110000Z-41-abcd".into()),
+                messages_loaded: 4,
+                tokens_loaded: 120,
+                rounds_dropped: 0,
+                repaired: 0,
+                fresh_reason: None,
+            }),
             started: at("2026-11-30T12:00:00Z"),
             finished: at("2026-11-30T12:00:03.5Z"),
             backend: "replay cassette.json".into(),
@@ -284,6 +315,8 @@ max_total_tokens: 5000
 max_cost_usd: null
 stop_reason: "completed"
 error: null
+finish: {{"status":"done","question":null}}
+session: {{"key":"demo/demo/demo-1","store":"local","parent_run":"20261130T110000Z-41-abcd","messages_loaded":4,"tokens_loaded":120,"rounds_dropped":0,"repaired":0,"fresh_reason":null}}
 started: "2026-11-30T12:00:00Z"
 finished: "2026-11-30T12:00:03Z"
 duration_ms: 3500
@@ -380,6 +413,8 @@ pub const VERSION: u64 = 1;
 /// Every `stop_reason` a REPORT may carry: one per way a turn ends.
 pub const STOP_REASONS: &[&str] = &[
     "completed",
+    "needs_input",
+    "agent_failed",
     "max_rounds",
     "budget",
     "llm_error",
@@ -533,6 +568,8 @@ mod parse_tests {
             max_cost_usd: None,
             stop_reason: "completed".into(),
             error: None,
+            finish: None,
+            session: None,
             started: Utc::now(),
             finished: Utc::now(),
             backend: "b".into(),
@@ -567,7 +604,7 @@ mod parse_tests {
   run_id: must be a non-empty string, not \"\"
   cost_usd: must be a number or null, not \"free\"
   rounds: must be a whole number, 0 or more, not -1
-  stop_reason: \"done\" is not one of completed, max_rounds, budget, llm_error, interrupted, check_failed"
+  stop_reason: \"done\" is not one of completed, needs_input, agent_failed, max_rounds, budget, llm_error, interrupted, check_failed"
         );
     }
 
@@ -589,6 +626,10 @@ mod parse_tests {
             },
             T::Interrupted { signal: 15 },
             T::CheckFailed,
+            T::NeedsInput,
+            T::AgentFailed {
+                status: crate::turn::finish::FinishStatus::Failed,
+            },
         ];
         for o in &outcomes {
             // Naming every variant: a new way to end a turn does not compile until it is
@@ -599,7 +640,9 @@ mod parse_tests {
                 | T::Budget { .. }
                 | T::LlmFailed { .. }
                 | T::Interrupted { .. }
-                | T::CheckFailed => o.stop_reason(),
+                | T::CheckFailed
+                | T::NeedsInput
+                | T::AgentFailed { .. } => o.stop_reason(),
             };
             assert!(STOP_REASONS.contains(&reason), "{reason}");
         }

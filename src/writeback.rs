@@ -4,12 +4,13 @@
 //! [`render_note`] is PURE; [`write_back`] is the adapter.
 
 use anyhow::{anyhow, bail, Context, Result};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::config::RedmineConfig;
 use crate::redmine::attachments;
 use crate::redmine::client::RedmineClient;
-use crate::redmine::notes::{marker_run, REPORT_MARKER};
+use crate::redmine::issue::Issue;
+use crate::redmine::notes::{marker_run, status_before_claim, REPORT_MARKER};
 use crate::report::Parsed;
 
 /// Characters of the reply kept in the note when the full REPORT is attached instead.
@@ -24,14 +25,22 @@ pub fn render_note(report: &Parsed, max_chars: usize, attached: Option<&str>) ->
             .unwrap_or_else(|| "?".into())
     };
     let mut note = format!(
-        "{REPORT_MARKER} run={}\n**harness REPORT**: model `{}` (tier `{}`), {} tokens, {} rounds, stop reason `{}`",
+        "{REPORT_MARKER} run={} stop={}\n",
         report.str("run_id"),
+        report.str("stop_reason"),
+    );
+    // A question leads the note: it is what the asker must read and answer.
+    if let Some(q) = question(report) {
+        note.push_str(&format!("**Question:** {q}\n\n"));
+    }
+    note.push_str(&format!(
+        "**harness REPORT**: model `{}` (tier `{}`), {} tokens, {} rounds, stop reason `{}`",
         report.str("model"),
         report.str("tier"),
         num("total_tokens"),
         num("rounds"),
         report.str("stop_reason"),
-    );
+    ));
     if let Some(cost) = f.get("cost_usd").and_then(|v| v.as_f64()) {
         note.push_str(&format!(", cost ${cost:.4}"));
     }
@@ -90,20 +99,61 @@ pub fn needs_attachment(report: &Parsed, max_chars: usize) -> bool {
     report.body.trim_end().chars().count() > max_chars
 }
 
-/// The status a stop reason leads to, by name.
-pub fn target_status<'a>(cfg: &'a RedmineConfig, stop_reason: &str) -> Option<&'a str> {
+/// The question of a `needs_input` finish, from the REPORT's `finish:` front matter.
+fn question(report: &Parsed) -> Option<&str> {
+    report
+        .fields
+        .get("finish")?
+        .get("question")?
+        .as_str()
+        .filter(|q| !q.trim().is_empty())
+}
+
+/// Where the issue's status goes after a REPORT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusTarget<'a> {
+    /// Leave it.
+    Unchanged,
+    /// The status of this name.
+    Named(&'a str),
+    /// Back to the status it had before this run's claim: an interrupted run is not an
+    /// outcome, the issue stays in play.
+    BeforeClaim,
+}
+
+/// The status a stop reason leads to.
+pub fn target_status<'a>(cfg: &'a RedmineConfig, stop_reason: &str) -> StatusTarget<'a> {
+    let named = |s: &'a Option<String>| match s.as_deref() {
+        Some(name) => StatusTarget::Named(name),
+        None => StatusTarget::Unchanged,
+    };
     match stop_reason {
-        "completed" => cfg.writeback.status_done.as_deref(),
-        _ => cfg.writeback.status_failed.as_deref(),
+        "completed" => named(&cfg.writeback.status_done),
+        "needs_input" => named(&cfg.writeback.status_needs_input),
+        "interrupted" => StatusTarget::BeforeClaim,
+        _ => named(&cfg.writeback.status_failed),
     }
 }
 
-/// Posts the REPORT to its issue and moves the issue; safe to repeat.
+/// A file attached to the REPORT note in the same update (the run's session).
+#[derive(Debug, Clone)]
+pub struct Extra {
+    /// The attachment's file name.
+    pub name: String,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// Its content type.
+    pub content_type: &'static str,
+}
+
+/// Posts the REPORT to its issue and moves the issue; safe to repeat. `extra` (the
+/// session) is attached in the same update as the note, so a note never lacks it.
 pub async fn write_back(
     client: &RedmineClient,
     cfg: &RedmineConfig,
     report_text: &str,
     file_name: &str,
+    extra: Option<Extra>,
 ) -> Result<()> {
     let report = crate::report::parse(report_text)?;
     if report.str("source") != "redmine" {
@@ -128,22 +178,38 @@ pub async fn write_back(
         .journals
         .iter()
         .any(|j| marker_run(&j.notes, REPORT_MARKER).as_deref() == Some(run_id.as_str()));
+    let restoring = target_status(cfg, report.str("stop_reason")) == StatusTarget::BeforeClaim;
     let target = match target_status(cfg, report.str("stop_reason")) {
-        Some(name) => Some((name.to_string(), client.status_id(name).await?)),
-        None => None,
+        StatusTarget::Named(name) => Some((name.to_string(), client.status_id(name).await?)),
+        StatusTarget::BeforeClaim => status_before_claim(&before.journals, &run_id)
+            .map(|id| (format!("the status before the claim (id {id})"), id)),
+        StatusTarget::Unchanged => None,
     };
+    let assignee = (report.str("stop_reason") == "needs_input"
+        && cfg.writeback.assign_needs_input_to_author)
+        .then_some(before.author.id);
     let mut fields = serde_json::Map::new();
     if cfg.writeback.enabled && !posted {
         let max = cfg.writeback.max_note_chars;
+        let mut uploads = Vec::new();
         let attached = if needs_attachment(&report, max) {
-            let uploads = attachments::upload(client, report_text.as_bytes().to_vec(), file_name)
+            let up = attachments::upload(client, report_text.as_bytes().to_vec(), file_name)
                 .await
                 .context("attaching the REPORT")?;
-            fields.insert("uploads".into(), uploads);
+            uploads.extend(up.as_array().cloned().unwrap_or_default());
             Some(file_name)
         } else {
             None
         };
+        if let Some(extra) = extra {
+            let up = attachments::upload_as(client, extra.bytes, &extra.name, extra.content_type)
+                .await
+                .with_context(|| format!("attaching {}", extra.name))?;
+            uploads.extend(up.as_array().cloned().unwrap_or_default());
+        }
+        if !uploads.is_empty() {
+            fields.insert("uploads".into(), uploads.into());
+        }
         fields.insert("notes".into(), render_note(&report, max, attached).into());
     } else if posted {
         info!("writeback: issue #{issue_id} already has the note of run {run_id}; not posting it again");
@@ -153,9 +219,17 @@ pub async fn write_back(
             fields.insert("status_id".into(), (*id).into());
         }
     }
+    // The assignee goes in an update of its own, after the note: Redmine refuses a whole
+    // update (422) over an assignee it will not take, and the note must not be lost to it.
+    let assign = async {
+        match assignee {
+            Some(author) => assign_author(client, &before, author).await,
+            None => Ok(()),
+        }
+    };
     if fields.is_empty() {
         info!("writeback: issue #{issue_id} is already up to date");
-        return Ok(());
+        return assign.await;
     }
     client
         .put_json(&path, &serde_json::json!({ "issue": fields }))
@@ -171,7 +245,14 @@ pub async fn write_back(
         bail!("Redmine accepted the note for issue #{issue_id} but did not save it (the bot's role needs \"Add notes\")");
     }
     if let Some((name, id)) = &target {
-        if after.status.id != *id {
+        if after.status.id != *id && restoring {
+            // Best effort: the REPORT is posted; a workflow without the way back only
+            // leaves the claim status, which a human or the next run moves on.
+            warn!(
+                "writeback: issue #{issue_id}: Redmine did not restore {name}: the workflow does not allow {:?} -> it for the bot's role",
+                after.status.name
+            );
+        } else if after.status.id != *id {
             bail!(
                 "Redmine did not apply the status change {:?} -> {name:?} on issue #{issue_id}: the workflow does not allow this transition for the bot's role (Administration > Workflow)",
                 before.status.name
@@ -189,6 +270,35 @@ pub async fn write_back(
             Some((name, _)) => format!(", status {name:?}"),
             None => String::new(),
         }
+    );
+    assign.await
+}
+
+/// Assigns the issue to its author (`assign_needs_input = "author"`), so the asker is
+/// notified; verified by reading the issue back.
+async fn assign_author(client: &RedmineClient, issue: &Issue, author: u64) -> Result<()> {
+    let id = issue.id;
+    let fix = format!(
+        "assigning issue #{id} to its author {:?} (id {author}) for [redmine.writeback].assign_needs_input: the author must be a member of the project with a role that issues can be assigned to",
+        issue.author.name
+    );
+    if issue.assigned_to.as_ref().map(|a| a.id) == Some(author) {
+        return Ok(());
+    }
+    client
+        .put_json(
+            &format!("/issues/{id}.json"),
+            &serde_json::json!({"issue": {"assigned_to_id": author}}),
+        )
+        .await
+        .with_context(|| fix.clone())?;
+    let after = client.issue(id).await?;
+    if after.assigned_to.as_ref().map(|a| a.id) != Some(author) {
+        bail!("{fix} (Redmine did not apply it)");
+    }
+    info!(
+        "writeback: issue #{id} assigned to its author {:?}",
+        issue.author.name
     );
     Ok(())
 }
@@ -209,7 +319,47 @@ mod tests {
     fn note_has_marker_header_and_reply() {
         assert_eq!(
             render_note(&parsed("All done.\n"), 100, None),
-            "[harness-report] run=r-1\n**harness REPORT**: model `glm-5.3` (tier `mopac-primary`), 120 tokens, 2 rounds, stop reason `completed`\n\nAll done.\n"
+            "[harness-report] run=r-1 stop=completed\n**harness REPORT**: model `glm-5.3` (tier `mopac-primary`), 120 tokens, 2 rounds, stop reason `completed`\n\nAll done.\n"
+        );
+    }
+
+    #[test]
+    fn a_question_leads_the_note() {
+        let text = "---\nharness_report: 1\nrun_id: \"r-2\"\nsource: \"redmine\"\ntask_id: \"9\"\nmodel: \"m\"\ntier: \"t\"\ntotal_tokens: 1\nrounds: 1\nstop_reason: \"needs_input\"\nfinish: {\"status\":\"needs_input\",\"question\":\"Which page size?\"}\n---\n\nI looked at the pager.\n";
+        let p = crate::report::parse(text).unwrap();
+        assert_eq!(
+            render_note(&p, 100, None),
+            "[harness-report] run=r-2 stop=needs_input\n**Question:** Which page size?\n\n**harness REPORT**: model `m` (tier `t`), 1 tokens, 1 rounds, stop reason `needs_input`\n\nI looked at the pager.\n"
+        );
+    }
+
+    #[test]
+    fn statuses_follow_the_outcome() {
+        let mut cfg =
+            crate::redmine::issue::fixtures::cfg(crate::config::Scope::SavedQuery(1), None);
+        cfg.writeback.status_done = Some("Resolved".into());
+        cfg.writeback.status_failed = Some("Feedback".into());
+        assert_eq!(
+            target_status(&cfg, "completed"),
+            StatusTarget::Named("Resolved")
+        );
+        assert_eq!(target_status(&cfg, "needs_input"), StatusTarget::Unchanged);
+        assert_eq!(
+            target_status(&cfg, "agent_failed"),
+            StatusTarget::Named("Feedback")
+        );
+        assert_eq!(
+            target_status(&cfg, "max_rounds"),
+            StatusTarget::Named("Feedback")
+        );
+        assert_eq!(
+            target_status(&cfg, "interrupted"),
+            StatusTarget::BeforeClaim
+        );
+        cfg.writeback.status_needs_input = Some("Feedback".into());
+        assert_eq!(
+            target_status(&cfg, "needs_input"),
+            StatusTarget::Named("Feedback")
         );
     }
 
@@ -251,7 +401,13 @@ mod tests {
         let text = "vertical = \"v\"\n[litellm]\nreplay = \"c.json\"\n[models]\ndefault_tier = \"t\"\nt = \"m\"\n[redmine]\nurl = \"http://127.0.0.1:3000\"\nkey_ref = \"env:K\"\nscope_query = \"x=1\"\n[redmine.writeback]\nstatus_done = \"Resolved\"\nstatus_failed = \"Feedback\"\n";
         let cfg = crate::config::parse(text, std::path::Path::new("/h/harness.toml")).unwrap();
         let rm = cfg.redmine.unwrap();
-        assert_eq!(target_status(&rm, "completed"), Some("Resolved"));
-        assert_eq!(target_status(&rm, "check_failed"), Some("Feedback"));
+        assert_eq!(
+            target_status(&rm, "completed"),
+            StatusTarget::Named("Resolved")
+        );
+        assert_eq!(
+            target_status(&rm, "check_failed"),
+            StatusTarget::Named("Feedback")
+        );
     }
 }

@@ -37,6 +37,10 @@ pub struct Config {
     pub report_dir: PathBuf,
     /// Max LLM round trips per turn, tool calls included (default 8).
     pub max_rounds: u32,
+    /// `[loop].finish`: how the model ends a turn (default `tool`).
+    pub finish: FinishMode,
+    /// `[session]`: the conversation carried across runs of one task.
+    pub session: SessionConfig,
     /// The Redmine task source, when configured.
     pub redmine: Option<RedmineConfig>,
     /// The model endpoint.
@@ -145,6 +149,76 @@ pub struct WorkspaceConfig {
     pub branch: String,
     /// The remote the branch is pushed to after the turn (default: no push).
     pub push: Option<String>,
+}
+
+/// `[loop].finish`: how the model ends a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FinishMode {
+    /// The `finish` tool (status, summary, question) is offered beside the other tools; a
+    /// reply without a tool call gets one nudge; the last round offers `finish` only.
+    #[default]
+    Tool,
+    /// A reply without a tool call ends the turn; its text is the REPORT (the behaviour
+    /// before `finish` existed).
+    Message,
+}
+
+impl FinishMode {
+    /// `tool` or `message`, as in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishMode::Tool => "tool",
+            FinishMode::Message => "message",
+        }
+    }
+}
+
+/// `[session]`: the conversation of a task, carried from one run to the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// Load and save sessions at all (default true).
+    pub enabled: bool,
+    /// Where sessions are kept (default `auto`).
+    pub store: SessionStore,
+    /// Estimated tokens of stored history sent again (default 60000): older rounds beyond
+    /// it are dropped whole, the first task message is kept.
+    pub max_history_tokens: u64,
+    /// A session file bigger than this (bytes, gzipped) is not attached to the Redmine
+    /// note, only kept locally (default 4000000).
+    pub max_attachment_bytes: u64,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            enabled: true,
+            store: SessionStore::Auto,
+            max_history_tokens: 60_000,
+            max_attachment_bytes: 4_000_000,
+        }
+    }
+}
+
+/// `[session].store`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionStore {
+    /// Redmine tasks: attached to the REPORT note and kept locally; other tasks: local.
+    Auto,
+    /// Attached to the REPORT note (and kept locally); only Redmine tasks have one.
+    Redmine,
+    /// Only under `report_dir/sessions/`.
+    Local,
+}
+
+impl SessionStore {
+    /// `auto`, `redmine` or `local`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStore::Auto => "auto",
+            SessionStore::Redmine => "redmine",
+            SessionStore::Local => "local",
+        }
+    }
 }
 
 /// `[litellm]`: the OpenAI-compatible endpoint.
@@ -412,8 +486,15 @@ pub struct WritebackConfig {
     pub enabled: bool,
     /// Status after a completed turn, by name (default: unchanged).
     pub status_done: Option<String>,
-    /// Status after an llm failure, a round or budget stop, or an interruption (default: unchanged).
+    /// Status after an llm failure, a round or budget stop, or a `finish` with `blocked`
+    /// or `failed` (default: unchanged). An interrupted run restores the status the issue
+    /// had before its claim instead.
     pub status_failed: Option<String>,
+    /// Status after a `finish` with `needs_input`, e.g. `Feedback` (default: unchanged).
+    pub status_needs_input: Option<String>,
+    /// After `needs_input`, assign the issue to its author so the asker is notified
+    /// (`assign_needs_input = "author"`; default: the assignee is left).
+    pub assign_needs_input_to_author: bool,
     /// Replies longer than this (characters) are attached as a file, with a summary in the
     /// note (default 20000).
     pub max_note_chars: usize,
@@ -425,6 +506,8 @@ impl Default for WritebackConfig {
             enabled: true,
             status_done: None,
             status_failed: None,
+            status_needs_input: None,
+            assign_needs_input_to_author: false,
             max_note_chars: 20_000,
         }
     }

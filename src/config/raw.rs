@@ -25,6 +25,7 @@ pub(super) struct RawConfig {
     pub(super) prompt: Option<RawPrompt>,
     pub(super) check: Option<RawCheck>,
     pub(super) workspace: Option<RawWorkspace>,
+    pub(super) session: Option<RawSession>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -75,6 +76,14 @@ pub(super) struct RawPrompt {
 }
 
 #[derive(Debug, Default, Deserialize)]
+pub(super) struct RawSession {
+    pub(super) enabled: Option<bool>,
+    pub(super) store: Option<String>,
+    pub(super) max_history_tokens: Option<i64>,
+    pub(super) max_attachment_bytes: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
 pub(super) struct RawBudget {
     pub(super) max_cost_usd: Option<f64>,
     pub(super) max_total_tokens: Option<i64>,
@@ -83,6 +92,7 @@ pub(super) struct RawBudget {
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawLoop {
     pub(super) max_rounds: Option<i64>,
+    pub(super) finish: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -114,6 +124,8 @@ pub(super) struct RawWriteback {
     pub(super) enabled: Option<bool>,
     pub(super) status_done: Option<String>,
     pub(super) status_failed: Option<String>,
+    pub(super) status_needs_input: Option<String>,
+    pub(super) assign_needs_input: Option<String>,
     pub(super) max_note_chars: Option<i64>,
 }
 

@@ -24,6 +24,8 @@ enum Ty {
     Table(&'static [(&'static str, Ty)]),
     /// `[models]`: these keys, and any other key is a tier.
     Models(&'static [(&'static str, Ty)]),
+    /// A table whose every key is a table of these keys (`[check.classes.<class>]`).
+    TableMap(&'static [(&'static str, Ty)]),
 }
 
 use Ty::*;
@@ -32,7 +34,7 @@ const ROOT: &[(&str, Ty)] = &[
     ("vertical", Str),
     ("work_root", Str),
     ("report_dir", Str),
-    ("loop", Table(&[("max_rounds", Int)])),
+    ("loop", Table(&[("max_rounds", Int), ("finish", Str)])),
     (
         "redmine",
         Table(&[
@@ -61,6 +63,8 @@ const ROOT: &[(&str, Ty)] = &[
                     ("enabled", Bool),
                     ("status_done", Str),
                     ("status_failed", Str),
+                    ("status_needs_input", Str),
+                    ("assign_needs_input", Str),
                     ("max_note_chars", Int),
                 ]),
             ),
@@ -85,23 +89,36 @@ const ROOT: &[(&str, Ty)] = &[
     ),
     (
         "tools",
-        Table(&[(
-            "bash",
-            Table(&[
-                ("enabled", Bool),
-                ("timeout_secs", Int),
-                ("max_output_bytes", Int),
-                ("default", Str),
-                ("allow", StrList),
-                ("deny", StrList),
-                ("write_redirects", Bool),
-                ("examples_allow", StrList),
-                ("examples_deny", StrList),
-                ("sandbox", Str),
-                ("network", Bool),
-                ("write_roots", StrList),
-            ]),
-        )]),
+        Table(&[
+            (
+                "files",
+                Table(&[
+                    ("enabled", Bool),
+                    ("max_read_bytes", Int),
+                    ("max_write_bytes", Int),
+                    ("protect", StrList),
+                ]),
+            ),
+            (
+                "bash",
+                Table(&[
+                    ("enabled", Bool),
+                    ("timeout_secs", Int),
+                    ("max_output_bytes", Int),
+                    ("default", Str),
+                    ("allow", StrList),
+                    ("deny", StrList),
+                    ("write_redirects", Bool),
+                    ("examples_allow", StrList),
+                    ("examples_deny", StrList),
+                    ("sandbox", Str),
+                    ("network", Bool),
+                    ("write_roots", StrList),
+                    ("read_roots", StrList),
+                    ("unix_sockets", StrList),
+                ]),
+            ),
+        ]),
     ),
     (
         "demo",
@@ -116,6 +133,44 @@ const ROOT: &[(&str, Ty)] = &[
         "budget",
         Table(&[("max_cost_usd", Num), ("max_total_tokens", Int)]),
     ),
+    (
+        "prompt",
+        Table(&[("agents_max_bytes", Int), ("skills_dir", Str)]),
+    ),
+    (
+        "check",
+        Table(&[
+            ("command", Str),
+            ("timeout_secs", Int),
+            ("max_attempts", Int),
+            ("feedback_bytes", Int),
+            (
+                "classes",
+                TableMap(&[
+                    ("command", Str),
+                    ("timeout_secs", Int),
+                    ("max_attempts", Int),
+                    ("feedback_bytes", Int),
+                ]),
+            ),
+        ]),
+    ),
+    (
+        "workspace",
+        Table(&[("repo", Str), ("base", Str), ("branch", Str), ("push", Str)]),
+    ),
+    (
+        "session",
+        Table(&[
+            ("enabled", Bool),
+            ("store", Str),
+            ("max_history_tokens", Int),
+            ("max_attachment_bytes", Int),
+        ]),
+    ),
+    ("metrics", Table(&[("textfile", Str)])),
+    ("inbox", Table(&[("dir", Str), ("stale_after_mins", Int)])),
+    ("intake", Table(&[("order", StrList)])),
 ];
 
 /// Every type error of `doc`, each as `key: must be X, not Y`, in key order; the keys in
@@ -201,18 +256,19 @@ fn fits(
             ok
         }
         (Tier, v) => wrong(problems, "a model name or a list of model names", v),
-        (StrMap | Table(_) | Models(_), Value::Table(t)) => {
+        (StrMap | Table(_) | Models(_) | TableMap(_), Value::Table(t)) => {
             let inner: Vec<&str> = section.iter().copied().chain([name]).collect();
             match ty {
                 StrMap => table(t, &[], Some(Str), &inner, problems),
                 Table(keys) => table(t, keys, None, &inner, problems),
                 Models(keys) => table(t, keys, Some(Tier), &inner, problems),
+                TableMap(keys) => table(t, &[], Some(Table(keys)), &inner, problems),
                 _ => {}
             }
             // A table keeps its good keys; it is in error only through them.
             true
         }
-        (StrMap | Table(_) | Models(_), v) => {
+        (StrMap | Table(_) | Models(_) | TableMap(_), v) => {
             let dotted: Vec<&str> = section.iter().copied().chain([name]).collect();
             wrong(problems, &format!("a table ([{}])", dotted.join(".")), v)
         }
@@ -336,6 +392,10 @@ prompt = 2026-01-01
                     )])),
                     Tier | Any => Value::String("proxy".into()),
                     Table(inner) | Models(inner) => Value::Table(sample(inner)),
+                    TableMap(inner) => Value::Table(toml::Table::from_iter([(
+                        "k".to_string(),
+                        Value::Table(sample(inner)),
+                    )])),
                 };
                 t.insert(name.to_string(), v);
             }
@@ -347,5 +407,51 @@ prompt = 2026-01-01
             serde_ignored::deserialize(Value::Table(doc), |p| unknown.push(p.to_string()));
         assert!(raw.is_ok(), "{raw:?}");
         assert_eq!(unknown, Vec::<String>::new());
+    }
+
+    /// Every field of the raw layer has a key of that name in the schema (the other way
+    /// round from the test above), so a new key cannot skip the type check and fall back to
+    /// serde's one-error-at-a-time message.
+    #[test]
+    fn every_raw_field_is_in_the_schema() {
+        fn names(keys: &[(&str, Ty)], out: &mut std::collections::BTreeSet<String>) {
+            for (name, ty) in keys {
+                out.insert(name.to_string());
+                if let Table(inner) | Models(inner) | TableMap(inner) = ty {
+                    names(inner, out);
+                }
+            }
+        }
+        let mut schema = std::collections::BTreeSet::new();
+        names(ROOT, &mut schema);
+        let raw = include_str!("raw.rs");
+        let missing: Vec<String> = raw
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("pub(super) "))
+            .filter_map(|l| l.split_once(':').map(|(name, _)| name.to_string()))
+            .filter(|name| !name.contains(' ') && !name.contains('('))
+            // `loop_` is `loop` (serde rename); `tiers` are [models]' other keys (flatten).
+            .map(|name| {
+                if name == "loop_" {
+                    "loop".to_string()
+                } else {
+                    name
+                }
+            })
+            .filter(|name| name != "tiers" && !schema.contains(name))
+            .collect();
+        assert_eq!(missing, Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_newer_sections_are_type_checked_by_key() {
+        assert_eq!(
+            problems("[session]\nenabled = \"yes\"\n[check.classes.code]\nmax_attempts = \"3\"\n[tools.files]\nprotect = [1]\n"),
+            vec![
+                "[check.classes.code].max_attempts: must be a whole number, not a string (\"3\")",
+                "[session].enabled: must be true or false, not a string (\"yes\")",
+                "[tools.files].protect[0]: must be a string, not a whole number (1)",
+            ]
+        );
     }
 }

@@ -489,3 +489,38 @@ fn a_bad_url_is_quoted_without_its_password() {
         vec!["[litellm].base_url: must be a plain base URL, got \"http://bot:[redacted]@127.0.0.1:4000/v1?q\"".to_string()]
     );
 }
+
+#[test]
+fn finish_session_and_outcome_keys_default_and_validate() {
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.finish, FinishMode::Tool);
+    assert_eq!(c.session, SessionConfig::default());
+    assert_eq!(c.session.store, SessionStore::Auto);
+    let text = format!(
+        "{MINIMAL}\n[loop]\nfinish = \"message\"\n[session]\nenabled = false\nstore = \"local\"\nmax_history_tokens = 5000\nmax_attachment_bytes = 2048\n"
+    );
+    let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.finish, FinishMode::Message);
+    assert_eq!(
+        c.session,
+        SessionConfig {
+            enabled: false,
+            store: SessionStore::Local,
+            max_history_tokens: 5000,
+            max_attachment_bytes: 2048
+        }
+    );
+    let text = format!(
+        "{MINIMAL}\n[loop]\nfinish = \"text\"\n[session]\nstore = \"s3\"\nmax_history_tokens = 10\n[redmine]\nurl = \"http://127.0.0.1:3000\"\nkey_ref = \"env:K\"\nscope_query = \"x=1\"\n[redmine.writeback]\nstatus_needs_input = \"\"\nassign_needs_input = \"bot\"\n"
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "[loop].finish: must be \"tool\" or \"message\", got \"text\"".to_string(),
+            "[session].store: must be \"auto\", \"redmine\" or \"local\", got \"s3\"".to_string(),
+            "[session].max_history_tokens: must be between 1000 and 10000000, got 10".to_string(),
+            "[redmine.writeback].status_needs_input: must not be empty (omit the key to leave the status unchanged)".to_string(),
+            "[redmine.writeback].assign_needs_input: must be \"author\" (or left out), got \"bot\"".to_string(),
+        ]
+    );
+}

@@ -137,13 +137,20 @@ impl Validator {
             );
         }
         let report_dir = self.path(raw.report_dir, "reports");
-        let max_rounds = self.int_in(
-            "[loop].max_rounds",
-            raw.loop_.unwrap_or_default().max_rounds,
-            8,
-            1,
-            1000,
-        ) as u32;
+        let raw_loop = raw.loop_.unwrap_or_default();
+        let max_rounds = self.int_in("[loop].max_rounds", raw_loop.max_rounds, 8, 1, 1000) as u32;
+        let finish = match raw_loop.finish.as_deref() {
+            None | Some("tool") => FinishMode::Tool,
+            Some("message") => FinishMode::Message,
+            Some(other) => {
+                self.problem(
+                    "[loop].finish",
+                    format!("must be \"tool\" or \"message\", got {other:?}"),
+                );
+                FinishMode::Tool
+            }
+        };
+        let session = self.session(raw.session.unwrap_or_default());
         let redmine = raw.redmine.and_then(|r| self.redmine(r));
         let litellm = self.litellm(raw.litellm.unwrap_or_default());
         let mut raw_models = raw.models.unwrap_or_default();
@@ -212,6 +219,8 @@ impl Validator {
             work_root,
             report_dir,
             max_rounds,
+            finish,
+            session,
             redmine,
             litellm,
             models,
@@ -772,6 +781,21 @@ impl Validator {
             enabled: raw.enabled.unwrap_or(true),
             status_done: self.status_name("[redmine.writeback].status_done", raw.status_done),
             status_failed: self.status_name("[redmine.writeback].status_failed", raw.status_failed),
+            status_needs_input: self.status_name(
+                "[redmine.writeback].status_needs_input",
+                raw.status_needs_input,
+            ),
+            assign_needs_input_to_author: match raw.assign_needs_input.as_deref() {
+                None => false,
+                Some("author") => true,
+                Some(other) => {
+                    self.problem(
+                        "[redmine.writeback].assign_needs_input",
+                        format!("must be \"author\" (or left out), got {other:?}"),
+                    );
+                    false
+                }
+            },
             max_note_chars: self.int_in(
                 "[redmine.writeback].max_note_chars",
                 raw.max_note_chars,
@@ -779,6 +803,40 @@ impl Validator {
                 500,
                 1_000_000,
             ) as usize,
+        }
+    }
+
+    fn session(&mut self, raw: RawSession) -> SessionConfig {
+        let d = SessionConfig::default();
+        let store = match raw.store.as_deref() {
+            None | Some("auto") => SessionStore::Auto,
+            Some("redmine") => SessionStore::Redmine,
+            Some("local") => SessionStore::Local,
+            Some(other) => {
+                self.problem(
+                    "[session].store",
+                    format!("must be \"auto\", \"redmine\" or \"local\", got {other:?}"),
+                );
+                d.store
+            }
+        };
+        SessionConfig {
+            enabled: raw.enabled.unwrap_or(d.enabled),
+            store,
+            max_history_tokens: self.int_in(
+                "[session].max_history_tokens",
+                raw.max_history_tokens,
+                d.max_history_tokens as i64,
+                1000,
+                10_000_000,
+            ) as u64,
+            max_attachment_bytes: self.int_in(
+                "[session].max_attachment_bytes",
+                raw.max_attachment_bytes,
+                d.max_attachment_bytes as i64,
+                1024,
+                1 << 30,
+            ) as u64,
         }
     }
 }

@@ -202,6 +202,14 @@ impl Event {
             ToolEvent::Denied { reason, .. } | ToolEvent::FileRefused { reason, .. } => {
                 (Verdict::Denied, None, None, 0, Some(reason.clone()))
             }
+            // The finish tool: the status the model reported.
+            ToolEvent::Finished { status } => (
+                Verdict::Allowed,
+                None,
+                Some(format!("finish {status}")),
+                0,
+                None,
+            ),
             // A file tool has no exit status: its summary says what it did.
             ToolEvent::File { summary, .. } => {
                 (Verdict::Allowed, None, Some(summary.clone()), 0, None)

@@ -274,6 +274,7 @@ impl Inbox<'_> {
                     task,
                     route,
                     claim: None,
+                    issue: None,
                 }));
             }
             let Some(claimed) = claim(cfg, &stem, &path, want.run_id)? else {
@@ -304,6 +305,7 @@ impl Inbox<'_> {
                 task,
                 route,
                 claim: Some(Claim::Inbox(claimed)),
+                issue: None,
             }));
         }
         Ok(None)

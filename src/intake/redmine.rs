@@ -15,7 +15,7 @@ use crate::config::RedmineConfig;
 use crate::redmine::claim::{self, Claimed, LocalLock};
 use crate::redmine::client::RedmineClient;
 use crate::redmine::issue::{list_path, Issue, Journal};
-use crate::redmine::notes::{active_claim, answered_by, is_marker};
+use crate::redmine::notes::{active_claim, answered_by, is_bookkeeping, own_reply};
 use crate::signals::Interrupt;
 
 /// An issue this run may work on, with its task and the route found for it.
@@ -218,6 +218,8 @@ pub fn class_of(issue: &Issue, field: &str, default: &str) -> String {
 }
 
 /// The user message for the model: the issue and its discussion, clearly delimited.
+/// harness's own earlier replies (REPORT notes) are part of the discussion, marked as such,
+/// so a run after the author answered sees what it asked; claim and release notes are not.
 pub fn prompt(issue: &Issue) -> String {
     let mut p = format!(
         "Redmine issue #{} in project {}: {}\nTracker: {} | Status: {} | Priority: {} | Author: {}\n\n=== DESCRIPTION ===\n{}\n",
@@ -233,7 +235,7 @@ pub fn prompt(issue: &Issue) -> String {
     let notes: Vec<&Journal> = issue
         .journals
         .iter()
-        .filter(|j| !j.notes.trim().is_empty() && !is_marker(&j.notes))
+        .filter(|j| !j.notes.trim().is_empty() && !is_bookkeeping(&j.notes))
         .collect();
     if !notes.is_empty() {
         p.push_str(&format!(
@@ -241,16 +243,71 @@ pub fn prompt(issue: &Issue) -> String {
             notes.len()
         ));
         for j in notes {
-            p.push_str(&format!(
-                "--- {} wrote on {} ---\n{}\n",
-                j.user.name,
-                j.created_on.format("%Y-%m-%d %H:%M UTC"),
-                j.notes.trim_end()
-            ));
+            p.push_str(&discussion_entry(j));
         }
     }
     p.push_str("=== END OF ISSUE ===\n");
     p
+}
+
+/// One note of the discussion; harness's own replies say so.
+pub fn discussion_entry(j: &Journal) -> String {
+    let when = j.created_on.format("%Y-%m-%d %H:%M UTC");
+    match own_reply(&j.notes) {
+        Some((run, reply)) => format!(
+            "--- {} (harness: YOUR OWN earlier reply, run {run}) wrote on {when} ---\n{reply}\n",
+            j.user.name
+        ),
+        None => format!(
+            "--- {} wrote on {when} ---\n{}\n",
+            j.user.name,
+            j.notes.trim_end()
+        ),
+    }
+}
+
+/// What happened on the issue after journal `since` (all of it when `None`), as the
+/// message that opens a continued run: notes, and status and assignee changes, oldest first,
+/// then where the issue stands now. Claim and release notes are bookkeeping; the replies of
+/// the runs in `known_runs` are in the conversation already. `None` when nothing is new.
+pub fn news(issue: &Issue, since: Option<u64>, known_runs: &[String]) -> Option<String> {
+    let mut journals: Vec<&Journal> = issue
+        .journals
+        .iter()
+        .filter(|j| since.is_none_or(|s| j.id > s))
+        .filter(|j| !is_bookkeeping(&j.notes))
+        .filter(|j| !own_reply(&j.notes).is_some_and(|(run, _)| known_runs.contains(&run)))
+        .collect();
+    journals.sort_by_key(|j| j.id);
+    let mut out = String::new();
+    for j in journals {
+        if !j.notes.trim().is_empty() {
+            out.push_str(&discussion_entry(j));
+        }
+        for d in j.details.iter().filter(|d| d.property == "attr") {
+            let what = match d.name.as_str() {
+                "status_id" => "the status",
+                "assigned_to_id" => "the assignee",
+                _ => continue,
+            };
+            out.push_str(&format!(
+                "--- {} changed {what} (id {} -> id {}) on {} ---\n",
+                j.user.name,
+                d.old_value.as_deref().unwrap_or("none"),
+                d.new_value.as_deref().unwrap_or("none"),
+                j.created_on.format("%Y-%m-%d %H:%M UTC"),
+            ));
+        }
+    }
+    if out.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "[harness] New on Redmine issue #{} since your last reply:\n{out}=== NOW: Status: {} | Assignee: {} ===",
+        issue.id,
+        issue.status.name,
+        issue.assigned_to.as_ref().map_or("(none)", |a| a.name.as_str())
+    ))
 }
 
 /// The task for an issue.
@@ -301,6 +358,7 @@ impl<R> super::source::Source<R> for RedmineSource<'_> {
                     task: t.task,
                     route: t.route,
                     claim: t.claimed.map(super::source::Claim::Redmine),
+                    issue: Some(t.issue),
                 }),
                 Intake::NothingInScope => None,
             })
@@ -373,5 +431,64 @@ Seen on prod too.
 === END OF ISSUE ===
 "
         );
+    }
+
+    #[test]
+    fn news_holds_only_what_came_after_the_last_reply() {
+        use crate::redmine::issue::{fixtures::journal, Detail};
+        let mut i = issue();
+        assert_eq!(news(&i, Some(3), &[]), None);
+        i.journals.push(journal(
+            4,
+            "[harness-report] run=r1 stop=needs_input\n**Question:** Which page size?\n\n**harness REPORT**: x\n\nLooked.",
+        ));
+        i.journals.push(journal(5, "[harness-claim] run=r2 host=h"));
+        // Only the run's own reply, known to the session: nothing new.
+        assert_eq!(news(&i, Some(3), &["r1".to_string()]), None);
+        let mut answer = journal(6, "Use 50 per page.");
+        answer.details.push(Detail {
+            property: "attr".into(),
+            name: "status_id".into(),
+            old_value: Some("4".into()),
+            new_value: Some("1".into()),
+        });
+        i.journals.push(answer);
+        assert_eq!(
+            news(&i, Some(3), &["r1".to_string()]).unwrap(),
+            "[harness] New on Redmine issue #4 since your last reply:
+--- CI Bot wrote on 2026-11-30 10:00 UTC ---
+Use 50 per page.
+--- CI Bot changed the status (id 4 -> id 1) on 2026-11-30 10:00 UTC ---
+=== NOW: Status: In Progress | Assignee: (none) ==="
+        );
+        // A reply of a run the session does not know is news, marked as harness's own.
+        let unknown = news(&i, Some(3), &[]).unwrap();
+        assert!(
+            unknown.contains("YOUR OWN earlier reply, run r1"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn own_replies_are_in_the_discussion_marked_as_such() {
+        let mut i = issue();
+        i.journals.push(crate::redmine::issue::fixtures::journal(
+            4,
+            "[harness-report] run=r-1\n**harness REPORT**: model `m`, stop reason `completed`\n\nWhich page size?\n",
+        ));
+        i.journals.push(crate::redmine::issue::fixtures::journal(
+            5,
+            "[harness-release] run=r-2: giving the claim up: boom",
+        ));
+        let p = prompt(&i);
+        assert!(
+            p.contains("=== DISCUSSION (2 notes, oldest first) ==="),
+            "{p}"
+        );
+        assert!(
+            p.contains("--- CI Bot (harness: YOUR OWN earlier reply, run r-1) wrote on 2026-11-30 10:00 UTC ---\nWhich page size?\n"),
+            "{p}"
+        );
+        assert!(!p.contains("[harness-"), "{p}");
     }
 }

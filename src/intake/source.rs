@@ -62,6 +62,8 @@ pub struct Picked<R> {
     pub route: R,
     /// The claim this run holds (`None`: nothing claimed).
     pub claim: Option<Claim>,
+    /// The Redmine issue as intake read it last (its journals say what is new).
+    pub issue: Option<crate::redmine::issue::Issue>,
 }
 
 /// A task in scope, and its route or why it has none.

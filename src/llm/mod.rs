@@ -30,8 +30,23 @@ pub struct Reply {
     pub retries: u32,
     /// Wall time of the round trip, retries included.
     pub latency: Duration,
+    /// Provider fields of the message to keep in the conversation ([`provider_extras`]).
+    pub extra: std::collections::BTreeMap<String, serde_json::Value>,
     /// The response as received, for `--record`.
     pub raw: ChatResponse,
+}
+
+/// The provider fields of a reply message worth keeping in the conversation: reasoning
+/// and thinking fields (`reasoning_content`, `thinking_blocks`, ...), which some providers
+/// need back with the tool results; not `role` or the standard fields, not nulls.
+pub fn provider_extras(
+    other: &serde_json::Map<String, serde_json::Value>,
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    other
+        .iter()
+        .filter(|(k, v)| !v.is_null() && (k.contains("reasoning") || k.contains("thinking")))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// What kind of failure ended the round trip; the turn and the exit code branch on it.
@@ -114,6 +129,7 @@ pub fn reply_from(raw: ChatResponse, retries: u32, latency: Duration) -> Result<
         return Err("the reply has no content and no tool calls".to_string());
     }
     Ok(Reply {
+        extra: provider_extras(&choice.message.other),
         content,
         tool_calls,
         usage: raw.usage,

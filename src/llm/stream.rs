@@ -170,6 +170,7 @@ impl StreamAssembler {
                 message: ResponseMessage {
                     content: self.content,
                     tool_calls,
+                    other: serde_json::Map::new(),
                 },
                 finish_reason: self.finish_reason,
             }],

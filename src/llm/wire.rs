@@ -1,6 +1,8 @@
 //! LLM stage, PURE: the OpenAI chat-completions wire types (serde), lenient where real
 //! endpoints differ (missing `usage`, missing tool-call `type`, `content: null`).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// One chat message, tagged by `role` as the API does.
@@ -24,6 +26,10 @@ pub enum Message {
         /// Tool calls, in the order the model made them.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// Provider fields of the reply kept as the provider sent them (reasoning, thinking
+        /// blocks), so the conversation goes back, and into the session, whole.
+        #[serde(flatten, default)]
+        extra: BTreeMap<String, serde_json::Value>,
     },
     /// The result of one tool call.
     Tool {
@@ -72,6 +78,9 @@ pub struct ChatRequest<'a> {
     /// Tool specs; omitted when no tool is offered this round.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<&'a [serde_json::Value]>,
+    /// `{"type":"function","function":{"name":..}}` to force one tool; omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<serde_json::Value>,
     /// Whether to stream (SSE).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
@@ -114,6 +123,9 @@ pub struct ResponseMessage {
     /// Tool calls; `null` and absent both mean none.
     #[serde(default)]
     pub tool_calls: Option<Vec<ToolCall>>,
+    /// Every other field of the message as received (`role`, provider extras).
+    #[serde(flatten, default)]
+    pub other: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Token counts of one response, or summed over a turn.
@@ -196,6 +208,7 @@ mod tests {
     fn serializes_messages_as_the_api_expects() {
         let m = vec![
             Message::Assistant {
+                extra: BTreeMap::new(),
                 content: None,
                 tool_calls: vec![ToolCall {
                     id: "c1".into(),
@@ -218,6 +231,28 @@ mod tests {
                 {"role":"tool","tool_call_id":"c1","content":"ok"}
             ])
         );
+    }
+
+    #[test]
+    fn reasoning_fields_are_kept_and_sent_back() {
+        let body = r#"{"choices":[{"message":{"role":"assistant","content":"hi","reasoning_content":"think","provider_specific_fields":null,"refusal":null}}]}"#;
+        let r: ChatResponse = serde_json::from_str(body).unwrap();
+        let reply = crate::llm::reply_from(r, 0, std::time::Duration::ZERO).unwrap();
+        assert_eq!(
+            serde_json::to_value(&reply.extra).unwrap(),
+            serde_json::json!({"reasoning_content": "think"})
+        );
+        let m = Message::Assistant {
+            content: reply.content,
+            tool_calls: vec![],
+            extra: reply.extra,
+        };
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"role": "assistant", "content": "hi", "reasoning_content": "think"})
+        );
+        assert_eq!(serde_json::from_value::<Message>(v).unwrap(), m);
     }
 
     #[test]

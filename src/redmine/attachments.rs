@@ -1,5 +1,6 @@
-//! Redmine adapter (HTTP): attaching a file to an issue. Redmine takes the bytes first
-//! (`POST /uploads.json`, answered with a token), then the issue update names the token.
+//! Redmine adapter (HTTP): attaching a file to an issue, and downloading one. Redmine takes
+//! the bytes first (`POST /uploads.json`, answered with a token), then the issue update
+//! names the token.
 
 use anyhow::{anyhow, Context, Result};
 use serde_json::Value;
@@ -10,6 +11,16 @@ use super::issue::url_encode;
 /// Uploads `bytes` as `file_name` (Markdown) and returns the `uploads` value of the issue
 /// update that attaches it.
 pub async fn upload(client: &RedmineClient, bytes: Vec<u8>, file_name: &str) -> Result<Value> {
+    upload_as(client, bytes, file_name, "text/markdown").await
+}
+
+/// Uploads `bytes` as `file_name` with `content_type`; returns the `uploads` value.
+pub async fn upload_as(
+    client: &RedmineClient,
+    bytes: Vec<u8>,
+    file_name: &str,
+    content_type: &str,
+) -> Result<Value> {
     let path = format!("/uploads.json?filename={}", url_encode(file_name));
     let a = client
         .send(
@@ -26,7 +37,27 @@ pub async fn upload(client: &RedmineClient, bytes: Vec<u8>, file_name: &str) -> 
     let token = v["upload"]["token"]
         .as_str()
         .ok_or_else(|| anyhow!("POST /uploads.json: no upload token in the reply"))?;
-    Ok(
-        serde_json::json!([{"token": token, "filename": file_name, "content_type": "text/markdown"}]),
-    )
+    Ok(serde_json::json!([{"token": token, "filename": file_name, "content_type": content_type}]))
+}
+
+/// The bytes of attachment `id` named `file_name`, as stored; at most `max_bytes` are
+/// accepted (a bigger file is an error, not a truncation).
+pub async fn download(
+    client: &RedmineClient,
+    id: u64,
+    file_name: &str,
+    max_bytes: u64,
+) -> Result<Vec<u8>> {
+    let path = format!("/attachments/download/{id}/{}", url_encode(file_name));
+    let a = client.send(reqwest::Method::GET, &path, None).await?;
+    if a.status != 200 {
+        return Err(client.refusal("GET", &path, &a));
+    }
+    if a.bytes.len() as u64 > max_bytes {
+        return Err(anyhow!(
+            "GET {path}: {} bytes, more than [session].max_attachment_bytes ({max_bytes})",
+            a.bytes.len()
+        ));
+    }
+    Ok(a.bytes)
 }

@@ -26,7 +26,20 @@ pub struct RedmineClient {
 /// One HTTP answer.
 pub(super) struct Answer {
     pub(super) status: u16,
+    /// The body as text (lossy), for JSON and messages.
     pub(super) body: String,
+    /// The body as received, for downloads.
+    pub(super) bytes: Vec<u8>,
+}
+
+impl Answer {
+    fn new(status: u16, bytes: Vec<u8>) -> Answer {
+        Answer {
+            status,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+            bytes,
+        }
+    }
 }
 
 impl RedmineClient {
@@ -71,15 +84,15 @@ impl RedmineClient {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     let retry_after = http::retry_after_header(resp.headers());
-                    match http::read_body(resp, http::MAX_BODY).await {
+                    match http::read_body_bytes(resp, http::MAX_BODY).await {
                         Ok(body) if !http::is_retryable_status(status) => {
                             debug!("redmine: {method} {path} -> {status}");
-                            return Ok(Answer { status, body });
+                            return Ok(Answer::new(status, body));
                         }
                         Ok(body) => (
                             Fault::Status(status),
                             retry_after,
-                            Some(Answer { status, body }),
+                            Some(Answer::new(status, body)),
                             format!("HTTP {status}"),
                         ),
                         Err(e) => (e.fault(), None, None, e.to_string()),
@@ -192,7 +205,7 @@ impl RedmineClient {
 
     /// One issue with its journals.
     pub async fn issue(&self, id: u64) -> Result<Issue> {
-        let path = format!("/issues/{id}.json?include=journals");
+        let path = format!("/issues/{id}.json?include=journals,attachments");
         let v = self.get_json(&path).await?;
         serde_json::from_value(v["issue"].clone())
             .with_context(|| format!("GET {}{path}: unexpected body (no issue)", self.base))

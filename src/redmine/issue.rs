@@ -56,6 +56,42 @@ pub struct Journal {
     pub notes: String,
     /// When.
     pub created_on: DateTime<Utc>,
+    /// The attribute changes it made (status, assignee, ...).
+    #[serde(default)]
+    pub details: Vec<Detail>,
+}
+
+/// One attribute change of a journal (`{"property":"attr","name":"status_id",..}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Detail {
+    /// `attr`, `cf`, `attachment`, `relation`.
+    #[serde(default)]
+    pub property: String,
+    /// The attribute (`status_id`, `assigned_to_id`) or the attachment id.
+    #[serde(default)]
+    pub name: String,
+    /// The value before.
+    #[serde(default)]
+    pub old_value: Option<String>,
+    /// The value after (for an attachment, its file name).
+    #[serde(default)]
+    pub new_value: Option<String>,
+}
+
+/// A file attached to an issue.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Attachment {
+    /// Attachment id.
+    pub id: u64,
+    /// File name.
+    #[serde(default)]
+    pub filename: String,
+    /// Size in bytes.
+    #[serde(default)]
+    pub filesize: u64,
+    /// Where to download it.
+    #[serde(default)]
+    pub content_url: String,
 }
 
 /// An issue as the REST API returns it.
@@ -95,6 +131,9 @@ pub struct Issue {
     /// Journals (only with `include=journals` on a single issue).
     #[serde(default)]
     pub journals: Vec<Journal>,
+    /// Attachments (only with `include=attachments` on a single issue).
+    #[serde(default)]
+    pub attachments: Vec<Attachment>,
 }
 
 fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -171,6 +210,7 @@ pub mod fixtures {
             },
             notes: notes.into(),
             created_on: at("2026-11-30T10:00:00Z"),
+            details: Vec::new(),
         }
     }
 

@@ -12,19 +12,40 @@ pub const REPORT_MARKER: &str = "[harness-report]";
 /// Marker of a note that gives a claim up without a REPORT.
 pub const RELEASE_MARKER: &str = "[harness-release]";
 
-/// Whether a journal is a harness marker note (claim, report, release), not discussion.
-pub fn is_marker(notes: &str) -> bool {
+/// Whether a journal is bookkeeping only (a claim or a release): never shown to the model.
+/// REPORT notes are harness's own replies and are part of the discussion.
+pub fn is_bookkeeping(notes: &str) -> bool {
     let n = notes.trim_start();
-    n.starts_with(CLAIM_MARKER) || n.starts_with(REPORT_MARKER) || n.starts_with(RELEASE_MARKER)
+    n.starts_with(CLAIM_MARKER) || n.starts_with(RELEASE_MARKER)
+}
+
+/// A REPORT note as the model sees it again: its run id and the reply, without the marker
+/// line and the harness header line (model, tokens, stop reason), which are bookkeeping.
+pub fn own_reply(notes: &str) -> Option<(String, String)> {
+    let run = marker_run(notes, REPORT_MARKER)?;
+    let body: Vec<&str> = notes
+        .trim_start()
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("**harness REPORT**"))
+        .collect();
+    Some((run, body.join("\n").trim().to_string()))
 }
 
 /// The run id in a marker note (`[harness-claim] run=ID ...`).
 pub fn marker_run(notes: &str, marker: &str) -> Option<String> {
+    marker_field(notes, marker, "run")
+}
+
+/// A `key=value` field of a marker note's first line (`[harness-report] run=ID stop=..`).
+pub fn marker_field(notes: &str, marker: &str, key: &str) -> Option<String> {
     let rest = notes.trim_start().strip_prefix(marker)?;
-    let token = rest
+    let first = rest.lines().next().unwrap_or_default();
+    let prefix = format!("{key}=");
+    let token = first
         .split_whitespace()
-        .find_map(|w| w.strip_prefix("run="))?;
-    Some(token.trim_end_matches(['.', ',']).to_string())
+        .find_map(|w| w.strip_prefix(prefix.as_str()))?;
+    Some(token.trim_end_matches(['.', ',', ':']).to_string())
 }
 
 /// Who holds the issue now: the earliest claim after the last report/release note, with its
@@ -49,10 +70,31 @@ pub fn active_claim(journals: &[Journal]) -> Option<(String, DateTime<Utc>)> {
 
 /// The run whose REPORT note is the issue's latest journal: the issue was answered and
 /// nobody has written or changed anything since, so working it again would only repeat the
-/// answer (with the default write-back, which leaves the status, it stays in scope).
+/// answer (with the default write-back, which leaves the status, it stays in scope). A run
+/// cut by a signal answered nothing: its issue stays in play.
+/// Claim and release notes are bookkeeping, not news: a run that claimed and gave the
+/// issue up (or crashed) after the answer leaves it answered.
 pub fn answered_by(issue: &Issue) -> Option<String> {
-    let last = issue.journals.iter().max_by_key(|j| j.id)?;
+    let last = issue
+        .journals
+        .iter()
+        .filter(|j| !is_bookkeeping(&j.notes))
+        .max_by_key(|j| j.id)?;
+    if marker_field(&last.notes, REPORT_MARKER, "stop").as_deref() == Some("interrupted") {
+        return None;
+    }
     marker_run(&last.notes, REPORT_MARKER)
+}
+
+/// The status id issue had before `run_id` claimed it: the claim journal's `status_id`
+/// change. `None` when the claim changed no status.
+pub fn status_before_claim(journals: &[Journal], run_id: &str) -> Option<u64> {
+    journals
+        .iter()
+        .filter(|j| marker_run(&j.notes, CLAIM_MARKER).as_deref() == Some(run_id))
+        .flat_map(|j| &j.details)
+        .find(|d| d.property == "attr" && d.name == "status_id")
+        .and_then(|d| d.old_value.as_deref()?.parse().ok())
 }
 
 /// Claim arbitration: among the claim notes written after journal `since` (the last journal
@@ -115,6 +157,17 @@ mod tests {
     }
 
     #[test]
+    fn own_replies_lose_the_marker_and_header_lines() {
+        let note =
+            "[harness-report] run=r-1\n**harness REPORT**: model `m`, 1 tokens\n\nThe answer.\n";
+        assert_eq!(own_reply(note), Some(("r-1".into(), "The answer.".into())));
+        assert_eq!(own_reply("hello"), None);
+        assert!(is_bookkeeping("[harness-claim] run=x"));
+        assert!(is_bookkeeping("[harness-release] run=x: why"));
+        assert!(!is_bookkeeping("[harness-report] run=x"));
+    }
+
+    #[test]
     fn an_issue_is_answered_until_someone_adds_to_it() {
         let mut i = issue();
         assert_eq!(answered_by(&i), None);
@@ -124,5 +177,53 @@ mod tests {
         i.journals
             .push(journal(5, "Thanks, but what about page 3?"));
         assert_eq!(answered_by(&i), None);
+        i.journals.push(journal(
+            6,
+            "[harness-report] run=r10 stop=interrupted\n**harness REPORT**: ...",
+        ));
+        assert_eq!(answered_by(&i), None);
+        i.journals.push(journal(
+            7,
+            "[harness-report] run=r11 stop=needs_input\n**Question:** x",
+        ));
+        assert_eq!(answered_by(&i).as_deref(), Some("r11"));
+        i.journals
+            .push(journal(8, "[harness-claim] run=r12 host=h pid=1: working"));
+        i.journals.push(journal(
+            9,
+            "[harness-release] run=r12: giving the claim up: boom",
+        ));
+        assert_eq!(answered_by(&i).as_deref(), Some("r11"));
+    }
+
+    #[test]
+    fn the_status_before_a_claim_comes_from_its_journal() {
+        let mut claim = journal(3, "[harness-claim] run=r1 host=h pid=1: working");
+        claim.details = vec![
+            crate::redmine::issue::Detail {
+                property: "attr".into(),
+                name: "assigned_to_id".into(),
+                old_value: None,
+                new_value: Some("5".into()),
+            },
+            crate::redmine::issue::Detail {
+                property: "attr".into(),
+                name: "status_id".into(),
+                old_value: Some("4".into()),
+                new_value: Some("2".into()),
+            },
+        ];
+        let js = vec![journal(1, "x"), claim];
+        assert_eq!(status_before_claim(&js, "r1"), Some(4));
+        assert_eq!(status_before_claim(&js, "r2"), None);
+        assert_eq!(
+            marker_field(
+                "[harness-report] run=a stop=done\nrun=b",
+                REPORT_MARKER,
+                "stop"
+            )
+            .as_deref(),
+            Some("done")
+        );
     }
 }

@@ -93,6 +93,11 @@ pub enum ToolEvent {
         /// What was wrong.
         reason: String,
     },
+    /// The model ended the turn with `finish`.
+    Finished {
+        /// `done`, `needs_input`, `blocked` or `failed`.
+        status: String,
+    },
 }
 
 impl ToolEvent {
@@ -121,6 +126,7 @@ impl ToolEvent {
                 format!("{tool} {} -> refused: {reason}", quote(path))
             }
             ToolEvent::Invalid { reason } => format!("tool call rejected: {reason}"),
+            ToolEvent::Finished { status } => format!("finish -> {status}"),
         }
     }
 
@@ -158,6 +164,9 @@ impl ToolEvent {
             },
             ToolEvent::Invalid { reason } => ToolEvent::Invalid {
                 reason: clip(reason, max),
+            },
+            ToolEvent::Finished { status } => ToolEvent::Finished {
+                status: status.clone(),
             },
         }
     }
@@ -280,11 +289,18 @@ impl BashTool {
     }
 
     /// The system prompt's sentence about the tools.
-    pub fn contract(&self) -> &'static str {
-        if self.files.is_some() {
+    pub fn contract(&self, finish: bool) -> String {
+        let tools = if self.files.is_some() {
             "You have tools: `bash` runs a single command line in the task's working directory and returns its output and exit status; commands are checked against an allow-list, and a denied command is not run and you get the reason instead. `read_file`, `write_file` and `edit_file` read and change files under the working directory (paths relative to it; dotfiles and .git are off limits, build files are read-only). Prefer the file tools for reading and changing files, and small, read-only commands."
+        } else if finish {
+            "You have two tools. `bash` runs a single command line in the task's working directory and returns its output and exit status; commands are checked against an allow-list, and a denied command is not run and you get the reason instead. Prefer small, read-only commands."
         } else {
             "You have one tool, `bash`, which runs a single command line in the task's working directory and returns its output and exit status. Commands are checked against an allow-list; a denied command is not run and you get the reason instead. Prefer small, read-only commands."
+        };
+        if finish {
+            format!("{tools} `finish` ends the turn.")
+        } else {
+            tools.to_string()
         }
     }
 

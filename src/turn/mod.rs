@@ -10,6 +10,7 @@
 //! retries run out, the next model of the tier's chain answers the same round, and stays.
 
 pub mod check;
+pub mod finish;
 mod round;
 pub mod step;
 
@@ -18,9 +19,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tracing::info;
 
-use crate::config::{BudgetConfig, CheckSpec, ModelPrice};
+use crate::config::{BudgetConfig, CheckSpec, FinishMode, ModelPrice};
 use crate::events::{Event, Events};
-use crate::intake::Task;
 use crate::llm::cassette::Recorded;
 pub use crate::llm::preflight::SkippedModel;
 use crate::llm::wire::{Message, Usage};
@@ -28,12 +28,21 @@ use crate::llm::{Backend, LlmError};
 use crate::routing::Route;
 use crate::signals::Interrupt;
 use crate::tools::{BashTool, ToolEvent};
+pub use finish::{Finish, FinishStatus};
 
 /// How the turn ended.
 #[derive(Debug, Clone)]
 pub enum TurnOutcome {
-    /// The model answered without calling a tool.
+    /// The model called `finish` with `done`, or (`finish = "message"`, or after the nudge)
+    /// answered without calling a tool.
     Completed,
+    /// The model called `finish` with `needs_input`: it asks a human a question.
+    NeedsInput,
+    /// The model called `finish` with `blocked` or `failed`: the task is not accomplished.
+    AgentFailed {
+        /// `blocked` or `failed`.
+        status: FinishStatus,
+    },
     /// The round cap was reached; the last round offered no tools.
     MaxRounds,
     /// A budget stopped the turn: a `[budget]` limit before a round, or the proxy's 422.
@@ -65,6 +74,8 @@ impl TurnOutcome {
                 stop: BudgetStop::Proxy { .. },
             } => true,
             TurnOutcome::Completed
+            | TurnOutcome::NeedsInput
+            | TurnOutcome::AgentFailed { .. }
             | TurnOutcome::MaxRounds
             | TurnOutcome::CheckFailed
             | TurnOutcome::Interrupted { .. }
@@ -78,6 +89,8 @@ impl TurnOutcome {
     pub fn stop_reason(&self) -> &'static str {
         match self {
             TurnOutcome::Completed => "completed",
+            TurnOutcome::NeedsInput => "needs_input",
+            TurnOutcome::AgentFailed { .. } => "agent_failed",
             TurnOutcome::MaxRounds => "max_rounds",
             TurnOutcome::Budget { .. } => "budget",
             TurnOutcome::LlmFailed { .. } => "llm_error",
@@ -139,6 +152,8 @@ pub struct Limits {
     pub prices: BTreeMap<String, ModelPrice>,
     /// The success check of this task's class, run when the model says it is done.
     pub check: Option<CheckSpec>,
+    /// How the model ends the turn: the `finish` tool or a reply without a tool call.
+    pub finish: FinishMode,
 }
 
 /// One LLM round trip and the tool calls it asked for.
@@ -181,18 +196,37 @@ pub struct Turn {
     pub log: Vec<RoundRecord>,
     /// The raw replies, for `--record`.
     pub recorded: Vec<Recorded>,
+    /// The accepted `finish` call, when the model made one.
+    pub finish: Option<Finish>,
+    /// The whole conversation at the end: the first request's messages, then every reply,
+    /// tool result and note this run added.
+    pub messages: Vec<Message>,
     /// The success check's runs, when the task has a check and it ran.
     pub check: Option<check::CheckRecord>,
 }
 
 /// The system prompt: what the harness is, the bound, the tool contract, the REPORT.
-pub fn system_prompt(vertical: &str, max_rounds: u32, tools: Option<&BashTool>) -> String {
-    let tool_text = tools.map_or(
-        "You have no tools in this turn: answer from the task text alone.",
-        BashTool::contract,
-    );
+pub fn system_prompt(
+    vertical: &str,
+    max_rounds: u32,
+    tools: Option<&BashTool>,
+    finish: FinishMode,
+) -> String {
+    let finishing = finish == FinishMode::Tool;
+    let tool_text = match tools {
+        Some(bash) => bash.contract(finishing),
+        None if finishing => {
+            "You have one tool, `finish`, which ends the turn: answer from the task text alone."
+                .to_string()
+        }
+        None => "You have no tools in this turn: answer from the task text alone.".to_string(),
+    };
+    let ending = match finish {
+        FinishMode::Message => "When you are done, reply with your final answer in Markdown and no tool call: that reply is saved verbatim as the task's REPORT, so make it complete and self-contained.",
+        FinishMode::Tool => "End the turn by calling `finish` with a `status` (done, needs_input with a `question` for a human, blocked, or failed) and a `summary` in Markdown: the summary is saved verbatim as the task's REPORT, so make it complete and self-contained. Earlier replies of yours on this task, if any, are part of the conversation.",
+    };
     format!(
-        "You are an agent run by `harness` for the \"{vertical}\" vertical. You get ONE bounded turn of at most {max_rounds} model rounds to work on the task below. {tool_text} When you are done, reply with your final answer in Markdown and no tool call: that reply is saved verbatim as the task's REPORT, so make it complete and self-contained."
+        "You are an agent run by `harness` for the \"{vertical}\" vertical. You get ONE bounded turn of at most {max_rounds} model rounds to work on the task below. {tool_text} {ending}"
     )
 }
 
@@ -201,13 +235,38 @@ pub const LAST_ROUND_NOTE: &str = "[harness] This is the last round of this turn
 
 /// Runs the bounded loop: before each model call the limits are checked; a reply either
 /// ends the turn or has its tool calls run, whose results start the next round.
-// The stage's inputs, each a plain value from `once`; a bundle struct would only rename them.
-#[allow(clippy::too_many_arguments)]
+///
+/// `start` is the first request's conversation: the system prompt, the stored history of
+/// the task's session, and the message that opens this run. The turn's `messages` end as
+/// the whole conversation, so the session can keep what this run added.
 pub async fn run(
-    task: &Task,
+    start: Vec<Message>,
     route: &Route,
     limits: &Limits,
-    system: String,
+    backend: &mut Backend,
+    bash: Option<&BashTool>,
+    interrupt: &Interrupt,
+    events: &Events,
+) -> Turn {
+    let mut messages = start;
+    let turn = run_on(
+        &mut messages,
+        route,
+        limits,
+        backend,
+        bash,
+        interrupt,
+        events,
+    )
+    .await;
+    Turn { messages, ..turn }
+}
+
+/// The loop of [`run`], on the conversation it extends.
+async fn run_on(
+    messages: &mut Vec<Message>,
+    route: &Route,
+    limits: &Limits,
     backend: &mut Backend,
     bash: Option<&BashTool>,
     interrupt: &Interrupt,
@@ -215,15 +274,10 @@ pub async fn run(
 ) -> Turn {
     let max_rounds = limits.max_rounds;
     let tool_specs = bash.map(BashTool::specs).unwrap_or_default();
-    let mut messages = vec![
-        Message::System { content: system },
-        Message::User {
-            content: task.prompt.clone(),
-        },
-    ];
     let mut turn = Turn::start(route);
     // Index into the tier's chain; a fallback moves it on for the rest of the turn.
     let mut chain = 0;
+    let mut nudged = false;
     for round in 1..=max_rounds {
         let (used, spent) = (turn.usage.total_tokens, turn.cost_usd);
         if let Some(stop) = step::before_round(interrupt.received(), &limits.budget, used, spent) {
@@ -233,10 +287,14 @@ pub async fn run(
             turn.outcome = stop;
             return turn;
         }
-        let shape = step::shape(round, max_rounds, bash.is_some());
+        let shape = step::shape(round, max_rounds, bash.is_some(), limits.finish);
         if shape.last_round_note {
+            let note = match limits.finish {
+                FinishMode::Tool => finish::LAST_ROUND_NOTE,
+                FinishMode::Message => LAST_ROUND_NOTE,
+            };
             messages.push(Message::User {
-                content: LAST_ROUND_NOTE.to_string(),
+                content: note.to_string(),
             });
         }
         turn.rounds = round;
@@ -250,14 +308,18 @@ pub async fn run(
             route,
             &mut chain,
             round::Prompt {
-                messages: &messages,
+                messages,
                 tools: &tool_specs,
             },
             shape,
             interrupt,
             &mut turn,
         );
-        let round::Answer { model, reply } = match asked.await {
+        let round::Answer {
+            model,
+            reply,
+            shape,
+        } = match asked.await {
             Ok(answer) => answer,
             Err(outcome) => {
                 turn.outcome = outcome;
@@ -278,18 +340,18 @@ pub async fn run(
         if text.is_some() {
             turn.reply = text;
         }
-        match (
-            step::after_reply(shape, reply.tool_calls.len(), turn.reply.is_some()),
-            bash,
-        ) {
-            (step::Next::RunTools, Some(tool)) => {
-                messages.push(Message::Assistant {
-                    content: reply.content.clone(),
-                    tool_calls: reply.tool_calls.clone(),
-                });
-                let runs =
-                    round::run_tools(tool, &reply.tool_calls, interrupt, round, events).await;
-                for (call, run) in reply.tool_calls.iter().zip(runs) {
+        messages.push(Message::Assistant {
+            content: reply.content.clone(),
+            tool_calls: reply.tool_calls.clone(),
+            extra: reply.extra.clone(),
+        });
+        let calls = reply.tool_calls.len();
+        match step::after_reply(shape, calls, turn.reply.is_some(), nudged) {
+            step::Next::RunTools => {
+                let handled =
+                    round::run_tools(bash, &reply.tool_calls, shape, interrupt, round, events)
+                        .await;
+                for (call, run) in reply.tool_calls.iter().zip(handled.runs) {
                     messages.push(Message::Tool {
                         tool_call_id: call.id.clone(),
                         content: run.result,
@@ -297,40 +359,74 @@ pub async fn run(
                     record.tools.push(run.event);
                 }
                 turn.log.push(record);
+                if let Some(done) = handled.finish {
+                    let outcome = step::finished(done.status);
+                    turn.reply = Some(done.summary.clone());
+                    turn.finish = Some(done);
+                    match verify(outcome, limits, bash, interrupt, &mut turn, round).await {
+                        check::After::End(outcome) => {
+                            turn.outcome = outcome;
+                            return turn;
+                        }
+                        check::After::Retry { feedback } => {
+                            // The task is not done after all: the turn goes on.
+                            turn.finish = None;
+                            messages.push(Message::User { content: feedback });
+                            continue;
+                        }
+                    }
+                }
+                if shape.last {
+                    turn.outcome = TurnOutcome::MaxRounds;
+                    return turn;
+                }
             }
-            (step::Next::Finish { outcome, stand_in }, _) => {
+            step::Next::Nudge => {
+                info!("round {round}/{max_rounds}: no tool call; reminding the model of `finish`");
+                nudged = true;
+                messages.push(Message::User {
+                    content: finish::NUDGE.to_string(),
+                });
+                turn.log.push(record);
+            }
+            step::Next::Finish { outcome, stand_in } => {
                 if let Some(text) = stand_in {
                     turn.reply = Some(text.to_string());
                 }
                 turn.log.push(record);
-                let checked = match (&outcome, limits.check.as_ref(), bash) {
-                    (TurnOutcome::Completed | TurnOutcome::MaxRounds, Some(spec), Some(tool)) => {
-                        check::run(spec, tool, interrupt, &mut turn.check).await
-                    }
-                    _ => check::CheckVerdict::Passed,
-                };
-                match check::after(checked, outcome, round < max_rounds) {
+                match verify(outcome, limits, bash, interrupt, &mut turn, round).await {
                     check::After::End(outcome) => {
                         turn.outcome = outcome;
                         return turn;
                     }
+                    // The reply is in the conversation already; the failure follows it.
                     check::After::Retry { feedback } => {
-                        messages.push(Message::Assistant {
-                            content: Some(reply.content.clone().unwrap_or_default()),
-                            tool_calls: Vec::new(),
-                        });
                         messages.push(Message::User { content: feedback });
                     }
                 }
             }
-            // after_reply runs tools only in a round that offers them, which needs bash.
-            (step::Next::RunTools, None) => {
-                turn.log.push(record);
-                return turn;
-            }
         }
     }
     turn
+}
+
+/// Runs the success check when the model says the task is done (a `finish` with `done`, or a
+/// message-style answer, the forced last one included) and says what the turn does next.
+async fn verify(
+    outcome: TurnOutcome,
+    limits: &Limits,
+    bash: Option<&BashTool>,
+    interrupt: &Interrupt,
+    turn: &mut Turn,
+    round: u32,
+) -> check::After {
+    let checked = match (&outcome, limits.check.as_ref(), bash) {
+        (TurnOutcome::Completed | TurnOutcome::MaxRounds, Some(spec), Some(tool)) => {
+            check::run(spec, tool, interrupt, &mut turn.check).await
+        }
+        _ => check::CheckVerdict::Passed,
+    };
+    check::after(checked, outcome, round < limits.max_rounds)
 }
 
 impl Turn {
@@ -347,6 +443,8 @@ impl Turn {
             log: Vec::new(),
             recorded: Vec::new(),
             check: None,
+            finish: None,
+            messages: Vec::new(),
         }
     }
 }
@@ -354,7 +452,7 @@ impl Turn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::intake::Source;
+    use crate::intake::{Source, Task};
     use crate::llm::cassette::Replayer;
     use pretty_assertions::assert_eq;
 
@@ -382,6 +480,7 @@ mod tests {
             budget,
             prices: BTreeMap::new(),
             check: None,
+            finish: FinishMode::Message,
         }
     }
 
@@ -403,12 +502,17 @@ mod tests {
         if let Some(s) = signal {
             interrupt.trigger(s);
         }
-        let system = system_prompt("demo", limits.max_rounds, None);
+        let system = system_prompt("demo", limits.max_rounds, None, limits.finish);
+        let start = vec![
+            Message::System { content: system },
+            Message::User {
+                content: task().prompt,
+            },
+        ];
         run(
-            &task(),
+            start,
             &route(),
             limits,
-            system,
             &mut backend,
             None,
             &interrupt,
@@ -474,5 +578,95 @@ mod tests {
         .await;
         assert!(matches!(t.outcome, TurnOutcome::Interrupted { signal: 15 }));
         assert_eq!((t.rounds, t.recorded.len()), (0, 0));
+    }
+
+    fn finish_call(id: &str, args: &str) -> serde_json::Value {
+        serde_json::json!({"tool_calls": [{"id": id, "type": "function",
+            "function": {"name": "finish", "arguments": args}}]})
+    }
+
+    fn tool_limits(max_rounds: u32) -> Limits {
+        Limits {
+            finish: FinishMode::Tool,
+            ..limits(max_rounds, Default::default())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_text_reply_is_nudged_once_then_finish_ends_the_turn() {
+        let t = turn_of(
+            &[
+                serde_json::json!({"content": "I think it is 4."}),
+                finish_call(
+                    "f1",
+                    r#"{"status":"needs_input","summary":"Asked.","question":"Base 10?"}"#,
+                ),
+            ],
+            &tool_limits(4),
+            None,
+        )
+        .await;
+        assert_eq!(t.outcome.stop_reason(), "needs_input");
+        assert_eq!(t.rounds, 2);
+        assert_eq!(t.reply.as_deref(), Some("Asked."));
+        let f = t.finish.unwrap();
+        assert_eq!(
+            (f.status, f.question.as_deref()),
+            (FinishStatus::NeedsInput, Some("Base 10?"))
+        );
+    }
+
+    #[tokio::test]
+    async fn an_invalid_finish_goes_back_and_calls_after_finish_are_not_run() {
+        let both = serde_json::json!({"tool_calls": [
+            {"id": "f2", "type": "function", "function": {"name": "finish", "arguments": r#"{"status":"failed","summary":"No access."}"#}},
+            {"id": "b1", "type": "function", "function": {"name": "bash", "arguments": r#"{"command":"ls"}"#}}]});
+        let t = turn_of(
+            &[
+                finish_call("f1", r#"{"status":"needs_input","summary":"s"}"#),
+                both,
+            ],
+            &tool_limits(4),
+            None,
+        )
+        .await;
+        assert!(matches!(
+            t.outcome,
+            TurnOutcome::AgentFailed {
+                status: FinishStatus::Failed
+            }
+        ));
+        assert_eq!(t.outcome.stop_reason(), "agent_failed");
+        assert!(!t.outcome.is_failure());
+        assert!(
+            matches!(&t.log[0].tools[0], ToolEvent::Invalid { reason } if reason.contains("needs a `question`"))
+        );
+        assert_eq!(
+            t.log[1].tools,
+            vec![
+                ToolEvent::Finished {
+                    status: "failed".into()
+                },
+                ToolEvent::Invalid {
+                    reason: finish::AFTER_FINISH.into()
+                }
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn without_finish_the_last_round_is_the_cap() {
+        let t = turn_of(
+            &[
+                serde_json::json!({"content": "a"}),
+                serde_json::json!({"content": "b"}),
+            ],
+            &tool_limits(2),
+            None,
+        )
+        .await;
+        assert_eq!((t.outcome.stop_reason(), t.rounds), ("max_rounds", 2));
+        assert_eq!(t.reply.as_deref(), Some("b"));
+        assert!(t.finish.is_none());
     }
 }

@@ -1,9 +1,12 @@
 //! Turn stage, one round's adapters: the model call ([`ask`]: the chain's current model,
 //! falling back along the chain as [`super::step::after_error`] decides, cut short by a
-//! signal), the bookkeeping of a reply ([`account`]) and the tool calls ([`run_tools`]).
+//! signal; a forced `finish` the endpoint rejects is asked again without tools), the
+//! bookkeeping of a reply ([`account`]) and the tool calls ([`run_tools`]: `bash`, and
+//! `finish`, after which nothing in the reply runs).
 
 use tracing::info;
 
+use super::finish::{self, Finish};
 use super::step::{self, OnError, Shape};
 use super::{RoundRecord, Turn, TurnOutcome};
 use crate::events::{Event, Events};
@@ -14,12 +17,13 @@ use crate::routing::Route;
 use crate::signals::Interrupt;
 use crate::tools::{BashTool, ToolEvent, ToolRun};
 
-/// What this round sends besides the model: the conversation so far and the tools offered.
-#[derive(Clone, Copy)]
+/// What this round sends besides the model: the conversation so far (its last note may be
+/// reworded when a round loses its tools) and the specs of the turn's tools (`finish` is
+/// added by the round's shape).
 pub struct Prompt<'a> {
     /// Every message of the turn, in order.
-    pub messages: &'a [Message],
-    /// The tool specs offered (empty on a tool-less round is decided by the shape).
+    pub messages: &'a mut [Message],
+    /// The specs of the bash tool set (bash, and the file tools when on).
     pub tools: &'a [serde_json::Value],
 }
 
@@ -29,6 +33,8 @@ pub struct Answer {
     pub model: String,
     /// Its reply.
     pub reply: Reply,
+    /// The round as it was asked in the end (without tools after a rejected `tool_choice`).
+    pub shape: Shape,
 }
 
 /// Sends the round's request to the chain's model at `chain`, moving `chain` on along the
@@ -44,17 +50,38 @@ pub async fn ask(
     turn: &mut Turn,
 ) -> Result<Answer, TurnOutcome> {
     let (round, max_rounds) = (shape.round, shape.max_rounds);
+    let mut shape = shape;
     loop {
+        let tools = step::tools(shape, prompt.tools);
         let model = route.models.get(*chain).cloned().unwrap_or_default();
-        let request = step::request(&model, prompt.messages, shape, prompt.tools);
+        let request = step::request(&model, prompt.messages, shape, &tools);
         let result = tokio::select! {
             r = backend.chat(&request) => r,
             signal = interrupt.wait() => return Err(TurnOutcome::Interrupted { signal }),
         };
         let error = match result {
-            Ok(reply) => return Ok(Answer { model, reply }),
+            Ok(reply) => {
+                return Ok(Answer {
+                    model,
+                    reply,
+                    shape,
+                })
+            }
             Err(error) => error,
         };
+        if step::drop_tool_choice(&error, shape) {
+            info!(
+                "round {round}/{max_rounds}: {model} refused the forced `finish` ({error}); asking again without tools"
+            );
+            shape = shape.without_tools();
+            // The note before this round promised `finish`; the round has no tools now.
+            if let Some(Message::User { content }) = prompt.messages.last_mut() {
+                if content == finish::LAST_ROUND_NOTE {
+                    *content = super::LAST_ROUND_NOTE.to_string();
+                }
+            }
+            continue;
+        }
         let has_next = *chain + 1 < route.models.len();
         match step::after_error(error, &model, &route.tier, has_next) {
             OnError::FallBack { skipped } => {
@@ -120,16 +147,30 @@ pub fn account(
     }
 }
 
-/// Runs the tool calls in order, one result each. Every call gets exactly one result, even
-/// after an interrupt, so the transcript stays well-formed for a later resume.
+/// The tool calls of one reply, handled.
+pub struct Handled {
+    /// One run per call, in order.
+    pub runs: Vec<ToolRun>,
+    /// The accepted `finish` call, if the reply made one.
+    pub finish: Option<Finish>,
+}
+
+/// Handles the tool calls in order, one result each: `bash` runs through the tool, a valid
+/// `finish` is accepted and every later call of the reply is not run. Every call gets
+/// exactly one result, even after an interrupt, so the conversation stays well-formed for
+/// the next run.
 pub async fn run_tools(
-    tool: &BashTool,
+    bash: Option<&BashTool>,
     calls: &[ToolCall],
+    shape: Shape,
     interrupt: &Interrupt,
     round: u32,
     events: &Events,
-) -> Vec<ToolRun> {
-    let mut runs = Vec::with_capacity(calls.len());
+) -> Handled {
+    let mut handled = Handled {
+        runs: Vec::with_capacity(calls.len()),
+        finish: None,
+    };
     for call in calls {
         events.emit(Event::ToolStarted {
             round,
@@ -139,18 +180,48 @@ pub async fn run_tools(
                 .ok()
                 .and_then(|a| a.get("command")?.as_str().map(String::from)),
         });
-        let run = if interrupt.received().is_some() {
-            let reason = "not run: the harness was interrupted".to_string();
-            ToolRun {
-                result: reason.clone(),
-                event: ToolEvent::Invalid { reason },
+        let is_finish = shape.offer_finish && call.function.name == finish::NAME;
+        let run = if handled.finish.is_some() {
+            not_run(finish::AFTER_FINISH)
+        } else if interrupt.received().is_some() {
+            not_run("not run: the harness was interrupted")
+        } else if is_finish {
+            match finish::parse(&call.function.arguments) {
+                Ok(done) => {
+                    let run = ToolRun {
+                        result: finish::ACCEPTED.to_string(),
+                        event: ToolEvent::Finished {
+                            status: done.status.as_str().to_string(),
+                        },
+                    };
+                    handled.finish = Some(done);
+                    run
+                }
+                Err(reason) => not_run(&reason),
             }
         } else {
-            tool.dispatch(call, interrupt).await
+            match bash.filter(|_| shape.offer_bash) {
+                Some(tool) => tool.dispatch(call, interrupt).await,
+                None if shape.offer_finish && shape.last => not_run(finish::NOT_OFFERED),
+                None => not_run(&format!(
+                    "not run: there is no tool {:?} in this turn; call `finish` to end it",
+                    call.function.name
+                )),
+            }
         };
         info!("round {round}: {}", run.event.narrate());
         events.emit(Event::tool_completed(round, &call.id, &run.event));
-        runs.push(run);
+        handled.runs.push(run);
     }
-    runs
+    handled
+}
+
+/// A call that was not run, with the reason as its result.
+fn not_run(reason: &str) -> ToolRun {
+    ToolRun {
+        result: reason.to_string(),
+        event: ToolEvent::Invalid {
+            reason: reason.to_string(),
+        },
+    }
 }

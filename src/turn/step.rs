@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::config::{BudgetConfig, ModelPrice};
+use crate::config::{BudgetConfig, FinishMode, ModelPrice};
 use crate::llm::wire::{ChatRequest, Message, Usage};
 use crate::llm::{LlmError, LlmErrorKind};
 
@@ -23,22 +23,50 @@ pub struct Shape {
     pub last: bool,
     /// The turn has the bash tool at all.
     pub has_bash: bool,
-    /// Tools are offered this round (never in the last one, so the model must answer).
-    pub offer_tools: bool,
+    /// The turn ends with the `finish` tool (`[loop] finish = "tool"`).
+    pub finish_tool: bool,
+    /// `bash` is offered this round (never in the last one).
+    pub offer_bash: bool,
+    /// `finish` is offered this round (every round of a `finish = "tool"` turn).
+    pub offer_finish: bool,
+    /// `tool_choice` forces `finish` (the last round of a `finish = "tool"` turn).
+    pub force_finish: bool,
     /// The "last round" note goes before this round's request.
     pub last_round_note: bool,
 }
 
+impl Shape {
+    /// Whether any tool is offered this round.
+    pub fn offer_tools(&self) -> bool {
+        self.offer_bash || self.offer_finish
+    }
+
+    /// The same round with no tools at all: where an endpoint rejects `tool_choice`, the
+    /// last round is asked again this way (the behaviour of `finish = "message"`).
+    pub fn without_tools(self) -> Shape {
+        Shape {
+            offer_bash: false,
+            offer_finish: false,
+            force_finish: false,
+            ..self
+        }
+    }
+}
+
 /// The shape of round `round` (1-based) of `max_rounds`.
-pub fn shape(round: u32, max_rounds: u32, has_bash: bool) -> Shape {
+pub fn shape(round: u32, max_rounds: u32, has_bash: bool, finish: FinishMode) -> Shape {
     let last = round == max_rounds;
+    let finish_tool = finish == FinishMode::Tool;
     Shape {
         round,
         max_rounds,
         last,
         has_bash,
-        offer_tools: has_bash && !last,
-        last_round_note: has_bash && last,
+        finish_tool,
+        offer_bash: has_bash && !last,
+        offer_finish: finish_tool,
+        force_finish: finish_tool && last,
+        last_round_note: (has_bash || finish_tool) && last,
     }
 }
 
@@ -66,7 +94,20 @@ pub fn before_round(
     None
 }
 
-/// The request of a round: the conversation so far, with the tools when the round offers them.
+/// The tool specs a round offers, in order (`bash` first).
+pub fn tools(shape: Shape, tool_set: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    let mut tools = Vec::new();
+    if shape.offer_bash {
+        tools.extend_from_slice(tool_set);
+    }
+    if shape.offer_finish {
+        tools.push(super::finish::spec());
+    }
+    tools
+}
+
+/// The request of a round: the conversation so far, with the tools when the round offers
+/// them, and `tool_choice` when the round forces `finish`.
 pub fn request<'a>(
     model: &'a str,
     messages: &'a [Message],
@@ -76,7 +117,8 @@ pub fn request<'a>(
     ChatRequest {
         model,
         messages,
-        tools: shape.offer_tools.then_some(tools),
+        tools: (shape.offer_tools() && !tools.is_empty()).then_some(tools),
+        tool_choice: shape.force_finish.then(super::finish::forced_choice),
         stream: false,
         stream_options: None,
     }
@@ -148,8 +190,11 @@ fn explain(error: LlmError, model: &str, tier: &str) -> LlmError {
 /// What a reply leads to.
 #[derive(Debug, Clone)]
 pub enum Next {
-    /// Run the tool calls, then the next round.
+    /// Handle the tool calls, then the next round (or the end, when `finish` was accepted
+    /// or the round was the last).
     RunTools,
+    /// A reply without a tool call in a `finish = "tool"` turn: remind the model once.
+    Nudge,
     /// The turn ends with this outcome.
     Finish {
         /// `Completed`, or `MaxRounds` when the cap ended a turn that had tools.
@@ -165,19 +210,40 @@ pub const NO_ANSWER: &str =
     "(the model asked for a tool when no tool was available and gave no final answer)";
 
 /// Decides after a reply with `tool_calls` calls, in a round of `shape`; `has_text` says
-/// whether the turn has reply text so far (this reply's included).
-pub fn after_reply(shape: Shape, tool_calls: usize, has_text: bool) -> Next {
-    if shape.offer_tools && tool_calls > 0 {
+/// whether the turn has reply text so far (this reply's included), `nudged` whether the
+/// turn already reminded the model to call `finish`.
+pub fn after_reply(shape: Shape, tool_calls: usize, has_text: bool, nudged: bool) -> Next {
+    if shape.offer_tools() && tool_calls > 0 {
         return Next::RunTools;
     }
+    if shape.offer_finish && tool_calls == 0 && !shape.last && !nudged {
+        return Next::Nudge;
+    }
     Next::Finish {
-        outcome: if shape.last && shape.has_bash {
+        outcome: if shape.last && (shape.has_bash || shape.finish_tool) {
             TurnOutcome::MaxRounds
         } else {
             TurnOutcome::Completed
         },
         stand_in: (tool_calls > 0 && !has_text).then_some(NO_ANSWER),
     }
+}
+
+/// The outcome of a turn the model ended with an accepted `finish` call.
+pub fn finished(status: super::FinishStatus) -> TurnOutcome {
+    match status {
+        super::FinishStatus::Done => TurnOutcome::Completed,
+        super::FinishStatus::NeedsInput => TurnOutcome::NeedsInput,
+        super::FinishStatus::Blocked | super::FinishStatus::Failed => {
+            TurnOutcome::AgentFailed { status }
+        }
+    }
+}
+
+/// Whether a refusal of the request is the endpoint rejecting `tool_choice`, so the round
+/// is asked again without tools: only a forced `finish` round, only a plain 4xx refusal.
+pub fn drop_tool_choice(error: &LlmError, shape: Shape) -> bool {
+    shape.force_finish && error.kind == LlmErrorKind::Rejected
 }
 
 /// The cost of a round: the endpoint's own figure, else `usage` x `price`; `None` when
@@ -234,42 +300,36 @@ mod tests {
         }
     }
 
+    /// (offer_bash, offer_finish, force_finish, last_round_note)
+    fn offers(s: Shape) -> (bool, bool, bool, bool) {
+        (
+            s.offer_bash,
+            s.offer_finish,
+            s.force_finish,
+            s.last_round_note,
+        )
+    }
+
     #[test]
     fn the_last_round_offers_no_tools_and_warns_the_model() {
-        assert_eq!(
-            shape(1, 3, true),
-            Shape {
-                round: 1,
-                max_rounds: 3,
-                last: false,
-                has_bash: true,
-                offer_tools: true,
-                last_round_note: false
-            }
-        );
-        assert_eq!(
-            shape(3, 3, true),
-            Shape {
-                round: 3,
-                max_rounds: 3,
-                last: true,
-                has_bash: true,
-                offer_tools: false,
-                last_round_note: true
-            }
-        );
+        let m = FinishMode::Message;
+        assert_eq!(offers(shape(1, 3, true, m)), (true, false, false, false));
+        assert_eq!(offers(shape(3, 3, true, m)), (false, false, false, true));
+        assert!(shape(3, 3, true, m).last);
         // Without bash no round offers tools, and none needs the note.
-        assert_eq!(
-            shape(1, 1, false),
-            Shape {
-                round: 1,
-                max_rounds: 1,
-                last: true,
-                has_bash: false,
-                offer_tools: false,
-                last_round_note: false
-            }
-        );
+        assert_eq!(offers(shape(1, 1, false, m)), (false, false, false, false));
+    }
+
+    #[test]
+    fn with_the_finish_tool_the_last_round_forces_finish() {
+        let t = FinishMode::Tool;
+        assert_eq!(offers(shape(1, 3, true, t)), (true, true, false, false));
+        assert_eq!(offers(shape(3, 3, true, t)), (false, true, true, true));
+        assert_eq!(offers(shape(1, 2, false, t)), (false, true, false, false));
+        assert_eq!(offers(shape(2, 2, false, t)), (false, true, true, true));
+        let fallback = shape(3, 3, true, t).without_tools();
+        assert_eq!(offers(fallback), (false, false, false, true));
+        assert!(!fallback.offer_tools());
     }
 
     #[test]
@@ -301,13 +361,30 @@ mod tests {
         let messages = vec![Message::User {
             content: "hi".into(),
         }];
+        let m = FinishMode::Message;
         let tools = [serde_json::json!({"type": "function"})];
-        let with = request("m", &messages, shape(1, 2, true), &tools);
+        let with = request("m", &messages, shape(1, 2, true, m), &tools);
         assert_eq!(with.tools.map(<[_]>::len), Some(1));
         assert_eq!(with.model, "m");
-        let without = request("m", &messages, shape(2, 2, true), &tools);
+        assert!(with.tool_choice.is_none());
+        let without = request("m", &messages, shape(2, 2, true, m), &tools);
         assert!(without.tools.is_none());
         assert!(!without.stream);
+        let last = shape(2, 2, true, FinishMode::Tool);
+        let names: Vec<_> = super::tools(last, &tools)
+            .iter()
+            .map(|t| t["function"]["name"].clone())
+            .collect();
+        assert_eq!(names, vec![serde_json::json!("finish")]);
+        let forced = request("m", &messages, last, &tools);
+        assert_eq!(
+            forced.tool_choice,
+            Some(serde_json::json!({"type": "function", "function": {"name": "finish"}}))
+        );
+        assert_eq!(
+            super::tools(shape(1, 2, true, FinishMode::Tool), &tools).len(),
+            tools.len() + 1
+        );
     }
 
     #[test]
@@ -359,29 +436,63 @@ mod tests {
     fn ends(next: Next) -> Option<(&'static str, Option<&'static str>)> {
         match next {
             Next::RunTools => None,
+            Next::Nudge => Some(("nudge", None)),
             Next::Finish { outcome, stand_in } => Some((outcome.stop_reason(), stand_in)),
         }
     }
 
     #[test]
     fn a_reply_runs_tools_or_ends_the_turn() {
-        let middle = shape(1, 3, true);
-        let last = shape(3, 3, true);
-        assert_eq!(ends(after_reply(middle, 2, false)), None);
+        let m = FinishMode::Message;
+        let middle = shape(1, 3, true, m);
+        let last = shape(3, 3, true, m);
+        assert_eq!(ends(after_reply(middle, 2, false, false)), None);
         assert_eq!(
-            ends(after_reply(middle, 0, true)),
+            ends(after_reply(middle, 0, true, false)),
             Some(("completed", None))
         );
-        assert_eq!(ends(after_reply(last, 0, true)), Some(("max_rounds", None)));
         assert_eq!(
-            ends(after_reply(last, 1, false)),
+            ends(after_reply(last, 0, true, false)),
+            Some(("max_rounds", None))
+        );
+        assert_eq!(
+            ends(after_reply(last, 1, false, false)),
             Some(("max_rounds", Some(NO_ANSWER)))
         );
-        assert_eq!(ends(after_reply(last, 1, true)), Some(("max_rounds", None)));
+        assert_eq!(
+            ends(after_reply(last, 1, true, false)),
+            Some(("max_rounds", None))
+        );
         // Without bash a tool call cannot run: the turn completes.
         assert_eq!(
-            ends(after_reply(shape(1, 5, false), 1, false)),
+            ends(after_reply(shape(1, 5, false, m), 1, false, false)),
             Some(("completed", Some(NO_ANSWER)))
+        );
+    }
+
+    #[test]
+    fn with_the_finish_tool_a_text_reply_is_nudged_once() {
+        let t = FinishMode::Tool;
+        let middle = shape(1, 3, true, t);
+        assert_eq!(
+            ends(after_reply(middle, 0, true, false)),
+            Some(("nudge", None))
+        );
+        assert_eq!(
+            ends(after_reply(middle, 0, true, true)),
+            Some(("completed", None))
+        );
+        assert_eq!(ends(after_reply(middle, 1, false, true)), None);
+        // The last round runs its (finish) call; a text reply there is the cap.
+        let last = shape(3, 3, false, t);
+        assert_eq!(ends(after_reply(last, 1, false, false)), None);
+        assert_eq!(
+            ends(after_reply(last, 0, true, false)),
+            Some(("max_rounds", None))
+        );
+        assert_eq!(
+            ends(after_reply(last.without_tools(), 0, true, false)),
+            Some(("max_rounds", None))
         );
     }
 

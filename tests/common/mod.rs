@@ -135,6 +135,13 @@ report_dir = "reports"
 
 [loop]
 max_rounds = 4
+# The suites written before `finish` existed end turns with a text reply; the finishing
+# tests switch this to "tool".
+finish = "message"
+
+# Likewise they run each task as if for the first time; the session tests turn this on.
+[session]
+enabled = false
 
 [litellm]
 base_url = "{BASE_URL}"
@@ -444,4 +451,25 @@ pub fn script(path: &Path, body: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, format!("#!/bin/bash\n{body}\n")).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+/// Waits until some process runs a command line containing `needle` (a unique argument,
+/// e.g. `sleep 7.25`), so a test can signal a harness in the middle of a command.
+pub fn wait_for_process(needle: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .contains(needle)
+            {
+                return;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{needle:?} never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

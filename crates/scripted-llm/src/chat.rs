@@ -35,6 +35,14 @@ pub(crate) async fn handle_chat<S: AsyncRead + AsyncWrite + Unpin>(
         send_json(s, 400, &err).await?;
         return Ok(());
     };
+    let strict = lock(state).script.strict_tool_results;
+    if let Some(why) = strict.then(|| tool_results_problem(&body)).flatten() {
+        lock(state).record(req, None);
+        eprintln!("scripted-llm: refusing the request: {why}");
+        let err = json!({"error": {"message": format!("scripted-llm: {why}"), "type": "invalid_request_error", "param": "messages", "code": "tool_results"}});
+        send_json(s, 400, &err).await?;
+        return Ok(());
+    }
     let (index, step, seq) = {
         let mut st = lock(state);
         let (index, step) = st.next_step();
@@ -70,6 +78,48 @@ pub(crate) async fn handle_chat<S: AsyncRead + AsyncWrite + Unpin>(
     );
     serve_step(s, &step, &exchange).await?;
     Ok(())
+}
+
+/// Why the request's messages do not answer every tool call exactly once, if they do not:
+/// each `tool` message must answer a call of the assistant message before it that is still
+/// open, and every call must be answered before the next non-tool message (or the end).
+pub(crate) fn tool_results_problem(body: &Value) -> Option<String> {
+    let messages = body.get("messages")?.as_array()?;
+    let mut open: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        if role == "tool" {
+            let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+            match open.iter().position(|o| o == id) {
+                Some(at) => {
+                    open.remove(at);
+                }
+                None => {
+                    return Some(format!(
+                        "message {i} answers tool call {id:?}, which is not an open call (answered twice, or never made)"
+                    ))
+                }
+            }
+            continue;
+        }
+        if let Some(id) = open.first() {
+            return Some(format!("tool call {id:?} has no result before message {i}"));
+        }
+        if role == "assistant" {
+            open = m
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .map(|calls| {
+                    calls
+                        .iter()
+                        .filter_map(|c| c.get("id").and_then(Value::as_str).map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+    }
+    open.first()
+        .map(|id| format!("tool call {id:?} has no result at the end of the messages"))
 }
 
 impl Action {
@@ -365,6 +415,45 @@ mod tests {
     use crate::script::{default_opts, parse_step};
     fn step(v: Value) -> Step {
         parse_step(&v, "0").unwrap()
+    }
+
+    #[test]
+    fn strict_mode_wants_every_tool_call_answered_once() {
+        let call = |ids: &[&str]| json!({"role": "assistant", "content": null, "tool_calls": ids.iter().map(|id| json!({"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}})).collect::<Vec<_>>()});
+        let result = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": "ok"});
+        let user = json!({"role": "user", "content": "go"});
+        let body = |m: Vec<Value>| json!({"messages": m});
+        assert_eq!(
+            tool_results_problem(&body(vec![
+                user.clone(),
+                call(&["a", "b"]),
+                result("b"),
+                result("a"),
+                user.clone()
+            ])),
+            None
+        );
+        for (messages, want) in [
+            (
+                vec![user.clone(), call(&["a"]), user.clone()],
+                "tool call \"a\" has no result before message 2",
+            ),
+            (
+                vec![call(&["a"]), result("a"), result("a")],
+                "message 2 answers tool call \"a\", which is not an open call",
+            ),
+            (
+                vec![user.clone(), result("x")],
+                "message 1 answers tool call \"x\"",
+            ),
+            (
+                vec![user.clone(), call(&["a"])],
+                "tool call \"a\" has no result at the end",
+            ),
+        ] {
+            let why = tool_results_problem(&body(messages)).unwrap();
+            assert!(why.starts_with(want), "{why}");
+        }
     }
 
     fn exchange(include_usage: bool) -> Exchange {

@@ -15,9 +15,14 @@
 //! scripted-llm --script FILE [--host 127.0.0.1] [--port 0] [--log FILE.jsonl] [--models a,b,...]
 //! ```
 //!
-//! Script: a JSON list of steps, or `{"steps":[...], "loop":false, "on_exhausted":STEP}`.
-//! When the script runs out (and `loop` is false) every further chat request gets
-//! `on_exhausted`, by default `500 {"error":{..,"code":"script_exhausted"}}`.
+//! Script: a JSON list of steps, or `{"steps":[...], "loop":false, "on_exhausted":STEP,
+//! "strict_tool_results":false}`. When the script runs out (and `loop` is false) every
+//! further chat request gets `on_exhausted`, by default
+//! `500 {"error":{..,"code":"script_exhausted"}}`. With `strict_tool_results`, a chat
+//! request whose messages do not answer every assistant tool call exactly once (a `tool`
+//! message per call id, right after the assistant message, none for an unknown id) is
+//! refused as real endpoints do: `400 {"error":{..,"code":"tool_results"}}`, logged, no step
+//! consumed.
 //!
 //! | step | non-streaming | `"stream": true` |
 //! |---|---|---|

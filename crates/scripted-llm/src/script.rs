@@ -14,6 +14,8 @@ pub(crate) struct Script {
     pub(crate) steps: Vec<Step>,
     pub(crate) looped: bool,
     pub(crate) on_exhausted: Step,
+    /// Refuse (400) any chat request whose tool calls are not each answered exactly once.
+    pub(crate) strict_tool_results: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -128,6 +130,8 @@ pub(crate) struct RawScript {
     #[serde(default, rename = "loop")]
     pub(crate) looped: bool,
     pub(crate) on_exhausted: Option<Value>,
+    #[serde(default)]
+    pub(crate) strict_tool_results: bool,
 }
 
 pub(crate) const COMMON_FIELDS: &[&str] = &[
@@ -163,6 +167,7 @@ pub(crate) fn parse_script(text: &str) -> Result<Script, String> {
             steps,
             looped: false,
             on_exhausted: None,
+            strict_tool_results: false,
         },
         Value::Object(_) => serde_json::from_value(value).map_err(|e| e.to_string())?,
         _ => return Err("a script is a JSON list of steps or an object with \"steps\"".into()),
@@ -181,6 +186,7 @@ pub(crate) fn parse_script(text: &str) -> Result<Script, String> {
         steps,
         looped: raw.looped,
         on_exhausted,
+        strict_tool_results: raw.strict_tool_results,
     })
 }
 
@@ -582,7 +588,7 @@ mod tests {
             ),
             (
                 r#"{"steps":[],"lop":true}"#,
-                "unknown field `lop`, expected one of `steps`, `loop`, `on_exhausted`",
+                "unknown field `lop`, expected one of `steps`, `loop`, `on_exhausted`, `strict_tool_results`",
             ),
             (
                 r#"{"steps":[],"on_exhausted":{"type":"nope"}}"#,

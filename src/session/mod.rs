@@ -1,0 +1,485 @@
+//! Session stage: the conversation of one task carried from run to run (and host to host),
+//! keyed by `<vertical>/<source>/<task_id>`. [`open`] finds the stored session (a Redmine
+//! attachment on the issue and/or the local file under `report_dir`), reads, repairs and
+//! trims it and decides the message that opens this run; [`save`] appends this run and
+//! writes it back locally, returning the bytes to attach to the REPORT note.
+//!
+//! A session that cannot be read is never an error: the run starts fresh and says why in
+//! the REPORT. The only error is `--resume` naming a run the session does not have.
+//! The format is [`file`] (PURE), the decisions [`history`] (PURE), the I/O [`store`].
+
+pub mod file;
+pub mod history;
+pub mod store;
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Result};
+use serde::Serialize;
+use tracing::{info, warn};
+
+use crate::config::{Config, SessionStore};
+use crate::intake::{Source, Task};
+use crate::llm::wire::{Message, ToolCall};
+use crate::redmine::client::RedmineClient;
+use crate::redmine::issue::Issue;
+use crate::secrets::Redactor;
+use file::{RunRecord, Session, Stored};
+use history::Opening;
+
+/// Where a task's session lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Only the local file.
+    Local,
+    /// Attached to the issue (and kept locally); with `local_fallback`, the local file is
+    /// read when the issue has no session attached.
+    Redmine {
+        /// `store = "auto"` reads the local file when the issue has none.
+        local_fallback: bool,
+    },
+}
+
+impl Place {
+    /// `[session].store` for a task of `source`: only Redmine tasks have an issue to
+    /// attach to.
+    pub fn of(store: SessionStore, source: Source) -> Place {
+        match (store, source) {
+            (SessionStore::Local, _) | (_, Source::Demo | Source::Inbox) => Place::Local,
+            (SessionStore::Auto, Source::Redmine) => Place::Redmine {
+                local_fallback: true,
+            },
+            (SessionStore::Redmine, Source::Redmine) => Place::Redmine {
+                local_fallback: false,
+            },
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Place::Local => "local",
+            Place::Redmine { .. } => "redmine",
+        }
+    }
+}
+
+/// The REPORT's `session:` front matter.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionInfo {
+    /// `<vertical>/<source>/<task_id>`.
+    pub key: String,
+    /// `local` or `redmine`.
+    pub store: String,
+    /// The run this one continues; `null` for a fresh start.
+    pub parent_run: Option<String>,
+    /// Stored messages sent again (after trimming).
+    pub messages_loaded: usize,
+    /// Their estimated tokens.
+    pub tokens_loaded: u64,
+    /// Rounds dropped to fit `[session].max_history_tokens`.
+    pub rounds_dropped: usize,
+    /// Tool calls given a synthetic result, or stray results dropped.
+    pub repaired: usize,
+    /// Why the run started fresh (`no stored session`, `--fresh`, an unreadable file).
+    pub fresh_reason: Option<String>,
+}
+
+/// A session opened for this run.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    /// Where it is kept.
+    pub place: Place,
+    /// The local file.
+    pub local: PathBuf,
+    /// The stored session, repaired (cut at the run for `--resume`); empty when fresh.
+    pub stored: Session,
+    /// The history to send, trimmed to the cap.
+    pub history: Vec<Message>,
+    /// The message that opens this run, or no model call at all.
+    pub opening: Opening,
+    /// What the REPORT says about it.
+    pub info: SessionInfo,
+}
+
+/// The messages of the first request: the system prompt (rebuilt every run), the stored
+/// history in stored order, then the opening message; without a session, the task's
+/// `prompt` alone.
+pub fn start(opened: Option<&Opened>, system: String, prompt: &str) -> Vec<Message> {
+    let history = opened.map_or(&[][..], |o| &o.history[..]);
+    let mut messages = Vec::with_capacity(history.len() + 2);
+    messages.push(Message::System { content: system });
+    messages.extend(history.iter().cloned());
+    let opening = match opened.map(|o| &o.opening) {
+        None => Some(prompt),
+        Some(Opening::Send(text)) => Some(text.as_str()),
+        Some(Opening::NothingNew { .. }) => None,
+    };
+    if let Some(text) = opening {
+        messages.push(Message::User {
+            content: text.to_string(),
+        });
+    }
+    messages
+}
+
+impl Opened {
+    /// The task id part of the session key.
+    pub fn stored_task_id(&self) -> String {
+        self.info
+            .key
+            .splitn(3, '/')
+            .nth(2)
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// The PLAN's `session:` line.
+    pub fn plan_line(&self) -> String {
+        let i = &self.info;
+        match (&i.parent_run, &self.opening) {
+            (None, _) => format!(
+                "{} ({}): fresh ({})",
+                i.key,
+                i.store,
+                i.fresh_reason.as_deref().unwrap_or("no stored session")
+            ),
+            (Some(run), Opening::Send(_)) => format!(
+                "{} ({}): would continue run {run} ({} messages, ~{} tokens{})",
+                i.key,
+                i.store,
+                i.messages_loaded,
+                i.tokens_loaded,
+                if i.rounds_dropped > 0 {
+                    format!(", {} rounds dropped", i.rounds_dropped)
+                } else {
+                    String::new()
+                }
+            ),
+            (Some(run), Opening::NothingNew { stop_reason, .. }) => format!(
+                "{} ({}): nothing new since run {run} ({stop_reason}): no model call",
+                i.key, i.store
+            ),
+        }
+    }
+}
+
+/// What [`open`] needs besides the config.
+pub struct Want<'a> {
+    /// The task.
+    pub task: &'a Task,
+    /// The issue as intake read it (Redmine tasks).
+    pub issue: Option<&'a Issue>,
+    /// `--fresh`.
+    pub fresh: bool,
+    /// `--resume RUN_ID`.
+    pub resume: Option<&'a str>,
+    /// What is new on the task after the journal a run saw, leaving out the replies of the
+    /// runs named (they are in the history already).
+    pub news: &'a NewsFn<'a>,
+}
+
+/// What is new on a task after a journal (`None`: from the start), leaving out the replies
+/// of the runs named; `None` when nothing is.
+pub type NewsFn<'a> = dyn Fn(Option<u64>, &[String]) -> Option<String> + 'a;
+
+/// Opens the task's session; `None` when `[session] enabled = false`. `Err` only for
+/// `--resume` with a run the session does not have (or no session at all).
+pub async fn open(
+    cfg: &Config,
+    want: Want<'_>,
+    redmine: Option<&RedmineClient>,
+) -> Result<Option<Opened>> {
+    if !cfg.session.enabled {
+        if want.resume.is_some() {
+            return Err(anyhow!("--resume needs [session] enabled = true"));
+        }
+        return Ok(None);
+    }
+    let task = want.task;
+    let key = format!("{}/{}/{}", cfg.vertical, task.source.as_str(), task.id);
+    let place = Place::of(cfg.session.store, task.source);
+    let local = store::local_path(
+        &cfg.report_dir,
+        &cfg.vertical,
+        task.source.as_str(),
+        &task.id,
+    );
+    let fresh = |reason: String| Opened {
+        place,
+        local: local.clone(),
+        stored: Session {
+            key: key.clone(),
+            ..Session::default()
+        },
+        history: Vec::new(),
+        opening: Opening::Send(task.prompt.clone()),
+        info: SessionInfo {
+            key: key.clone(),
+            store: place.as_str().to_string(),
+            parent_run: None,
+            messages_loaded: 0,
+            tokens_loaded: 0,
+            rounds_dropped: 0,
+            repaired: 0,
+            fresh_reason: Some(reason),
+        },
+    };
+    if want.fresh {
+        return Ok(Some(fresh("--fresh".into())));
+    }
+    let (bytes, from) = match load(cfg, place, &local, want.issue, redmine).await {
+        Ok(found) => found,
+        Err(e) => {
+            let reason = format!("the stored session cannot be read: {e:#}");
+            return fresh_or_resume(want.resume, fresh(reason));
+        }
+    };
+    let Some(bytes) = bytes else {
+        return fresh_or_resume(want.resume, fresh("no stored session".into()));
+    };
+    let session = match file::decode(&bytes, &key) {
+        Ok(s) => s,
+        Err(e) => {
+            let reason = format!("the stored session ({from}) cannot be read: {e:#}");
+            warn!("session {key}: {reason}; starting fresh");
+            return fresh_or_resume(want.resume, fresh(reason));
+        }
+    };
+    let session = match want.resume {
+        None => session,
+        Some(run) => history::upto(&session, run)
+            .ok_or_else(|| anyhow!("--resume {run}: the session {key} has no run {run}"))?,
+    };
+    let (messages, repaired) = history::repair(session.messages);
+    if repaired > 0 {
+        info!("session {key}: {repaired} tool call(s) of an interrupted run given a result");
+    }
+    let stored = Session {
+        messages,
+        ..session
+    };
+    let trimmed = history::trim(&stored.messages, cfg.session.max_history_tokens);
+    let known: Vec<String> = stored.runs.iter().map(|r| r.run_id.clone()).collect();
+    let seen = stored.runs.last().and_then(|r| r.seen_journal);
+    let opening = history::opening(&stored, (want.news)(seen, &known), want.resume.is_some());
+    let parent = stored.runs.last().map(|r| r.run_id.clone());
+    info!(
+        "session {key}: continuing run {} from {from} ({} messages, ~{} tokens, {} rounds dropped)",
+        parent.as_deref().unwrap_or("?"),
+        trimmed.messages.len(),
+        trimmed.tokens,
+        trimmed.rounds_dropped
+    );
+    Ok(Some(Opened {
+        place,
+        local,
+        info: SessionInfo {
+            key,
+            store: place.as_str().to_string(),
+            parent_run: parent,
+            messages_loaded: trimmed.messages.len(),
+            tokens_loaded: trimmed.tokens,
+            rounds_dropped: trimmed.rounds_dropped,
+            repaired,
+            fresh_reason: None,
+        },
+        stored,
+        history: trimmed.messages,
+        opening,
+    }))
+}
+
+/// A fresh start, unless `--resume` asked for a run: then there is none to resume.
+fn fresh_or_resume(resume: Option<&str>, opened: Opened) -> Result<Option<Opened>> {
+    match resume {
+        Some(run) => Err(anyhow!(
+            "--resume {run}: no readable session for {} ({})",
+            opened.info.key,
+            opened.info.fresh_reason.as_deref().unwrap_or("")
+        )),
+        None => Ok(Some(opened)),
+    }
+}
+
+/// The stored bytes and where they came from; `None` when there is no session.
+async fn load(
+    cfg: &Config,
+    place: Place,
+    local: &std::path::Path,
+    issue: Option<&Issue>,
+    redmine: Option<&RedmineClient>,
+) -> Result<(Option<Vec<u8>>, String)> {
+    if let (Place::Redmine { local_fallback }, Some(issue), Some(client)) = (place, issue, redmine)
+    {
+        if let Some(att) = store::latest_attachment(issue, &cfg.vertical) {
+            let from = format!("attachment {} of issue #{}", att.filename, issue.id);
+            let bytes = store::download(client, att, cfg.session.max_attachment_bytes)
+                .await
+                .map_err(|e| anyhow!("{from}: {e:#}"))?;
+            return Ok((Some(bytes), from));
+        }
+        if !local_fallback {
+            return Ok((None, String::new()));
+        }
+    }
+    let bytes = store::read_local(local)?;
+    Ok((bytes, local.display().to_string()))
+}
+
+/// The session file to attach to the REPORT note of run `run_id`, as (name, bytes): only
+/// where the session lives on the issue, and only when it fits
+/// `[session].max_attachment_bytes` (a bigger one is kept locally only, with a warning).
+pub fn attachment(
+    cfg: &Config,
+    place: Place,
+    task_id: &str,
+    run_id: &str,
+    bytes: Vec<u8>,
+) -> Option<(String, Vec<u8>)> {
+    match place {
+        Place::Local => None,
+        Place::Redmine { .. } if bytes.len() as u64 > cfg.session.max_attachment_bytes => {
+            warn!(
+                "session of task {task_id}: {} bytes, more than [session].max_attachment_bytes ({}): kept locally only",
+                bytes.len(),
+                cfg.session.max_attachment_bytes
+            );
+            None
+        }
+        Place::Redmine { .. } => Some((
+            store::attachment_name(&cfg.vertical, task_id, run_id),
+            bytes,
+        )),
+    }
+}
+
+/// The local session of a Redmine task, to attach when the write-back of its REPORT (of
+/// run `run_id`) is retried (`harness writeback`); `None` when sessions are off or local,
+/// or there is none.
+pub fn for_retry(cfg: &Config, task_id: &str, run_id: &str) -> Option<(String, Vec<u8>)> {
+    if !cfg.session.enabled {
+        return None;
+    }
+    let source = Source::Redmine;
+    let path = store::local_path(&cfg.report_dir, &cfg.vertical, source.as_str(), task_id);
+    let bytes = store::read_local(&path).ok()??;
+    let place = Place::of(cfg.session.store, source);
+    attachment(cfg, place, task_id, run_id, bytes)
+}
+
+/// Appends this run (its record and the messages it added, secrets masked) to the opened
+/// session, writes the local file and returns the file's bytes.
+pub fn save(
+    opened: &Opened,
+    record: RunRecord,
+    added: &[Message],
+    redactor: &Redactor,
+) -> Result<Vec<u8>> {
+    let mut session = opened.stored.clone();
+    let run_id = record.run_id.clone();
+    session.runs.push(record);
+    session.messages.extend(added.iter().map(|m| Stored {
+        run_id: run_id.clone(),
+        message: redact(m, redactor),
+    }));
+    let bytes = file::encode(&session)?;
+    store::write_local(&opened.local, &bytes)?;
+    Ok(bytes)
+}
+
+/// A message with every text a secret could hide in masked.
+fn redact(m: &Message, r: &Redactor) -> Message {
+    match m {
+        Message::System { content } => Message::System {
+            content: r.redact(content),
+        },
+        Message::User { content } => Message::User {
+            content: r.redact(content),
+        },
+        Message::Assistant {
+            content,
+            tool_calls,
+            extra,
+        } => Message::Assistant {
+            extra: extra
+                .iter()
+                .map(|(k, v)| {
+                    let masked = r.redact(&v.to_string());
+                    (
+                        k.clone(),
+                        serde_json::from_str(&masked).unwrap_or(serde_json::Value::String(masked)),
+                    )
+                })
+                .collect(),
+            content: content.as_deref().map(|c| r.redact(c)),
+            tool_calls: tool_calls
+                .iter()
+                .map(|c| ToolCall {
+                    function: crate::llm::wire::FunctionCall {
+                        name: c.function.name.clone(),
+                        arguments: r.redact(&c.function.arguments),
+                    },
+                    ..c.clone()
+                })
+                .collect(),
+        },
+        Message::Tool {
+            tool_call_id,
+            content,
+        } => Message::Tool {
+            tool_call_id: tool_call_id.clone(),
+            content: r.redact(content),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::Secret;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn only_redmine_tasks_live_on_the_issue() {
+        use SessionStore::{Auto, Local, Redmine};
+        assert_eq!(
+            Place::of(Auto, Source::Redmine),
+            Place::Redmine {
+                local_fallback: true
+            }
+        );
+        assert_eq!(
+            Place::of(Redmine, Source::Redmine),
+            Place::Redmine {
+                local_fallback: false
+            }
+        );
+        assert_eq!(Place::of(Local, Source::Redmine), Place::Local);
+        assert_eq!(Place::of(Redmine, Source::Demo), Place::Local);
+    }
+
+    #[test]
+    fn every_text_of_a_message_is_masked() {
+        let mut r = Redactor::default();
+        r.add(&Secret::new("sk-canary-123456789"));
+        let m = Message::Assistant {
+            content: Some("key sk-canary-123456789".into()),
+            tool_calls: vec![ToolCall {
+                id: "c".into(),
+                kind: "function".into(),
+                function: crate::llm::wire::FunctionCall {
+                    name: "bash".into(),
+                    arguments: "{\"command\":\"echo sk-canary-123456789\"}".into(),
+                },
+            }],
+            extra: [(
+                "reasoning_content".to_string(),
+                serde_json::json!("the key is sk-canary-123456789"),
+            )]
+            .into(),
+        };
+        let text = serde_json::to_string(&redact(&m, &r)).unwrap();
+        assert!(!text.contains("sk-canary-123456789"), "{text}");
+        assert_eq!(text.matches("[redacted]").count(), 3, "{text}");
+    }
+}
