@@ -517,7 +517,7 @@ fn writeback_checks_the_front_matter_and_accepts_crlf() {
     for expected in [
         "harness_report: 7 is not a REPORT version this harness reads (1)",
         "rounds: must be a whole number, 0 or more, not \"two\"",
-        "stop_reason: \"finished\" is not one of completed, max_rounds, budget, llm_error, interrupted",
+        "stop_reason: \"finished\" is not one of completed, needs_input, agent_failed, max_rounds, budget, llm_error, interrupted, check_failed",
     ] {
         assert!(err.contains(expected), "{expected:?} in {err}");
     }
