@@ -113,6 +113,13 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
         ),
         Err(e) => item(Status::Fail, "sandbox", format!("{e:#}")),
     });
+    if confined {
+        items.push(item(
+            Status::Ok,
+            "exec",
+            crate::tools::sandbox::exec_line(&cfg.bash, &cfg.work_root),
+        ));
+    }
     items.extend(read_items(cfg, confined));
     items
 }

@@ -100,6 +100,7 @@ const ROOT: &[(&str, Ty)] = &[
                 ("sandbox", Str),
                 ("network", Bool),
                 ("write_roots", StrList),
+                ("exec_roots", StrList),
             ]),
         )]),
     ),

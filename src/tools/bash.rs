@@ -19,7 +19,7 @@ use crate::signals::Interrupt;
 /// Environment variables a command may see; everything else (keys, `HARNESS_*`) is dropped.
 const ENV_ALLOW: &[&str] = &["PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER"];
 /// PATH for a child when the harness itself has none.
-const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+pub(crate) const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// After the command exits, how long to keep draining output its leftovers still write.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 

@@ -28,6 +28,7 @@ mod tests;
 
 pub use judge::judge;
 pub use lint::lint;
+pub use programs::registry::{exec_helpers, ExecHelpers};
 pub use redirect::write_refusal;
 pub use render::render_human;
-pub use rule::{Judgement, Policy, Rule, SegmentJudgement, Verdict};
+pub use rule::{Judgement, Policy, Rule, Runs, SegmentJudgement, Verdict};

@@ -1,0 +1,377 @@
+//! Tools adapter: the kernel's exec set: what a confined command may execute when the allow
+//! list names programs. In: `[tools.bash]` (the allow rules, `default`, `exec_roots`), the
+//! work root, PATH. Out: an [`ExecSet`] that [`super::Landlock`] turns into Landlock EXECUTE
+//! rules. I/O: PATH lookups, resolving symlinks, reading the first line of programs (for a
+//! `#!` interpreter) and asking programs for their helper directory (`git --exec-path`).
+//!
+//! Landlock's EXECUTE right is checked when the kernel opens a file to execute it: `execve`
+//! of the program, of a script's `#!` interpreter and of the ELF interpreter (the dynamic
+//! loader). Shared libraries are mapped by the loader with `mmap`, which Landlock does not
+//! check: they need only the read right (`tests/sandbox.rs` runs a dynamic `cat` with no exec right on the libraries).
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::BashConfig;
+use crate::tools::gate::{exec_helpers, Runs, Verdict};
+
+/// How long a helper-directory query (`git --exec-path`) may take.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+/// At most this many files of a path rule's directory are read for `#!` lines.
+const MAX_SCRIPTS: usize = 2000;
+/// Where dynamic loaders live (and their per-architecture subdirectories).
+const LOADER_DIRS: &[&str] = &[
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/lib32",
+];
+
+/// What a confined command may execute.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecSet {
+    /// Files and directories (everything beneath) that may be executed, resolved.
+    pub paths: BTreeSet<PathBuf>,
+    /// The command words the set was built from: bash, the allowed programs, their helpers.
+    pub names: BTreeSet<String>,
+    /// Allowed names that PATH does not hold (nothing to allow; the PLAN says so).
+    pub missing: BTreeSet<String>,
+}
+
+impl ExecSet {
+    /// One line for the PLAN and `harness check`.
+    pub fn summary(&self) -> String {
+        let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
+        let mut s = format!(
+            "exec only {} (+ the dynamic loader; {} paths)",
+            names.join(", "),
+            self.paths.len()
+        );
+        if !self.missing.is_empty() {
+            let missing: Vec<&str> = self.missing.iter().map(String::as_str).collect();
+            s.push_str(&format!("; not on PATH: {}", missing.join(", ")));
+        }
+        s
+    }
+}
+
+/// Why a run has no exec set: the policy lets any program run. PURE.
+pub fn unrestricted_reason(bash: &BashConfig) -> Option<&'static str> {
+    if bash.policy.default == Verdict::Allow {
+        return Some("exec unrestricted ([tools.bash].default = \"allow\")");
+    }
+    if bash.policy.allow.iter().any(|r| r.runs() == Runs::Anything) {
+        return Some("exec unrestricted (the allow list has a bare `*` rule)");
+    }
+    None
+}
+
+/// The exec set for commands run in `work_root` with `path_var` as PATH, or `None` when the
+/// policy lets any program run ([`unrestricted_reason`]).
+pub fn exec_set(bash: &BashConfig, work_root: &Path, path_var: &str) -> Option<ExecSet> {
+    if unrestricted_reason(bash).is_some() {
+        return None;
+    }
+    let dirs = path_dirs(path_var, work_root);
+    let mut set = ExecSet::default();
+    let mut programs: Vec<String> = vec!["bash".to_string()];
+    for rule in &bash.policy.allow {
+        match rule.runs() {
+            Runs::Program(name) => programs.push(name),
+            Runs::Prefix(prefix) => {
+                for dir in &dirs {
+                    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                        let name = entry.file_name().to_string_lossy().into_owned();
+                        if name.starts_with(&prefix) {
+                            programs.push(name);
+                        }
+                    }
+                }
+            }
+            Runs::Under(dir) => {
+                let dir = work_root.join(dir);
+                if let Ok(real) = dir.canonicalize() {
+                    for script in scripts_under(&real) {
+                        add_interpreter(&mut set, &script, &dirs);
+                    }
+                    set.paths.insert(real);
+                }
+            }
+            Runs::Anything => return None,
+        }
+    }
+    let mut seen = BTreeSet::new();
+    while let Some(name) = programs.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let found = lookup(&name, &dirs, work_root);
+        if found.is_empty() {
+            set.missing.insert(name.clone());
+        }
+        for file in &found {
+            add_file(&mut set, file, &dirs);
+        }
+        let helpers = exec_helpers(base(&name));
+        programs.extend(helpers.programs.iter().map(|p| p.to_string()));
+        if let (Some(args), Some(file)) = (helpers.dir_query, found.first()) {
+            if let Some(dir) = query_dir(file, args, path_var) {
+                set.paths.insert(dir);
+            }
+        }
+        set.names.insert(name);
+    }
+    for root in &bash.exec_roots {
+        if let Ok(real) = root.canonicalize() {
+            set.paths.insert(real);
+        }
+    }
+    set.paths.extend(loaders());
+    Some(set)
+}
+
+fn base(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
+/// PATH's directories as bash searches them (an empty entry is the current directory).
+fn path_dirs(path_var: &str, work_root: &Path) -> Vec<PathBuf> {
+    path_var
+        .split(':')
+        .map(|d| {
+            if d.is_empty() {
+                work_root.to_path_buf()
+            } else {
+                work_root.join(d)
+            }
+        })
+        .collect()
+}
+
+/// Every executable file `name` can mean: a path (against the work root), or each PATH
+/// directory's entry of that name.
+fn lookup(name: &str, dirs: &[PathBuf], work_root: &Path) -> Vec<PathBuf> {
+    if name.contains('/') {
+        let p = work_root.join(name);
+        return if is_executable(&p) { vec![p] } else { vec![] };
+    }
+    dirs.iter()
+        .map(|d| d.join(name))
+        .filter(|p| is_executable(p))
+        .collect()
+}
+
+/// Where `name` runs from for bash: the first executable regular file on PATH, or the path
+/// itself when it holds a `/`. PURE but for the file system look-ups.
+pub fn resolve(name: &str, path_var: &str, work_root: &Path) -> Option<PathBuf> {
+    lookup(name, &path_dirs(path_var, work_root), work_root)
+        .into_iter()
+        .next()
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Adds a program (resolved) and the interpreter its `#!` line names.
+fn add_file(set: &mut ExecSet, file: &Path, dirs: &[PathBuf]) {
+    if let Ok(real) = file.canonicalize() {
+        add_interpreter(set, &real, dirs);
+        set.paths.insert(real);
+    }
+}
+
+/// A script's `#!` interpreter and, for `#!/usr/bin/env NAME`, NAME on PATH (one level).
+fn add_interpreter(set: &mut ExecSet, file: &Path, dirs: &[PathBuf]) {
+    let Some((interp, arg)) = shebang(file) else {
+        return;
+    };
+    let Ok(real) = interp.canonicalize() else {
+        return;
+    };
+    if base(&interp.to_string_lossy()) == "env" {
+        if let Some(name) = arg.filter(|a| !a.starts_with('-')) {
+            for p in dirs
+                .iter()
+                .map(|d| d.join(&name))
+                .filter(|p| is_executable(p))
+            {
+                if let Ok(r) = p.canonicalize() {
+                    set.paths.insert(r);
+                }
+            }
+        }
+    }
+    set.paths.insert(real);
+}
+
+/// The interpreter path and first argument of a `#!` line, if `file` starts with one.
+fn shebang(file: &Path) -> Option<(PathBuf, Option<String>)> {
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(file).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|b| *b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    let interp = PathBuf::from(words.next()?);
+    Some((interp, words.next().map(str::to_string)))
+}
+
+/// The regular files beneath `dir` (bounded), for their `#!` lines.
+fn scripts_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if out.len() >= MAX_SCRIPTS {
+                return out;
+            }
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => todo.push(entry.path()),
+                Ok(t) if t.is_file() => out.push(entry.path()),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The directory a program prints when asked (`git --exec-path`), resolved.
+fn query_dir(program: &Path, args: &[&str], path_var: &str) -> Option<PathBuf> {
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .env_clear()
+        .env("PATH", path_var)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let start = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() < QUERY_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut out = String::new();
+    child.stdout.take()?.read_to_string(&mut out).ok()?;
+    let dir = PathBuf::from(out.trim());
+    dir.is_absolute().then(|| dir.canonicalize().ok()).flatten()
+}
+
+/// The dynamic loaders installed (`ld-linux*`, `ld-musl*`, `ld64.so*`), resolved: the kernel
+/// opens a dynamic program's loader for execution too.
+fn loaders() -> BTreeSet<PathBuf> {
+    let mut dirs: Vec<PathBuf> = LOADER_DIRS.iter().map(PathBuf::from).collect();
+    for d in LOADER_DIRS {
+        for entry in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().contains("-linux-") {
+                dirs.push(entry.path());
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    for d in dirs {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let loader = name.starts_with("ld-linux")
+                || name.starts_with("ld-musl")
+                || name.starts_with("ld64.so");
+            if loader {
+                if let Ok(real) = entry.path().canonicalize() {
+                    if real.is_file() {
+                        out.insert(real);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bash(allow: &[&str], default: &str) -> BashConfig {
+        let rules: Vec<String> = allow.iter().map(|r| format!("{r:?}")).collect();
+        crate::config::parse(
+            &format!(
+                "vertical = \"t\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n[tools.bash]\ndefault = \"{default}\"\nallow = [{}]\n",
+                rules.join(", ")
+            ),
+            Path::new("/nonexistent/harness.toml"),
+        )
+        .unwrap()
+        .bash
+    }
+
+    #[test]
+    fn a_bare_star_or_default_allow_leaves_exec_open() {
+        let root = tempfile::tempdir().unwrap();
+        assert!(exec_set(&bash(&["*"], "deny"), root.path(), "/usr/bin:/bin").is_none());
+        assert!(exec_set(&bash(&["cat *"], "allow"), root.path(), "/usr/bin:/bin").is_none());
+        assert!(exec_set(&bash(&["cat *"], "deny"), root.path(), "/usr/bin:/bin").is_some());
+    }
+
+    #[test]
+    fn the_set_holds_bash_the_programs_their_helpers_and_the_loader() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("scripts")).unwrap();
+        let set = exec_set(
+            &bash(
+                &["make *", "cat *", "no-such-program-xyz", "./scripts/**"],
+                "deny",
+            ),
+            root.path(),
+            "/usr/bin:/bin",
+        )
+        .unwrap();
+        for name in ["bash", "make", "cat", "sh"] {
+            assert!(set.names.contains(name), "{name}: {set:?}");
+        }
+        assert!(set.missing.contains("no-such-program-xyz"), "{set:?}");
+        let cat = resolve("cat", "/usr/bin:/bin", root.path()).unwrap();
+        assert!(set.paths.contains(&cat.canonicalize().unwrap()), "{set:?}");
+        let scripts = root.path().join("scripts").canonicalize().unwrap();
+        assert!(set.paths.contains(&scripts), "{set:?}");
+        assert!(
+            set.paths
+                .iter()
+                .any(|p| p.to_string_lossy().contains("ld-")),
+            "{set:?}"
+        );
+        assert!(!set.paths.contains(&PathBuf::from("/usr/bin")), "{set:?}");
+        assert!(
+            set.summary().starts_with("exec only bash, cat, make"),
+            "{}",
+            set.summary()
+        );
+    }
+
+    #[test]
+    fn shebang_lines_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s");
+        std::fs::write(&f, "#!/usr/bin/env  python3 -u\nprint(1)\n").unwrap();
+        assert_eq!(
+            shebang(&f),
+            Some((PathBuf::from("/usr/bin/env"), Some("python3".to_string())))
+        );
+        std::fs::write(&f, "echo hi\n").unwrap();
+        assert_eq!(shebang(&f), None);
+    }
+}
