@@ -135,7 +135,7 @@ pub fn decide(mode: SandboxMode, kernel: Result<i32, String>, network: bool) -> 
 
 /// The PATH commands run with: the harness's own, or the default the scrubbed env gets.
 pub fn path_var() -> String {
-    std::env::var("PATH").unwrap_or_else(|_| super::bash::DEFAULT_PATH.to_string())
+    std::env::var("PATH").unwrap_or_else(|_| exec::DEFAULT_PATH.to_string())
 }
 
 /// The running kernel's Landlock ABI version, or why there is none.

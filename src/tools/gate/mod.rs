@@ -14,10 +14,12 @@
 //! - `shell/brush.rs`, `redirect.rs`: the parser cross-check and redirection rules.
 //! - `judge.rs`: the only file that recurses into inner commands.
 //! - `lint.rs`, `render.rs`: warnings about rules and the human rendering.
+//! - `pipeline.rs`: the argv of an allowed plain pipeline, which harness runs without bash.
 
 mod judge;
 mod lint;
 mod paths;
+mod pipeline;
 mod programs;
 mod redirect;
 mod render;

@@ -17,6 +17,8 @@ use std::time::Duration;
 use crate::config::BashConfig;
 use crate::tools::gate::{exec_helpers, Runs, Verdict};
 
+/// PATH for a command when the harness itself has none.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// How long a helper-directory query (`git --exec-path`) may take.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// At most this many files of a path rule's directory are read for `#!` lines.
@@ -46,11 +48,7 @@ impl ExecSet {
     /// One line for the PLAN and `harness check`.
     pub fn summary(&self) -> String {
         let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
-        let mut s = format!(
-            "exec only {} (+ the dynamic loader; {} paths)",
-            names.join(", "),
-            self.paths.len()
-        );
+        let mut s = format!("exec only {} (+ the dynamic loader)", names.join(", "));
         if !self.missing.is_empty() {
             let missing: Vec<&str> = self.missing.iter().map(String::as_str).collect();
             s.push_str(&format!("; not on PATH: {}", missing.join(", ")));
