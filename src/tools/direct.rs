@@ -77,10 +77,11 @@ fn runnable(path: &Path) -> bool {
 
 /// The environment bash gives a program it runs: the scrubbed `env` plus `PWD` (the work
 /// dir), `SHLVL` (0 when bash would exec the program itself, 1 in a pipeline) and `_` (the
-/// program's path).
+/// command word when it is a path, else where PATH found it).
 fn stage_env(
     env: &[(String, String)],
     work_root: &Path,
+    word: &str,
     path: &Path,
     pipeline: bool,
 ) -> Vec<(String, String)> {
@@ -97,7 +98,12 @@ fn stage_env(
         "SHLVL".to_string(),
         if pipeline { "1" } else { "0" }.to_string(),
     ));
-    out.push(("_".to_string(), path.display().to_string()));
+    let underscore = if word.contains('/') {
+        word.to_string()
+    } else {
+        path.display().to_string()
+    };
+    out.push(("_".to_string(), underscore));
     out
 }
 
@@ -145,7 +151,7 @@ pub async fn run(stages: &[Stage], at: &Setting<'_>) -> Result<Finished> {
                     .context("cannot duplicate the output pipe")?,
             )),
         ];
-        let env = stage_env(at.env, work_root, path, pipeline);
+        let env = stage_env(at.env, work_root, &argv[0], path, pipeline);
         let mut cmd = at.command(path, &env, io, pgid.unwrap_or(0));
         cmd.arg0(&argv[0]).args(&argv[1..]);
         match cmd.spawn() {
@@ -239,7 +245,7 @@ mod tests {
         std::fs::write(dir.path().join("a b.txt"), "one\ntwo\nthree\n").unwrap();
         std::fs::write(
             dir.path().join("run.sh"),
-            "#!/bin/sh\necho script \"$@\"\nexit 4\n",
+            "#!/bin/sh\necho script \"$@\"\nenv | sort\nexit 4\n",
         )
         .unwrap();
         std::fs::write(dir.path().join("plain.sh"), "echo no shebang\n").unwrap();

@@ -40,7 +40,8 @@ pub struct ExecSet {
     pub paths: BTreeSet<PathBuf>,
     /// The command words the set was built from: bash, the allowed programs, their helpers.
     pub names: BTreeSet<String>,
-    /// Allowed names that PATH does not hold (nothing to allow; the PLAN says so).
+    /// Allowed names that PATH does not hold and `exec_roots` that do not exist (nothing to
+    /// allow; the PLAN says so).
     pub missing: BTreeSet<String>,
 }
 
@@ -51,7 +52,7 @@ impl ExecSet {
         let mut s = format!("exec only {} (+ the dynamic loader)", names.join(", "));
         if !self.missing.is_empty() {
             let missing: Vec<&str> = self.missing.iter().map(String::as_str).collect();
-            s.push_str(&format!("; not on PATH: {}", missing.join(", ")));
+            s.push_str(&format!("; not found: {}", missing.join(", ")));
         }
         s
     }
@@ -124,9 +125,10 @@ pub fn exec_set(bash: &BashConfig, work_root: &Path, path_var: &str) -> Option<E
         set.names.insert(name);
     }
     for root in &bash.exec_roots {
-        if let Ok(real) = root.canonicalize() {
-            set.paths.insert(real);
-        }
+        match root.canonicalize() {
+            Ok(real) => set.paths.insert(real),
+            Err(_) => set.missing.insert(root.display().to_string()),
+        };
     }
     set.paths.extend(loaders());
     Some(set)
