@@ -23,15 +23,6 @@ pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// At most this many files of a path rule's directory are read for `#!` lines.
 const MAX_SCRIPTS: usize = 2000;
-/// Where dynamic loaders live (and their per-architecture subdirectories).
-const LOADER_DIRS: &[&str] = &[
-    "/lib",
-    "/lib64",
-    "/lib32",
-    "/usr/lib",
-    "/usr/lib64",
-    "/usr/lib32",
-];
 
 /// What a confined command may execute.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,7 +40,7 @@ impl ExecSet {
     /// One line for the PLAN and `harness check`.
     pub fn summary(&self) -> String {
         let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
-        let mut s = format!("exec only {} (+ the dynamic loader)", names.join(", "));
+        let mut s = format!("exec only {} (+ their dynamic loader)", names.join(", "));
         if !self.missing.is_empty() {
             let missing: Vec<&str> = self.missing.iter().map(String::as_str).collect();
             s.push_str(&format!("; not found: {}", missing.join(", ")));
@@ -130,7 +121,8 @@ pub fn exec_set(bash: &BashConfig, work_root: &Path, path_var: &str) -> Option<E
             Err(_) => set.missing.insert(root.display().to_string()),
         };
     }
-    set.paths.extend(loaders());
+    let loaders: Vec<PathBuf> = set.paths.iter().filter_map(|p| elf_interp(p)).collect();
+    set.paths.extend(loaders);
     Some(set)
 }
 
@@ -272,34 +264,64 @@ fn query_dir(program: &Path, args: &[&str], path_var: &str) -> Option<PathBuf> {
     dir.is_absolute().then(|| dir.canonicalize().ok()).flatten()
 }
 
-/// The dynamic loaders installed (`ld-linux*`, `ld-musl*`, `ld64.so*`), resolved: the kernel
-/// opens a dynamic program's loader for execution too.
-fn loaders() -> BTreeSet<PathBuf> {
-    let mut dirs: Vec<PathBuf> = LOADER_DIRS.iter().map(PathBuf::from).collect();
-    for d in LOADER_DIRS {
-        for entry in std::fs::read_dir(d).into_iter().flatten().flatten() {
-            if entry.file_name().to_string_lossy().contains("-linux-") {
-                dirs.push(entry.path());
-            }
-        }
+/// The ELF interpreter (the dynamic loader) `file` names in its `PT_INTERP` header, if it is
+/// a dynamically linked ELF program: the kernel opens it for execution too.
+fn elf_interp(file: &Path) -> Option<PathBuf> {
+    let mut f = std::fs::File::open(file).ok()?;
+    let mut ident = [0u8; 64];
+    f.read_exact(&mut ident).ok()?;
+    if ident[..4] != *b"\x7fELF" {
+        return None;
     }
-    let mut out = BTreeSet::new();
-    for d in dirs {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let loader = name.starts_with("ld-linux")
-                || name.starts_with("ld-musl")
-                || name.starts_with("ld64.so");
-            if loader {
-                if let Ok(real) = entry.path().canonicalize() {
-                    if real.is_file() {
-                        out.insert(real);
-                    }
-                }
-            }
+    let wide = ident[4] == 2;
+    let little = ident[5] == 1;
+    let num = |b: &[u8]| -> u64 {
+        let mut v = 0u64;
+        for (k, byte) in b.iter().enumerate() {
+            let shift = if little { k } else { b.len() - 1 - k };
+            v |= u64::from(*byte) << (8 * shift);
         }
+        v
+    };
+    // e_phoff, e_phentsize, e_phnum.
+    let (phoff, phentsize, phnum) = if wide {
+        (
+            num(&ident[32..40]),
+            num(&ident[54..56]),
+            num(&ident[56..58]),
+        )
+    } else {
+        (
+            num(&ident[28..32]),
+            num(&ident[42..44]),
+            num(&ident[44..46]),
+        )
+    };
+    if phentsize == 0 || phnum > 512 {
+        return None;
     }
-    out
+    let mut table = vec![0u8; usize::try_from(phentsize * phnum).ok()?];
+    use std::io::{Seek, SeekFrom};
+    f.seek(SeekFrom::Start(phoff)).ok()?;
+    f.read_exact(&mut table).ok()?;
+    const PT_INTERP: u64 = 3;
+    let entry = table
+        .chunks(usize::try_from(phentsize).ok()?)
+        .find(|h| h.len() >= 4 && num(&h[..4]) == PT_INTERP)?;
+    let (offset, size) = if wide {
+        (num(entry.get(8..16)?), num(entry.get(32..40)?))
+    } else {
+        (num(entry.get(4..8)?), num(entry.get(16..20)?))
+    };
+    if size == 0 || size > 4096 {
+        return None;
+    }
+    let mut name = vec![0u8; usize::try_from(size).ok()?];
+    f.seek(SeekFrom::Start(offset)).ok()?;
+    f.read_exact(&mut name).ok()?;
+    let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+    let path = PathBuf::from(String::from_utf8(name[..end].to_vec()).ok()?);
+    path.canonicalize().ok()
 }
 
 #[cfg(test)]
@@ -360,6 +382,18 @@ mod tests {
             "{}",
             set.summary()
         );
+    }
+
+    #[test]
+    fn the_loader_comes_from_the_elf_header() {
+        let root = tempfile::tempdir().unwrap();
+        let bash = resolve("bash", "/usr/bin:/bin", root.path()).unwrap();
+        let loader = elf_interp(&bash).expect("bash is dynamically linked");
+        assert!(loader.is_absolute() && loader.is_file(), "{loader:?}");
+        assert_eq!(elf_interp(root.path()), None);
+        let script = root.path().join("s");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        assert_eq!(elf_interp(&script), None);
     }
 
     #[test]
