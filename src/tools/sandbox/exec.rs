@@ -108,7 +108,16 @@ pub fn exec_set(bash: &BashConfig, work_root: &Path, path_var: &str) -> Option<E
         }
         let helpers = exec_helpers(base(&name));
         programs.extend(helpers.programs.iter().map(|p| p.to_string()));
-        if let (Some(args), Some(file)) = (helpers.dir_query, found.first()) {
+        // harness runs the query itself, unconfined: never a program the commands could
+        // have written (a relative PATH entry finds files in the work root).
+        let trusted = found.first().filter(|f| {
+            let real = f.canonicalize().unwrap_or_else(|_| f.to_path_buf());
+            let root = work_root
+                .canonicalize()
+                .unwrap_or_else(|_| work_root.to_path_buf());
+            !real.starts_with(root) && !bash.write_roots.iter().any(|w| real.starts_with(w))
+        });
+        if let (Some(args), Some(file)) = (helpers.dir_query, trusted) {
             if let Some(dir) = query_dir(file, args, path_var) {
                 set.paths.insert(dir);
             }
@@ -394,6 +403,36 @@ mod tests {
         let script = root.path().join("s");
         std::fs::write(&script, "#!/bin/sh\n").unwrap();
         assert_eq!(elf_interp(&script), None);
+    }
+
+    #[test]
+    fn git_brings_its_exec_path_but_a_work_root_git_is_never_asked() {
+        let root = tempfile::tempdir().unwrap();
+        if let Some(git) = resolve("git", "/usr/bin:/bin", root.path()) {
+            let out = std::process::Command::new(git)
+                .arg("--exec-path")
+                .output()
+                .unwrap();
+            let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+                .canonicalize()
+                .unwrap();
+            let set =
+                exec_set(&bash(&["git status"], "deny"), root.path(), "/usr/bin:/bin").unwrap();
+            assert!(set.paths.contains(&dir), "{set:?}");
+            assert!(set.names.contains("sh"), "{set:?}");
+        }
+        // A `git` the commands could have written, found through a relative PATH entry.
+        let fake = root.path().join("git");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\ntouch \"$(dirname \"$0\")/ran\"\necho /tmp\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let set = exec_set(&bash(&["git status"], "deny"), root.path(), ".").unwrap();
+        assert!(!root.path().join("ran").exists());
+        assert!(!set.paths.contains(Path::new("/tmp")), "{set:?}");
     }
 
     #[test]
