@@ -19,6 +19,8 @@ echo "building release binaries..." >&2
 cargo build --release --quiet --workspace --bins
 mkdir -p target/bench
 rustc --edition 2021 -O bench/measure.rs -o target/bench/measure
+rustc --edition 2021 -O bench/floor.rs -o target/bench/floor
+FLOOR=$ROOT/target/bench/floor
 MEASURE=target/bench/measure
 HARNESS=$ROOT/target/release/harness
 LLM=$ROOT/target/release/scripted-llm
@@ -153,6 +155,29 @@ per_wall=$(awk -v a="${WALL[50]}" -v b="${WALL[10]}" 'BEGIN{printf "%.2f", (a-b)
 per_cpu=$(awk -v a="${CPU[50]}" -v b="${CPU[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
 per_harness=$(awk -v c="$per_cpu" -v b="$BASH_CPU" 'BEGIN{printf "%.2f", c-b}')
 row "per round: (t50 - t10) / 40" "$per_wall" "$per_cpu" "" "harness CPU beyond bash: $per_harness ms"
+# The command of each round (`echo round-N`, a plain command) runs without bash: what it
+# costs on its own is /bin/echo's start.
+r=$($MEASURE -n "$((RUNS * 4))" -- echo round-1)
+ECHO_CPU=$(field cpu_ms "$r")
+per_beyond=$(awk -v c="$per_cpu" -v b="$ECHO_CPU" 'BEGIN{printf "%.2f", c-b}')
+row "baseline: /bin/echo round-1 (run directly)" "$(field wall_ms "$r")" "$ECHO_CPU" "" "harness CPU per round beyond the command: $per_beyond ms"
+
+# --- the plain-loop floor ----------------------------------------------------------------
+# A minimal loop (bench/floor.rs): per round one HTTP call to the same server and one
+# `bash -c 'echo round-N'`, nothing else. Same scripts, same per-round difference.
+declare -A FWALL FCPU
+for n in 10 50; do
+  start_llm "$WORK/turn-$n.json"
+  runs=$RUNS; [[ $n == 50 ]] && runs=$(( (RUNS + 1) / 2 ))
+  r=$($MEASURE -n "$runs" -- "$FLOOR" "${URL#http://}" "$n")
+  FWALL[$n]=$(field wall_ms "$r"); FCPU[$n]=$(field cpu_ms "$r")
+  [[ $(field fails "$r") == 0 ]] || echo "warning: $(field fails "$r") failed runs for the $n-round floor" >&2
+  row "floor: $n round(s), HTTP call + bash -c" "${FWALL[$n]}" "${FCPU[$n]}" "" ""
+done
+fper_wall=$(awk -v a="${FWALL[50]}" -v b="${FWALL[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
+fper_cpu=$(awk -v a="${FCPU[50]}" -v b="${FCPU[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
+ratio=$(awk -v h="$per_wall" -v f="$fper_wall" 'BEGIN{printf "%.2f", h/f}')
+row "floor per round: (t50 - t10) / 40" "$fper_wall" "$fper_cpu" "" "harness per-round wall / floor: $ratio"
 
 # --- file tools: the same turns with edit_file instead of bash ---------------------------
 # Each run edits a fresh copy of the same file (the copy is per run, so it cancels out of the

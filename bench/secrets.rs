@@ -114,12 +114,14 @@ fn main() {
         runtime.block_on(async {
             bash::run(
                 "true",
-                Path::new(&work),
-                Duration::from_secs(10),
-                1000,
-                &env,
-                confine,
-                &interrupt,
+                &bash::Setting {
+                    work_root: Path::new(&work),
+                    timeout: Duration::from_secs(10),
+                    max_output: 1000,
+                    env: &env,
+                    landlock: confine,
+                    interrupt: &interrupt,
+                },
             )
             .await
             .unwrap()

@@ -113,6 +113,19 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
         ),
         Err(e) => item(Status::Fail, "sandbox", format!("{e:#}")),
     });
+    items.push(if confined {
+        item(
+            Status::Ok,
+            "exec",
+            crate::tools::sandbox::exec_line(&cfg.bash, &cfg.work_root),
+        )
+    } else {
+        item(
+            Status::Skip,
+            "exec",
+            "commands run unconfined: the kernel does not hold them to the allow list",
+        )
+    });
     items.extend(read_items(cfg, confined));
     items
 }

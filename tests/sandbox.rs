@@ -160,3 +160,67 @@ fn a_missing_write_root_fails_before_any_request() {
     );
     assert_eq!(llm.state()["connections"], 0);
 }
+
+#[test]
+fn the_kernel_runs_only_allowed_programs() {
+    if !landlock() {
+        return;
+    }
+    // make runs its recipe with sh (a registry helper); `id` inside it is no allowed program,
+    // so the kernel refuses its execve whatever the gate read. cat is dynamically linked:
+    // its shared libraries need no exec right.
+    let llm = Llm::start(&json!([
+        tool_call("c1", "make"),
+        tool_call("c2", "cat Makefile"),
+        tool_call("c3", "echo hi | cat"),
+        text("done"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace(
+            "allow = [\"ls *\", \"ls\", \"echo *\", \"cat *\", \"pwd\", \"printf *\", \"env\", \"wc *\"]",
+            "allow = [\"make *\", \"make\", \"cat *\", \"echo *\"]",
+        )
+    });
+    std::fs::write(ws.path().join("work/Makefile"), "all:\n\tid\n").unwrap();
+    let dry = ws.run(&["once", "--demo", "--dry-run"]);
+    assert!(
+        dry.stdout.contains("exec only bash, cat, echo, make, sh"),
+        "{}",
+        dry.stdout
+    );
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert!(
+        results[0].contains("id: Permission denied") && results[0].contains("[exit status: 2]"),
+        "{}",
+        results[0]
+    );
+    assert!(results[1].starts_with("all:\n\tid\n"), "{}", results[1]);
+    assert_eq!(results[2], "hi\n[exit status: 0]");
+}
+
+#[test]
+fn plain_commands_run_as_judged_with_bash_results() {
+    // `cat …` and `cat … | wc -l` run without bash (the judged argv); a name PATH does not
+    // hold gets bash's message and 127; `echo $HOME` (an expansion) still goes to bash.
+    let llm = Llm::start(&json!([
+        tool_call("c1", "cat 'a b.txt' | wc -l"),
+        tool_call("c2", "no-such-command-xyz --flag"),
+        tool_call("c3", "echo $HOME"),
+        text("done"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace("\"wc *\"]", "\"wc *\", \"no-such-command-xyz *\"]")
+    });
+    std::fs::write(ws.path().join("work/a b.txt"), "1\n2\n3\n").unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert_eq!(results[0], "3\n[exit status: 0]");
+    assert_eq!(
+        results[1],
+        "bash: line 1: no-such-command-xyz: command not found\n[exit status: 127]"
+    );
+    assert!(results[2].ends_with("[exit status: 0]"), "{}", results[2]);
+}

@@ -335,7 +335,9 @@ fn the_harness_process_is_not_dumpable() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::os::unix::process::CommandExt;
     let llm = Llm::start(&json!([tool_call("c1", "./scripts/slow.sh"), text("done")]));
-    let ws = workspace(&llm, "");
+    // The script runs touch and sleep, which the allow list does not name: exec_roots lets
+    // the kernel run them.
+    let ws = workspace(&llm, "exec_roots = [\"/usr/bin\", \"/bin\"]\n");
     script(
         &ws.path().join("work/scripts/slow.sh"),
         "touch started && sleep 3",

@@ -319,6 +319,10 @@ pub struct BashConfig {
     /// Unix socket can be created). The kernel cannot hold a command to these names; see
     /// `tools::sandbox`.
     pub unix_sockets: Vec<PathBuf>,
+    /// Directories (or files) a confined command may execute from besides bash, the allowed
+    /// programs and their helpers, when the allow list names programs (absolute, resolved
+    /// against the config's directory; default none).
+    pub exec_roots: Vec<PathBuf>,
     /// Paths no confined command may read, whatever the read roots say: the config file,
     /// every `file:` key, the report dir (and the cassette a run records, added by `once`).
     pub never_read: Vec<NeverRead>,

@@ -188,6 +188,7 @@ pub(super) struct RawBash {
     pub(super) write_roots: Option<Vec<String>>,
     pub(super) read_roots: Option<Vec<String>>,
     pub(super) unix_sockets: Option<Vec<String>>,
+    pub(super) exec_roots: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

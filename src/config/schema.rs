@@ -116,6 +116,7 @@ const ROOT: &[(&str, Ty)] = &[
                     ("write_roots", StrList),
                     ("read_roots", StrList),
                     ("unix_sockets", StrList),
+                    ("exec_roots", StrList),
                 ]),
             ),
         ]),

@@ -426,6 +426,27 @@ fn read_roots_unix_sockets_and_the_paths_never_read() {
 }
 
 #[test]
+fn exec_roots_resolve_against_the_config_dir() {
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert!(c.bash.exec_roots.is_empty());
+    let text =
+        MINIMAL.to_string() + "[tools.bash]\nexec_roots = [\"/opt/tc/bin\", \"target/debug\"]\n";
+    let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(
+        c.bash.exec_roots,
+        vec![
+            PathBuf::from("/opt/tc/bin"),
+            PathBuf::from("/etc/h/target/debug")
+        ]
+    );
+    let bad = MINIMAL.to_string() + "[tools.bash]\nexec_roots = [\" \"]\n";
+    assert_eq!(
+        problems(&bad),
+        vec!["[tools.bash].exec_roots[0]: must not be empty".to_string()]
+    );
+}
+
+#[test]
 fn file_tool_keys_default_and_validate() {
     let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
     assert_eq!(c.files, FilesConfig::default());

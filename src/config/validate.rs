@@ -530,17 +530,7 @@ impl Validator {
                 SandboxMode::Auto
             }
         };
-        let mut write_roots = Vec::new();
-        for (i, root) in raw.write_roots.unwrap_or_default().into_iter().enumerate() {
-            if root.trim().is_empty() {
-                self.problem(
-                    &format!("[tools.bash].write_roots[{i}]"),
-                    "must not be empty",
-                );
-                continue;
-            }
-            write_roots.push(self.path(Some(root), "."));
-        }
+        let write_roots = self.path_list("[tools.bash].write_roots", raw.write_roots);
         let read_roots = match raw.read_roots {
             None => vec![ReadRoot::System],
             Some(roots) => roots
@@ -566,17 +556,8 @@ impl Validator {
                 })
                 .collect(),
         };
-        let mut unix_sockets = Vec::new();
-        for (i, socket) in raw.unix_sockets.unwrap_or_default().into_iter().enumerate() {
-            if socket.trim().is_empty() {
-                self.problem(
-                    &format!("[tools.bash].unix_sockets[{i}]"),
-                    "must not be empty",
-                );
-                continue;
-            }
-            unix_sockets.push(self.path(Some(socket), "."));
-        }
+        let exec_roots = self.path_list("[tools.bash].exec_roots", raw.exec_roots);
+        let unix_sockets = self.path_list("[tools.bash].unix_sockets", raw.unix_sockets);
         BashConfig {
             enabled: raw.enabled.unwrap_or(true),
             timeout: secs(self.int_in("[tools.bash].timeout_secs", raw.timeout_secs, 60, 1, 86400)),
@@ -593,8 +574,23 @@ impl Validator {
             write_roots,
             read_roots,
             unix_sockets,
+            exec_roots,
             never_read: Vec::new(),
         }
+    }
+
+    /// A list of paths, each resolved against the config's directory; an empty entry is a
+    /// problem named `key[i]`.
+    fn path_list(&mut self, key: &str, raw: Option<Vec<String>>) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for (i, entry) in raw.unwrap_or_default().into_iter().enumerate() {
+            if entry.trim().is_empty() {
+                self.problem(&format!("{key}[{i}]"), "must not be empty");
+                continue;
+            }
+            out.push(self.path(Some(entry), "."));
+        }
+        out
     }
 
     fn files(&mut self, raw: RawFiles) -> FilesConfig {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::io::AsyncReadExt;
 
+use super::sandbox::exec::DEFAULT_PATH;
 use super::sandbox::Landlock;
 use super::watchdog;
 use crate::secrets::Redactor;
@@ -18,8 +19,6 @@ use crate::signals::Interrupt;
 
 /// Environment variables a command may see; everything else (keys, `HARNESS_*`) is dropped.
 const ENV_ALLOW: &[&str] = &["PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER"];
-/// PATH for a child when the harness itself has none.
-const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// After the command exits, how long to keep draining output its leftovers still write.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
@@ -58,47 +57,111 @@ pub fn scrubbed_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String
     env
 }
 
-/// Runs `command` with `bash -c` in `work_root`, confined by `landlock` when given.
-pub async fn run(
-    command: &str,
-    work_root: &Path,
-    timeout: Duration,
-    max_output: usize,
-    env: &[(String, String)],
-    landlock: Option<&Landlock>,
-    interrupt: &Interrupt,
-) -> Result<Finished> {
+/// Where and how a command runs, with bash or directly ([`super::direct`]).
+#[derive(Clone, Copy)]
+pub struct Setting<'a> {
+    /// The work dir.
+    pub work_root: &'a Path,
+    /// When the command's group is killed.
+    pub timeout: Duration,
+    /// Output kept, head and tail.
+    pub max_output: usize,
+    /// The whole environment ([`scrubbed_env`]).
+    pub env: &'a [(String, String)],
+    /// The sandbox each process applies to itself, if any.
+    pub landlock: Option<&'a Landlock>,
+    /// A handled signal to the harness stops the command.
+    pub interrupt: &'a Interrupt,
+}
+
+impl Setting<'_> {
+    /// A command for `program` in the work root with `env` and stdio `io` (stdin, stdout,
+    /// stderr), in process group `pgid` (0: a group of its own), killed on drop, under the
+    /// watchdog and then the sandbox (in that order: only the command itself is confined).
+    /// The caller adds the arguments.
+    pub(super) fn command(
+        &self,
+        program: &Path,
+        env: &[(String, String)],
+        io: [Stdio; 3],
+        pgid: i32,
+    ) -> tokio::process::Command {
+        let [stdin, stdout, stderr] = io;
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.current_dir(self.work_root)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(stderr)
+            .process_group(pgid)
+            .kill_on_drop(true);
+        watchdog::install(&mut cmd, self.timeout);
+        if let Some(landlock) = self.landlock {
+            landlock.confine(&mut cmd);
+        }
+        cmd
+    }
+
+    /// A setting without sandbox for tests.
+    #[cfg(test)]
+    pub(super) fn plain<'a>(
+        work_root: &'a Path,
+        timeout: Duration,
+        env: &'a [(String, String)],
+        interrupt: &'a Interrupt,
+    ) -> Setting<'a> {
+        Setting {
+            work_root,
+            timeout,
+            max_output: 100_000,
+            env,
+            landlock: None,
+            interrupt,
+        }
+    }
+}
+
+/// Runs `command` with `bash -c` in the work root, confined by the setting's sandbox.
+pub async fn run(command: &str, at: &Setting<'_>) -> Result<Finished> {
     let (reader, writer) = std::io::pipe().context("cannot create the output pipe")?;
     let writer_err = writer
         .try_clone()
         .context("cannot duplicate the output pipe")?;
-    let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(work_root)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(OwnedFd::from(writer)))
-        .stderr(Stdio::from(OwnedFd::from(writer_err)))
-        .process_group(0)
-        .kill_on_drop(true);
-    watchdog::install(&mut cmd, timeout);
-    if let Some(landlock) = landlock {
-        landlock.confine(&mut cmd);
-    }
-    let mut child = cmd
+    let io = [
+        Stdio::null(),
+        Stdio::from(OwnedFd::from(writer)),
+        Stdio::from(OwnedFd::from(writer_err)),
+    ];
+    let mut cmd = at.command(Path::new("bash"), at.env, io, 0);
+    cmd.arg("-c").arg(command);
+    let child = cmd
         .spawn()
-        .with_context(|| format!("cannot start bash in {}", work_root.display()))?;
+        .with_context(|| format!("cannot start bash in {}", at.work_root.display()))?;
     // The parent's copies of the write end must close, or the read side never sees EOF.
     drop(cmd);
     let pgid = child.id().map(|p| p as i32);
+    supervise(vec![child], pgid, None, reader, at).await
+}
+
+/// Reads the output of the processes of one command (all in group `pgid`, writing into the
+/// pipe whose read end is `reader`) until they end, the timeout passes or the harness is
+/// interrupted. The command's ending is the last child's, or `last_failed` when its last
+/// stage could not start (the children then are the earlier stages).
+pub(super) async fn supervise(
+    mut children: Vec<tokio::process::Child>,
+    pgid: Option<i32>,
+    last_failed: Option<i32>,
+    reader: std::io::PipeReader,
+    at: &Setting<'_>,
+) -> Result<Finished> {
+    let (timeout, interrupt) = (at.timeout, at.interrupt);
     interrupt.set_child_group(pgid);
     let _forget_group = ForgetGroup(interrupt);
     let mut rx = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
         .context("cannot read the output pipe")?;
 
-    let mut capture = Capture::new(max_output);
+    let mut capture = Capture::new(at.max_output);
     let mut buf = vec![0u8; 64 * 1024];
     let mut eof = false;
     let mut ending: Option<Ending> = None;
@@ -113,9 +176,13 @@ pub async fn run(
                 Ok(0) | Err(_) => eof = true,
                 Ok(n) => capture.push(&buf[..n]),
             },
-            status = child.wait(), if ending.is_none() => {
-                let status = status.context("cannot wait for bash")?;
-                ending = Some(ending_of(status));
+            last = wait_all(&mut children), if ending.is_none() => {
+                let last = last.context("cannot wait for the command")?;
+                ending = Some(match (last_failed, last) {
+                    (Some(code), _) => Ending::Exited(code),
+                    (None, Some(status)) => ending_of(status),
+                    (None, None) => Ending::Exited(0),
+                });
                 // Background leftovers of the command die with it and stop holding the pipe.
                 kill_group(pgid);
                 drain_until = deadline.min(tokio::time::Instant::now() + DRAIN_GRACE);
@@ -123,7 +190,7 @@ pub async fn run(
             _ = tokio::time::sleep_until(drain_until) => {
                 if ending.is_none() {
                     kill_group(pgid);
-                    let _ = child.wait().await;
+                    let _ = wait_all(&mut children).await;
                     ending = Some(Ending::TimedOut);
                     drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
                 } else {
@@ -133,7 +200,7 @@ pub async fn run(
             },
             _ = interrupt.wait(), if ending.is_none() => {
                 kill_group(pgid);
-                let _ = child.wait().await;
+                let _ = wait_all(&mut children).await;
                 ending = Some(Ending::Interrupted);
                 drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
             },
@@ -143,6 +210,18 @@ pub async fn run(
         ending: ending.unwrap_or(Ending::TimedOut),
         output: capture,
     })
+}
+
+/// Waits for every child (cancel-safe: an ended child keeps its status) and returns the last
+/// one's status, as bash reports a pipeline's.
+async fn wait_all(
+    children: &mut [tokio::process::Child],
+) -> std::io::Result<Option<std::process::ExitStatus>> {
+    let mut last = None;
+    for child in children.iter_mut() {
+        last = Some(child.wait().await?);
+    }
+    Ok(last)
 }
 
 /// Clears the interrupt's record of the running group on every way out of [`run`].
@@ -347,21 +426,26 @@ mod tests {
         assert_eq!(names, vec!["HOME", "LC_ALL", "PATH"]);
     }
 
+    async fn run_in(command: &str, dir: &Path, timeout: Duration, max_output: usize) -> Finished {
+        let env = scrubbed_env(std::env::vars());
+        let interrupt = Interrupt::default();
+        let at = Setting {
+            max_output,
+            ..Setting::plain(dir, timeout, &env, &interrupt)
+        };
+        run(command, &at).await.unwrap()
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn runs_and_interleaves_stdout_and_stderr() {
         let dir = tempfile::tempdir().unwrap();
-        let env = scrubbed_env(std::env::vars());
-        let f = run(
+        let f = run_in(
             "echo out; echo err >&2; echo out2; exit 3",
             dir.path(),
             Duration::from_secs(10),
             1000,
-            &env,
-            /*landlock*/ None,
-            &Interrupt::default(),
         )
-        .await
-        .unwrap();
+        .await;
         assert_eq!(f.ending, Ending::Exited(3));
         assert_eq!(f.output.render(&Redactor::default()), "out\nerr\nout2\n");
     }
@@ -369,18 +453,13 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn timeout_kills_the_whole_group() {
         let dir = tempfile::tempdir().unwrap();
-        let env = scrubbed_env(std::env::vars());
-        let f = run(
+        let f = run_in(
             "sleep 30 & echo started; sleep 30",
             dir.path(),
             Duration::from_millis(300),
             1000,
-            &env,
-            /*landlock*/ None,
-            &Interrupt::default(),
         )
-        .await
-        .unwrap();
+        .await;
         assert_eq!(f.ending, Ending::TimedOut);
         assert_eq!(f.output.render(&Redactor::default()), "started\n");
     }
@@ -388,36 +467,26 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn background_leftovers_do_not_hold_the_run() {
         let dir = tempfile::tempdir().unwrap();
-        let env = scrubbed_env(std::env::vars());
-        let f = run(
+        let f = run_in(
             "sleep 30 & echo done",
             dir.path(),
             Duration::from_secs(20),
             1000,
-            &env,
-            /*landlock*/ None,
-            &Interrupt::default(),
         )
-        .await
-        .unwrap();
+        .await;
         assert_eq!(f.ending, Ending::Exited(0));
     }
 
     #[tokio::test(flavor = "multi_thread")]
     async fn a_flood_stays_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let env = scrubbed_env(std::env::vars());
-        let f = run(
+        let f = run_in(
             "head -c 20000000 /dev/zero | tr '\\0' 'a'",
             dir.path(),
             Duration::from_secs(30),
             1000,
-            &env,
-            /*landlock*/ None,
-            &Interrupt::default(),
         )
-        .await
-        .unwrap();
+        .await;
         assert_eq!(f.output.total(), 20_000_000);
         let out = f.output.render(&Redactor::default());
         assert!(out.len() < 1100, "{}", out.len());

@@ -1,9 +1,11 @@
 //! Tools stage: one tool call of the model in, one tool result out. The gate ([`gate`],
-//! pure) judges the command, the runner ([`bash`]) executes what it allows; the file tools
+//! pure) judges the command, the runner executes what it allows (a plain pipeline directly,
+//! [`direct`], the rest with [`bash`]); the file tools
 //! ([`files`]) run in-process in a kernel-enforced jail. A denial, a refusal or a bad call is
 //! a result for the model, never a failure of the turn.
 
 pub mod bash;
+pub mod direct;
 pub mod files;
 pub mod gate;
 pub mod sandbox;
@@ -327,6 +329,14 @@ impl BashTool {
         }
     }
 
+    /// The PATH the commands get.
+    fn path_var(&self) -> String {
+        self.env.iter().find(|(k, _)| k == "PATH").map_or_else(
+            || sandbox::exec::DEFAULT_PATH.to_string(),
+            |(_, v)| v.clone(),
+        )
+    }
+
     /// Handles one call: parse, gate, run, render the result.
     pub async fn dispatch(&self, call: &ToolCall, interrupt: &Interrupt) -> ToolRun {
         if let Some(files) = &self.files {
@@ -370,16 +380,22 @@ impl BashTool {
                 return denied(shown, self.redactor.redact(&reason));
             }
         }
-        let finished = bash::run(
-            &command,
-            &self.work_root,
-            self.config.timeout,
-            self.config.max_output_bytes,
-            &self.env,
-            self.landlock.as_ref(),
+        // A plain pipeline runs as the gate read it; everything else bash reads again.
+        let direct = judgement
+            .plain_argv()
+            .and_then(|argv| direct::plan(&argv, &self.path_var(), &self.work_root));
+        let at = bash::Setting {
+            work_root: &self.work_root,
+            timeout: self.config.timeout,
+            max_output: self.config.max_output_bytes,
+            env: &self.env,
+            landlock: self.landlock.as_ref(),
             interrupt,
-        )
-        .await;
+        };
+        let finished = match direct {
+            Some(stages) => direct::run(&stages, &at).await,
+            None => bash::run(&command, &at).await,
+        };
         match finished {
             Ok(f) => {
                 let output = f.output.render(&self.redactor);

@@ -12,8 +12,11 @@
 //! `/dev/null`. With `network = false`, TCP connect and bind are denied (Landlock ABI 4+),
 //! connecting to abstract Unix sockets made outside the sandbox too (ABI 6+), and no socket
 //! but a Unix one can be created at all ([`seccomp`]). Signals to processes outside the
-//! sandbox are denied (ABI 6+).
+//! sandbox are denied (ABI 6+). When the allow list names programs, execution is confined
+//! too ([`exec`]: Landlock EXECUTE, ABI 1): only bash, the allowed programs, their helpers,
+//! the dynamic loader and `exec_roots` can be executed.
 
+pub mod exec;
 pub mod reads;
 pub mod seccomp;
 
@@ -94,11 +97,23 @@ impl Status {
     pub fn plan_line_with_reads(&self, bash: &BashConfig, work_root: &Path) -> String {
         let line = self.plan_line(bash.write_roots.len());
         match (self, reads::read_set(bash, work_root, None)) {
-            (Status::Landlock { .. }, Ok(set)) => {
-                format!("{line}; read set: {}", reads::summary(bash, &set.hidden))
-            }
+            (Status::Landlock { .. }, Ok(set)) => format!(
+                "{line}; read set: {}; {}",
+                reads::summary(bash, &set.hidden),
+                exec_line(bash, work_root)
+            ),
             _ => line,
         }
+    }
+}
+
+/// What a confined command may execute, in one line ([`exec`]).
+pub fn exec_line(bash: &BashConfig, work_root: &Path) -> String {
+    match exec::unrestricted_reason(bash) {
+        Some(why) => why.to_string(),
+        None => exec::exec_set(bash, work_root, &path_var())
+            .map(|set| set.summary())
+            .unwrap_or_default(),
     }
 }
 
@@ -116,6 +131,11 @@ pub fn decide(mode: SandboxMode, kernel: Result<i32, String>, network: bool) -> 
             Ok(Status::Landlock { abi, network })
         }
     }
+}
+
+/// The PATH commands run with: the harness's own, or the default the scrubbed env gets.
+pub fn path_var() -> String {
+    std::env::var("PATH").unwrap_or_else(|_| exec::DEFAULT_PATH.to_string())
 }
 
 /// The running kernel's Landlock ABI version, or why there is none.
@@ -166,8 +186,14 @@ impl Landlock {
         write_roots.extend(bash.write_roots.iter().cloned());
         let write = AccessFs::from_write(TARGET_ABI);
         let read = AccessFs::ReadFile | AccessFs::ReadDir;
+        let exec_set = exec::exec_set(bash, work_root, &path_var());
+        let execute = if exec_set.is_some() {
+            AccessFs::Execute.into()
+        } else {
+            landlock::BitFlags::<AccessFs>::empty()
+        };
         let mut ruleset = Ruleset::default()
-            .handle_access(write | read)
+            .handle_access(write | read | execute)
             .context("landlock: cannot handle file access")?
             .scope(Scope::Signal)
             .context("landlock: cannot scope signals")?;
@@ -218,6 +244,15 @@ impl Landlock {
                 .with_context(|| {
                     format!("landlock: cannot add read root {}", rule.path.display())
                 })?;
+        }
+        for path in exec_set.iter().flat_map(|set| &set.paths) {
+            // EXECUTE is a file right: it fits a file rule and a directory rule alike.
+            let access: landlock::BitFlags<AccessFs> = AccessFs::Execute.into();
+            let fd = PathFd::new(path)
+                .with_context(|| format!("landlock: cannot open exec path {}", path.display()))?;
+            created = created
+                .add_rule(PathBeneath::new(fd, access))
+                .with_context(|| format!("landlock: cannot add exec path {}", path.display()))?;
         }
         let fd: Option<OwnedFd> = created.into();
         let ruleset =

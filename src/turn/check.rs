@@ -68,16 +68,15 @@ pub async fn run(
     interrupt: &Interrupt,
     record: &mut Option<CheckRecord>,
 ) -> CheckVerdict {
-    let finished = bash::run(
-        &spec.command,
-        &tool.work_root,
-        spec.timeout,
-        spec.feedback_bytes,
-        &tool.env,
-        tool.landlock.as_ref(),
+    let at = bash::Setting {
+        work_root: &tool.work_root,
+        timeout: spec.timeout,
+        max_output: spec.feedback_bytes,
+        env: &tool.env,
+        landlock: tool.landlock.as_ref(),
         interrupt,
-    )
-    .await;
+    };
+    let finished = bash::run(&spec.command, &at).await;
     let attempt = match finished {
         Ok(f) => {
             let (exit, ending) = match f.ending {

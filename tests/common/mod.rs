@@ -398,7 +398,7 @@ pub fn real_server(flag: &str, what: &str) -> bool {
 }
 
 /// The PLAN's `sandbox:` line for the standard config on this kernel (Landlock when it has
-/// it, then with the read set).
+/// it, then with the read set and the exec set).
 pub fn sandbox_plan_line() -> String {
     use harness::tools::sandbox;
     let status = sandbox::decide(
@@ -409,7 +409,7 @@ pub fn sandbox_plan_line() -> String {
     .unwrap();
     match status {
         sandbox::Status::Landlock { .. } => format!(
-            "{}; read set: work_root, a private TMPDIR, @system",
+            "{}; read set: work_root, a private TMPDIR, @system; exec only bash, cat, echo, env, ls, printf, pwd, wc (+ their dynamic loader)",
             status.plan_line(0)
         ),
         _ => status.plan_line(0),

@@ -14,10 +14,12 @@
 //! - `shell/brush.rs`, `redirect.rs`: the parser cross-check and redirection rules.
 //! - `judge.rs`: the only file that recurses into inner commands.
 //! - `lint.rs`, `render.rs`: warnings about rules and the human rendering.
+//! - `pipeline.rs`: the argv of an allowed plain pipeline, which harness runs without bash.
 
 mod judge;
 mod lint;
 mod paths;
+mod pipeline;
 mod programs;
 mod redirect;
 mod render;
@@ -28,6 +30,7 @@ mod tests;
 
 pub use judge::judge;
 pub use lint::lint;
+pub use programs::registry::{exec_helpers, ExecHelpers};
 pub use redirect::write_refusal;
 pub use render::render_human;
-pub use rule::{Judgement, Policy, Rule, SegmentJudgement, Verdict};
+pub use rule::{Judgement, Policy, Rule, Runs, SegmentJudgement, Verdict};

@@ -90,6 +90,33 @@ impl Rule {
     pub fn as_str(&self) -> &str {
         &self.text
     }
+
+    /// What this rule lets a command run, for the kernel's exec set (`tools::sandbox`).
+    pub fn runs(&self) -> Runs {
+        let first = |ws: &[String]| Runs::Program(ws.first().cloned().unwrap_or_default());
+        match &self.kind {
+            RuleKind::Universal => Runs::Anything,
+            RuleKind::Exact(ws) | RuleKind::Words(ws) => first(ws),
+            RuleKind::Raw(p) => match p.split_once([' ', '\t']) {
+                Some((word, _)) => Runs::Program(word.to_string()),
+                None => Runs::Prefix(p.clone()),
+            },
+            RuleKind::Path(p) => Runs::Under(p.clone()),
+        }
+    }
+}
+
+/// What one allow rule lets a command run ([`Rule::runs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Runs {
+    /// Any program (`*`).
+    Anything,
+    /// This command word: a name looked up on PATH, or a path.
+    Program(String),
+    /// Any command word that starts with this (`cargo*`).
+    Prefix(String),
+    /// Any program beneath this directory (`./scripts/**`).
+    Under(String),
 }
 
 /// The `[tools.bash]` rules the gate applies.

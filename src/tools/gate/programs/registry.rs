@@ -640,6 +640,32 @@ pub(crate) fn family(base: &str) -> Option<&'static Family> {
     found.copied()
 }
 
+/// What a program executes besides what the gate judged, so the kernel's exec set
+/// (`tools::sandbox`) must allow it too: programs found on PATH, and the directory the program
+/// prints when asked with `dir_query` (`git --exec-path`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExecHelpers {
+    /// Programs it runs by name (make runs recipes with `sh`).
+    pub programs: &'static [&'static str],
+    /// Arguments that make it print its helper directory.
+    pub dir_query: Option<&'static [&'static str]>,
+}
+
+/// The [`ExecHelpers`] of a program name (by family, so `gmake` is `make`).
+pub fn exec_helpers(name: &str) -> ExecHelpers {
+    match family(name).and_then(|f| f.names.first().copied()) {
+        Some("make") => ExecHelpers {
+            programs: &["sh"],
+            dir_query: None,
+        },
+        Some("git") => ExecHelpers {
+            programs: &["sh"],
+            dir_query: Some(&["--exec-path"]),
+        },
+        _ => ExecHelpers::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,347 @@
+//! Tools adapter: runs an allowed plain pipeline ([`crate::tools::gate::Judgement::plain_argv`])
+//! without bash: the very argv the gate judged, each stage `execve`d by harness with the pipes
+//! set up here, under the same environment, work dir, sandbox, watchdog, process group,
+//! timeout and output capture as `bash -c`. I/O: PATH look-ups, pipes, process spawns.
+//!
+//! Only what bash would `execve` as it is comes here: [`plan`] sends to bash every stage whose
+//! program is not an ELF file or a `#!` script (bash runs those as scripts itself) and every
+//! stage bash would refuse with a message of its own, except a command PATH does not hold at
+//! all, which gets bash's `command not found` and status 127.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use anyhow::{Context, Result};
+
+use super::bash::{supervise, Finished, Setting};
+use super::sandbox::exec::resolve;
+
+/// What harness does for one stage of a pipeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stage {
+    /// Executes `path` with this argv (`argv[0]` as the gate read it).
+    Run { path: PathBuf, argv: Vec<String> },
+    /// Starts nothing: prints `message` on the command's stderr and ends with `code`.
+    Fails { message: String, code: i32 },
+}
+
+/// How each stage of `argvs` runs with `path_var` in `work_root`, or `None` when bash must run
+/// the command (see the module doc).
+pub fn plan(argvs: &[Vec<String>], path_var: &str, work_root: &Path) -> Option<Vec<Stage>> {
+    argvs
+        .iter()
+        .map(|argv| {
+            let name = argv.first()?;
+            match resolve(name, path_var, work_root) {
+                Some(path) => runnable(&path).then(|| Stage::Run {
+                    path,
+                    argv: argv.clone(),
+                }),
+                // bash's `echo` needs no executable (gate::Judgement::plain_argv lets it here).
+                None if name.contains('/')
+                    || name == "echo"
+                    || on_path(name, path_var, work_root) =>
+                {
+                    None
+                }
+                None => Some(Stage::Fails {
+                    message: format!("bash: line 1: {name}: command not found\n"),
+                    code: 127,
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Does any PATH directory hold an entry `name` (executable or not: bash then says why)?
+fn on_path(name: &str, path_var: &str, work_root: &Path) -> bool {
+    path_var.split(':').any(|d| {
+        let dir = if d.is_empty() {
+            work_root.to_path_buf()
+        } else {
+            work_root.join(d)
+        };
+        dir.join(name).symlink_metadata().is_ok()
+    })
+}
+
+/// Is `path` a program the kernel starts itself: an ELF file or a `#!` script?
+fn runnable(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| head == *b"\x7fELF" || head.starts_with(b"#!"))
+}
+
+/// The environment bash gives a program it runs: the scrubbed `env` plus `PWD` (the work
+/// dir), `SHLVL` (0 when bash would exec the program itself, 1 in a pipeline) and `_` (the
+/// command word when it is a path, else where PATH found it).
+fn stage_env(
+    env: &[(String, String)],
+    work_root: &Path,
+    word: &str,
+    path: &Path,
+    pipeline: bool,
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = env
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "PWD" | "SHLVL" | "_"))
+        .cloned()
+        .collect();
+    let pwd = work_root
+        .canonicalize()
+        .unwrap_or_else(|_| work_root.to_path_buf());
+    out.push(("PWD".to_string(), pwd.display().to_string()));
+    out.push((
+        "SHLVL".to_string(),
+        if pipeline { "1" } else { "0" }.to_string(),
+    ));
+    let underscore = if word.contains('/') {
+        word.to_string()
+    } else {
+        path.display().to_string()
+    };
+    out.push(("_".to_string(), underscore));
+    out
+}
+
+/// Runs `stages` as one pipeline in `work_root` (see the module doc). The ending is the last
+/// stage's, as bash's without `pipefail`.
+pub async fn run(stages: &[Stage], at: &Setting<'_>) -> Result<Finished> {
+    let work_root = at.work_root;
+    let (reader, writer) = std::io::pipe().context("cannot create the output pipe")?;
+    let mut children = Vec::with_capacity(stages.len());
+    let mut pgid: Option<i32> = None;
+    let mut stdin: Option<OwnedFd> = None;
+    let mut last_failed = None;
+    let pipeline = stages.len() > 1;
+    for (i, stage) in stages.iter().enumerate() {
+        let last = i + 1 == stages.len();
+        let (next_stdin, stdout) = if last {
+            let w = writer
+                .try_clone()
+                .context("cannot duplicate the output pipe")?;
+            (None, OwnedFd::from(w))
+        } else {
+            let (r, w) = std::io::pipe().context("cannot create a pipe between commands")?;
+            (Some(OwnedFd::from(r)), OwnedFd::from(w))
+        };
+        let input = stdin.take();
+        stdin = next_stdin;
+        let (path, argv) = match stage {
+            Stage::Run { path, argv } => (path, argv),
+            Stage::Fails { message, code } => {
+                use std::io::Write;
+                // The pipe holds far more than one line: nobody needs to read it yet.
+                let _ = (&writer).write_all(message.as_bytes());
+                if last {
+                    last_failed = Some(*code);
+                }
+                continue;
+            }
+        };
+        let io = [
+            input.map_or_else(Stdio::null, Stdio::from),
+            Stdio::from(stdout),
+            Stdio::from(OwnedFd::from(
+                writer
+                    .try_clone()
+                    .context("cannot duplicate the output pipe")?,
+            )),
+        ];
+        let env = stage_env(at.env, work_root, &argv[0], path, pipeline);
+        let mut cmd = at.command(path, &env, io, pgid.unwrap_or(0));
+        cmd.arg0(&argv[0]).args(&argv[1..]);
+        match cmd.spawn() {
+            Ok(child) => {
+                if pgid.is_none() {
+                    pgid = child.id().map(|p| p as i32);
+                }
+                children.push(child);
+            }
+            Err(e) => {
+                use std::io::Write;
+                let code = if e.kind() == std::io::ErrorKind::NotFound {
+                    127
+                } else {
+                    126
+                };
+                let msg = format!("bash: line 1: {}: {}\n", argv[0], strerror(&e));
+                let _ = (&writer).write_all(msg.as_bytes());
+                if last {
+                    last_failed = Some(code);
+                }
+            }
+        }
+    }
+    // Only the children may hold the write end now, or the read side never sees EOF.
+    drop(writer);
+    drop(stdin);
+    supervise(children, pgid, last_failed, reader, at).await
+}
+
+/// An OS error as bash words it (`Permission denied`), without Rust's `(os error 13)`.
+fn strerror(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::Redactor;
+    use crate::signals::Interrupt;
+    use crate::tools::bash::{self, scrubbed_env, Ending};
+    use crate::tools::gate::{judge, Policy, Rule, Verdict};
+    use pretty_assertions::assert_eq;
+    use std::time::Duration;
+
+    fn env() -> Vec<(String, String)> {
+        scrubbed_env(std::env::vars())
+    }
+
+    fn path_var(env: &[(String, String)]) -> String {
+        env.iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    }
+
+    /// Runs `command` through `bash -c` and, when it is a plain pipeline, directly; returns
+    /// both (output, ending), the direct one `None` when bash must run it.
+    async fn both(command: &str, dir: &Path) -> ((String, Ending), Option<(String, Ending)>) {
+        let env = env();
+        let t = Duration::from_secs(20);
+        let r = Redactor::default();
+        let i = Interrupt::default();
+        let at = Setting::plain(dir, t, &env, &i);
+        let b = bash::run(command, &at).await.unwrap();
+        let policy = Policy {
+            default: Verdict::Allow,
+            allow: vec![Rule::parse("*").unwrap()],
+            deny: vec![],
+            write_redirects: false,
+        };
+        let argv = judge(&policy, command).plain_argv();
+        let stages = argv.and_then(|a| plan(&a, &path_var(&env), dir));
+        let d = match stages {
+            Some(stages) => {
+                let f = run(&stages, &at).await.unwrap();
+                Some((f.output.render(&r), f.ending))
+            }
+            None => None,
+        };
+        ((b.output.render(&r), b.ending), d)
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn direct_runs_match_bash() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a b.txt"), "one\ntwo\nthree\n").unwrap();
+        std::fs::write(
+            dir.path().join("run.sh"),
+            "#!/bin/sh\necho script \"$@\"\nenv | sort\nexit 4\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("plain.sh"), "echo no shebang\n").unwrap();
+        for f in ["run.sh", "plain.sh"] {
+            use std::os::unix::fs::PermissionsExt;
+            let p = dir.path().join(f);
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        for (command, direct) in [
+            ("cat 'a b.txt'", true),
+            ("wc -l 'a b.txt'", true),
+            ("ls", true),
+            ("ls no-such-file", true),
+            ("cat 'a b.txt' | sort | head -n 2", true),
+            ("grep -c o \"a b.txt\"", true),
+            ("env | sort", true),
+            ("sh -c 'echo $0 \"$1\"; exit 3' x y", false),
+            ("sh -c 'echo in sh; false'", true),
+            ("grep nothing 'a b.txt'", true),
+            ("head -c 5 'a b.txt'", true),
+            ("sort -r 'a b.txt' | tr a-z A-Z", true),
+            ("cat missing-file", true),
+            ("/bin/false", true),
+            ("env -u HOME sh -c 'echo in env'", true),
+            ("yes | head -n 3", true),
+            ("ls -la | wc -l", true),
+            ("wc -l < 'a b.txt'", false),
+            ("false", false),
+            ("X=1 env", false),
+            ("no-such-command-xyz arg", true),
+            ("no-such-command-xyz | cat", true),
+            ("cat 'a b.txt' | no-such-command-xyz", true),
+            ("./run.sh a 'b c'", true),
+            ("./plain.sh", false),
+            ("./no-such-file", false),
+            ("echo hi 'a  b'", true),
+            ("echo round-1 | wc -c", true),
+            ("echo -n hi", false),
+            ("echo 'a\\nb'", false),
+            ("cd /", false),
+            ("pwd", false),
+            ("type ls", false),
+            ("ls *.txt", false),
+        ] {
+            let (b, d) = both(command, dir.path()).await;
+            assert_eq!(d.is_some(), direct, "{command}");
+            if let Some(d) = d {
+                assert_eq!(d, b, "{command}");
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_timeout_kills_every_stage() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env();
+        let argv = vec![
+            vec!["sleep".to_string(), "30".to_string()],
+            vec!["cat".to_string()],
+        ];
+        let stages = plan(&argv, &path_var(&env), dir.path()).unwrap();
+        let start = std::time::Instant::now();
+        let f = run(
+            &stages,
+            &Setting::plain(
+                dir.path(),
+                Duration::from_millis(300),
+                &env,
+                &Interrupt::default(),
+            ),
+        )
+        .await
+        .unwrap();
+        assert_eq!(f.ending, Ending::TimedOut);
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_command_not_on_path_fails_with_127_without_starting() {
+        let dir = tempfile::tempdir().unwrap();
+        let stages = plan(
+            &[vec!["no-such-command-xyz".to_string()]],
+            "/usr/bin:/bin",
+            dir.path(),
+        )
+        .unwrap();
+        assert_eq!(
+            stages,
+            vec![Stage::Fails {
+                message: "bash: line 1: no-such-command-xyz: command not found\n".to_string(),
+                code: 127
+            }]
+        );
+    }
+}

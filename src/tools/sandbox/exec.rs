@@ -1,0 +1,450 @@
+//! Tools adapter: the kernel's exec set: what a confined command may execute when the allow
+//! list names programs. In: `[tools.bash]` (the allow rules, `default`, `exec_roots`), the
+//! work root, PATH. Out: an [`ExecSet`] that [`super::Landlock`] turns into Landlock EXECUTE
+//! rules. I/O: PATH lookups, resolving symlinks, reading the first line of programs (for a
+//! `#!` interpreter) and asking programs for their helper directory (`git --exec-path`).
+//!
+//! Landlock's EXECUTE right is checked when the kernel opens a file to execute it: `execve`
+//! of the program, of a script's `#!` interpreter and of the ELF interpreter (the dynamic
+//! loader). Shared libraries are mapped by the loader with `mmap`, which Landlock does not
+//! check: they need only the read right (`tests/sandbox.rs` runs a dynamic `cat` with no exec right on the libraries).
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::BashConfig;
+use crate::tools::gate::{exec_helpers, Runs, Verdict};
+
+/// PATH for a command when the harness itself has none.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// How long a helper-directory query (`git --exec-path`) may take.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+/// At most this many files of a path rule's directory are read for `#!` lines.
+const MAX_SCRIPTS: usize = 2000;
+
+/// What a confined command may execute.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecSet {
+    /// Files and directories (everything beneath) that may be executed, resolved.
+    pub paths: BTreeSet<PathBuf>,
+    /// The command words the set was built from: bash, the allowed programs, their helpers.
+    pub names: BTreeSet<String>,
+    /// Allowed names that PATH does not hold and `exec_roots` that do not exist (nothing to
+    /// allow; the PLAN says so).
+    pub missing: BTreeSet<String>,
+}
+
+impl ExecSet {
+    /// One line for the PLAN and `harness check`.
+    pub fn summary(&self) -> String {
+        let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
+        let mut s = format!("exec only {} (+ their dynamic loader)", names.join(", "));
+        if !self.missing.is_empty() {
+            let missing: Vec<&str> = self.missing.iter().map(String::as_str).collect();
+            s.push_str(&format!("; not found: {}", missing.join(", ")));
+        }
+        s
+    }
+}
+
+/// Why a run has no exec set: the policy lets any program run. PURE.
+pub fn unrestricted_reason(bash: &BashConfig) -> Option<&'static str> {
+    if bash.policy.default == Verdict::Allow {
+        return Some("exec unrestricted ([tools.bash].default = \"allow\")");
+    }
+    if bash.policy.allow.iter().any(|r| r.runs() == Runs::Anything) {
+        return Some("exec unrestricted (the allow list has a bare `*` rule)");
+    }
+    None
+}
+
+/// The exec set for commands run in `work_root` with `path_var` as PATH, or `None` when the
+/// policy lets any program run ([`unrestricted_reason`]).
+pub fn exec_set(bash: &BashConfig, work_root: &Path, path_var: &str) -> Option<ExecSet> {
+    if unrestricted_reason(bash).is_some() {
+        return None;
+    }
+    let dirs = path_dirs(path_var, work_root);
+    let mut set = ExecSet::default();
+    let mut programs: Vec<String> = vec!["bash".to_string()];
+    for rule in &bash.policy.allow {
+        match rule.runs() {
+            Runs::Program(name) => programs.push(name),
+            Runs::Prefix(prefix) => {
+                for dir in &dirs {
+                    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                        let name = entry.file_name().to_string_lossy().into_owned();
+                        if name.starts_with(&prefix) {
+                            programs.push(name);
+                        }
+                    }
+                }
+            }
+            Runs::Under(dir) => {
+                let dir = work_root.join(dir);
+                if let Ok(real) = dir.canonicalize() {
+                    for script in scripts_under(&real) {
+                        add_interpreter(&mut set, &script, &dirs);
+                    }
+                    set.paths.insert(real);
+                }
+            }
+            Runs::Anything => return None,
+        }
+    }
+    let mut seen = BTreeSet::new();
+    while let Some(name) = programs.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let found = lookup(&name, &dirs, work_root);
+        if found.is_empty() {
+            set.missing.insert(name.clone());
+        }
+        for file in &found {
+            add_file(&mut set, file, &dirs);
+        }
+        let helpers = exec_helpers(base(&name));
+        programs.extend(helpers.programs.iter().map(|p| p.to_string()));
+        // harness runs the query itself, unconfined: never a program the commands could
+        // have written (a relative PATH entry finds files in the work root).
+        let trusted = found.first().filter(|f| {
+            let real = f.canonicalize().unwrap_or_else(|_| f.to_path_buf());
+            let root = work_root
+                .canonicalize()
+                .unwrap_or_else(|_| work_root.to_path_buf());
+            !real.starts_with(root) && !bash.write_roots.iter().any(|w| real.starts_with(w))
+        });
+        if let (Some(args), Some(file)) = (helpers.dir_query, trusted) {
+            if let Some(dir) = query_dir(file, args, path_var) {
+                set.paths.insert(dir);
+            }
+        }
+        set.names.insert(name);
+    }
+    for root in &bash.exec_roots {
+        match root.canonicalize() {
+            Ok(real) => set.paths.insert(real),
+            Err(_) => set.missing.insert(root.display().to_string()),
+        };
+    }
+    let loaders: Vec<PathBuf> = set.paths.iter().filter_map(|p| elf_interp(p)).collect();
+    set.paths.extend(loaders);
+    Some(set)
+}
+
+fn base(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
+/// PATH's directories as bash searches them (an empty entry is the current directory).
+fn path_dirs(path_var: &str, work_root: &Path) -> Vec<PathBuf> {
+    path_var
+        .split(':')
+        .map(|d| {
+            if d.is_empty() {
+                work_root.to_path_buf()
+            } else {
+                work_root.join(d)
+            }
+        })
+        .collect()
+}
+
+/// Every executable file `name` can mean: a path (against the work root), or each PATH
+/// directory's entry of that name.
+fn lookup(name: &str, dirs: &[PathBuf], work_root: &Path) -> Vec<PathBuf> {
+    if name.contains('/') {
+        let p = work_root.join(name);
+        return if is_executable(&p) { vec![p] } else { vec![] };
+    }
+    dirs.iter()
+        .map(|d| d.join(name))
+        .filter(|p| is_executable(p))
+        .collect()
+}
+
+/// Where `name` runs from for bash: the first executable regular file on PATH, or the path
+/// itself when it holds a `/`. PURE but for the file system look-ups.
+pub fn resolve(name: &str, path_var: &str, work_root: &Path) -> Option<PathBuf> {
+    lookup(name, &path_dirs(path_var, work_root), work_root)
+        .into_iter()
+        .next()
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Adds a program (resolved) and the interpreter its `#!` line names.
+fn add_file(set: &mut ExecSet, file: &Path, dirs: &[PathBuf]) {
+    if let Ok(real) = file.canonicalize() {
+        add_interpreter(set, &real, dirs);
+        set.paths.insert(real);
+    }
+}
+
+/// A script's `#!` interpreter and, for `#!/usr/bin/env NAME`, NAME on PATH (one level).
+fn add_interpreter(set: &mut ExecSet, file: &Path, dirs: &[PathBuf]) {
+    let Some((interp, arg)) = shebang(file) else {
+        return;
+    };
+    let Ok(real) = interp.canonicalize() else {
+        return;
+    };
+    if base(&interp.to_string_lossy()) == "env" {
+        if let Some(name) = arg.filter(|a| !a.starts_with('-')) {
+            for p in dirs
+                .iter()
+                .map(|d| d.join(&name))
+                .filter(|p| is_executable(p))
+            {
+                if let Ok(r) = p.canonicalize() {
+                    set.paths.insert(r);
+                }
+            }
+        }
+    }
+    set.paths.insert(real);
+}
+
+/// The interpreter path and first argument of a `#!` line, if `file` starts with one.
+fn shebang(file: &Path) -> Option<(PathBuf, Option<String>)> {
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(file).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|b| *b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    let interp = PathBuf::from(words.next()?);
+    Some((interp, words.next().map(str::to_string)))
+}
+
+/// The regular files beneath `dir` (bounded), for their `#!` lines.
+fn scripts_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if out.len() >= MAX_SCRIPTS {
+                return out;
+            }
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => todo.push(entry.path()),
+                Ok(t) if t.is_file() => out.push(entry.path()),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The directory a program prints when asked (`git --exec-path`), resolved.
+fn query_dir(program: &Path, args: &[&str], path_var: &str) -> Option<PathBuf> {
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .env_clear()
+        .env("PATH", path_var)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let start = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() < QUERY_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut out = String::new();
+    child.stdout.take()?.read_to_string(&mut out).ok()?;
+    let dir = PathBuf::from(out.trim());
+    dir.is_absolute().then(|| dir.canonicalize().ok()).flatten()
+}
+
+/// The ELF interpreter (the dynamic loader) `file` names in its `PT_INTERP` header, if it is
+/// a dynamically linked ELF program: the kernel opens it for execution too.
+fn elf_interp(file: &Path) -> Option<PathBuf> {
+    let mut f = std::fs::File::open(file).ok()?;
+    let mut ident = [0u8; 64];
+    f.read_exact(&mut ident).ok()?;
+    if ident[..4] != *b"\x7fELF" {
+        return None;
+    }
+    let wide = ident[4] == 2;
+    let little = ident[5] == 1;
+    let num = |b: &[u8]| -> u64 {
+        let mut v = 0u64;
+        for (k, byte) in b.iter().enumerate() {
+            let shift = if little { k } else { b.len() - 1 - k };
+            v |= u64::from(*byte) << (8 * shift);
+        }
+        v
+    };
+    // e_phoff, e_phentsize, e_phnum.
+    let (phoff, phentsize, phnum) = if wide {
+        (
+            num(&ident[32..40]),
+            num(&ident[54..56]),
+            num(&ident[56..58]),
+        )
+    } else {
+        (
+            num(&ident[28..32]),
+            num(&ident[42..44]),
+            num(&ident[44..46]),
+        )
+    };
+    if phentsize == 0 || phnum > 512 {
+        return None;
+    }
+    let mut table = vec![0u8; usize::try_from(phentsize * phnum).ok()?];
+    use std::io::{Seek, SeekFrom};
+    f.seek(SeekFrom::Start(phoff)).ok()?;
+    f.read_exact(&mut table).ok()?;
+    const PT_INTERP: u64 = 3;
+    let entry = table
+        .chunks(usize::try_from(phentsize).ok()?)
+        .find(|h| h.len() >= 4 && num(&h[..4]) == PT_INTERP)?;
+    let (offset, size) = if wide {
+        (num(entry.get(8..16)?), num(entry.get(32..40)?))
+    } else {
+        (num(entry.get(4..8)?), num(entry.get(16..20)?))
+    };
+    if size == 0 || size > 4096 {
+        return None;
+    }
+    let mut name = vec![0u8; usize::try_from(size).ok()?];
+    f.seek(SeekFrom::Start(offset)).ok()?;
+    f.read_exact(&mut name).ok()?;
+    let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+    let path = PathBuf::from(String::from_utf8(name[..end].to_vec()).ok()?);
+    path.canonicalize().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bash(allow: &[&str], default: &str) -> BashConfig {
+        let rules: Vec<String> = allow.iter().map(|r| format!("{r:?}")).collect();
+        crate::config::parse(
+            &format!(
+                "vertical = \"t\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n[tools.bash]\ndefault = \"{default}\"\nallow = [{}]\n",
+                rules.join(", ")
+            ),
+            Path::new("/nonexistent/harness.toml"),
+        )
+        .unwrap()
+        .bash
+    }
+
+    #[test]
+    fn a_bare_star_or_default_allow_leaves_exec_open() {
+        let root = tempfile::tempdir().unwrap();
+        assert!(exec_set(&bash(&["*"], "deny"), root.path(), "/usr/bin:/bin").is_none());
+        assert!(exec_set(&bash(&["cat *"], "allow"), root.path(), "/usr/bin:/bin").is_none());
+        assert!(exec_set(&bash(&["cat *"], "deny"), root.path(), "/usr/bin:/bin").is_some());
+    }
+
+    #[test]
+    fn the_set_holds_bash_the_programs_their_helpers_and_the_loader() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("scripts")).unwrap();
+        let set = exec_set(
+            &bash(
+                &["make *", "cat *", "no-such-program-xyz", "./scripts/**"],
+                "deny",
+            ),
+            root.path(),
+            "/usr/bin:/bin",
+        )
+        .unwrap();
+        for name in ["bash", "make", "cat", "sh"] {
+            assert!(set.names.contains(name), "{name}: {set:?}");
+        }
+        assert!(set.missing.contains("no-such-program-xyz"), "{set:?}");
+        let cat = resolve("cat", "/usr/bin:/bin", root.path()).unwrap();
+        assert!(set.paths.contains(&cat.canonicalize().unwrap()), "{set:?}");
+        let scripts = root.path().join("scripts").canonicalize().unwrap();
+        assert!(set.paths.contains(&scripts), "{set:?}");
+        assert!(
+            set.paths
+                .iter()
+                .any(|p| p.to_string_lossy().contains("ld-")),
+            "{set:?}"
+        );
+        assert!(!set.paths.contains(&PathBuf::from("/usr/bin")), "{set:?}");
+        assert!(
+            set.summary().starts_with("exec only bash, cat, make"),
+            "{}",
+            set.summary()
+        );
+    }
+
+    #[test]
+    fn the_loader_comes_from_the_elf_header() {
+        let root = tempfile::tempdir().unwrap();
+        let bash = resolve("bash", "/usr/bin:/bin", root.path()).unwrap();
+        let loader = elf_interp(&bash).expect("bash is dynamically linked");
+        assert!(loader.is_absolute() && loader.is_file(), "{loader:?}");
+        assert_eq!(elf_interp(root.path()), None);
+        let script = root.path().join("s");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        assert_eq!(elf_interp(&script), None);
+    }
+
+    #[test]
+    fn git_brings_its_exec_path_but_a_work_root_git_is_never_asked() {
+        let root = tempfile::tempdir().unwrap();
+        if let Some(git) = resolve("git", "/usr/bin:/bin", root.path()) {
+            let out = std::process::Command::new(git)
+                .arg("--exec-path")
+                .output()
+                .unwrap();
+            let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+                .canonicalize()
+                .unwrap();
+            let set =
+                exec_set(&bash(&["git status"], "deny"), root.path(), "/usr/bin:/bin").unwrap();
+            assert!(set.paths.contains(&dir), "{set:?}");
+            assert!(set.names.contains("sh"), "{set:?}");
+        }
+        // A `git` the commands could have written, found through a relative PATH entry.
+        let fake = root.path().join("git");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\ntouch \"$(dirname \"$0\")/ran\"\necho /tmp\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let set = exec_set(&bash(&["git status"], "deny"), root.path(), ".").unwrap();
+        assert!(!root.path().join("ran").exists());
+        assert!(!set.paths.contains(Path::new("/tmp")), "{set:?}");
+    }
+
+    #[test]
+    fn shebang_lines_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s");
+        std::fs::write(&f, "#!/usr/bin/env  python3 -u\nprint(1)\n").unwrap();
+        assert_eq!(
+            shebang(&f),
+            Some((PathBuf::from("/usr/bin/env"), Some("python3".to_string())))
+        );
+        std::fs::write(&f, "echo hi\n").unwrap();
+        assert_eq!(shebang(&f), None);
+    }
+}
