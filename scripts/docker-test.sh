@@ -11,7 +11,7 @@
 #
 # Runs as root (podman rootful, cgroupfs, no systemd needed). Environment knobs:
 #   DEBIAN_MIRROR              (default http://deb.debian.org/debian)
-#   HARNESS_DOCKER_STORAGE     podman storage driver (default overlay; vfs where overlay fails)
+#   HARNESS_DOCKER_STORAGE     podman storage driver (default overlay, vfs on an overlayfs)
 #   HARNESS_DOCKER_RUNTIME     OCI runtime (default runc: crun refuses hybrid cgroup hosts)
 #   HARNESS_DOCKER_FRESH=1     drop the cached base images and layers first
 set -euo pipefail
@@ -19,8 +19,16 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 CACHE=$ROOT/.cache/docker-test
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-DRIVER=${HARNESS_DOCKER_STORAGE:-overlay}
+DRIVER=${HARNESS_DOCKER_STORAGE:-}
 RUNTIME=${HARNESS_DOCKER_RUNTIME:-runc}
+if [ -z "$DRIVER" ]; then
+    mkdir -p "$CACHE"
+    # overlay cannot sit on overlayfs (a CI job inside a container): use vfs there.
+    case $(stat -f -c %T "$CACHE") in
+    overlayfs) DRIVER=vfs ;;
+    *) DRIVER=overlay ;;
+    esac
+fi
 IMAGE=localhost/harness:docker-test
 NAME=harness-docker-test-$$
 
@@ -58,11 +66,13 @@ podman --version
 
 WORK=$(mktemp -d /tmp/harness-docker-test.XXXXXX)
 REPORTS=$WORK/reports
-mkdir -p "$CACHE/storage" "$CACHE/debs" "$REPORTS"
+STORE=$CACHE/storage   # one store per driver: a store cannot change its driver
+[ "$DRIVER" = overlay ] || STORE=$CACHE/storage-$DRIVER
+mkdir -p "$STORE" "$CACHE/debs" "$REPORTS"
 # A private store: the cached images live in .cache, nothing touches the machine's own store.
 # Its database remembers the run root, so that path is fixed.
-RUNROOT=/run/harness-docker-test
-P=(podman --root "$CACHE/storage" --runroot "$RUNROOT" --storage-driver "$DRIVER"
+RUNROOT=/run/harness-docker-test${STORE#"$CACHE"/storage}
+P=(podman --root "$STORE" --runroot "$RUNROOT" --storage-driver "$DRIVER"
     --cgroup-manager cgroupfs --events-backend file --runtime "$RUNTIME")
 # Podman's default RLIMIT_NOFILE/NPROC (about a million) are more than a host without
 # CAP_SYS_RESOURCE grants, and the runtime then fails with "setrlimit: operation not
@@ -72,13 +82,15 @@ NOFILE=$(cap "$(ulimit -Sn)" 65536)
 NPROC=$(cap "$(ulimit -Su)" 32768)
 LIMITS=(--ulimit "nofile=$NOFILE:$NOFILE" --ulimit "nproc=$NPROC:$NPROC")
 
+LLM_PID=
 cleanup() {
     local rc=$?
+    [ -z "$LLM_PID" ] || kill "$LLM_PID" 2>/dev/null || true
     "${P[@]}" rm -f --time 0 "$NAME" >/dev/null 2>&1 || true
     # Working containers a failed build left behind (podman build --force-rm should leave none).
     "${P[@]}" rm -af --time 0 >/dev/null 2>&1 || true
     if command -v buildah >/dev/null; then
-        buildah --root "$CACHE/storage" --runroot "$RUNROOT" --storage-driver "$DRIVER" \
+        buildah --root "$STORE" --runroot "$RUNROOT" --storage-driver "$DRIVER" \
             rm --all >/dev/null 2>&1 || true
     fi
     "${P[@]}" image prune -f >/dev/null 2>&1 || true
@@ -214,6 +226,80 @@ owner=$(stat -c %u "$host_report")
 [ "$owner" = "$uid" ] || fail "the REPORT is owned by uid $owner, not the image's user $uid"
 grep -q 'demo-1' "$host_report" || fail "the REPORT does not name the demo task"
 echo "REPORT on the host: $(basename "$host_report") ($(wc -c <"$host_report") bytes, uid $owner)"
+
+phase "run: a live turn in the image against a scripted model on the host (127.0.0.1)"
+# The test suite's OpenAI-compatible server, built on the host; the container shares the
+# host's network namespace to reach it on 127.0.0.1, and gets the key from its environment.
+cargo build --quiet --workspace --bin scripted-llm || fail "cannot build scripted-llm on the host"
+LLM_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug/scripted-llm
+[ -x "$LLM_BIN" ] || fail "no $LLM_BIN after cargo build"
+KEY=sk-canary-docker-$$-$RANDOM
+cat >"$WORK/script.json" <<'JSON'
+[{"type": "tool_call", "id": "c1", "command": "id -u"},
+ {"type": "text", "content": "# Live\n\nThe bash tool ran in the image."}]
+JSON
+"$LLM_BIN" --script "$WORK/script.json" --port 0 --models glm-5.3 \
+    >"$WORK/llm.out" 2>"$WORK/llm.err" </dev/null &
+LLM_PID=$!
+for _ in $(seq 100); do
+    grep -q '^LISTENING ' "$WORK/llm.out" 2>/dev/null && break
+    sleep 0.1
+done
+LLM_URL=$(sed -n 's/^LISTENING //p' "$WORK/llm.out")
+[ -n "$LLM_URL" ] || fail "scripted-llm did not start: $(cat "$WORK/llm.err")"
+mkdir -p "$WORK/live"
+cat >"$WORK/live/harness.toml" <<TOML
+vertical = "docker-live"
+work_root = "."
+report_dir = "/work/reports"
+
+[litellm]
+base_url = "$LLM_URL/v1"
+key_ref = "env:HARNESS_LITELLM_KEY"
+timeout_secs = 20
+
+[models]
+mopac-primary = "glm-5.3"
+default_tier = "mopac-primary"
+
+[models.classes]
+primary = "mopac-primary"
+
+[tools.bash]
+enabled = true
+default = "deny"
+allow = ["id -u"]
+
+[demo]
+id = "live-1"
+subject = "docker-test live turn"
+prompt = "Say which user you run as."
+class = "primary"
+TOML
+set +e
+"${P[@]}" run --rm --name "$NAME" --network host "${LIMITS[@]}" -e HARNESS_LITELLM_KEY="$KEY" \
+    -v "$WORK/live:/work/live:ro" -v "$REPORTS:/work/reports" \
+    "$IMAGE" once --demo --config live/harness.toml \
+    >"$WORK/live.out" 2>"$WORK/live.err"
+code=$?
+set -e
+sed 's/^/   stderr: /' "$WORK/live.err" | tail -8
+[ "$code" = 0 ] || fail "the live harness once --demo exited $code in the container (expected 0)"
+live_report=$REPORTS/$(basename "$(tail -1 "$WORK/live.out")")
+grep -q 'The bash tool ran in the image' "$live_report" 2>/dev/null ||
+    fail "the live REPORT $live_report is missing or lacks the model's reply"
+# What the model endpoint saw: the key in the Authorization header, the tool's output.
+exec 3<>"/dev/tcp/127.0.0.1/${LLM_URL##*:}"
+printf 'GET /_fake/requests HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3
+seen=$(cat <&3)
+exec 3<&-
+grep -qF "Bearer $KEY" <<<"$seen" || fail "the endpoint did not receive the key from the container"
+grep -qF "\"content\":\"$uid\\n[exit status: 0]\"" <<<"$seen" ||
+    fail "the tool result (id -u = $uid) did not reach the endpoint"
+if grep -rqF "$KEY" "$REPORTS" "$WORK/live.out" "$WORK/live.err"; then
+    fail "the key leaked into a REPORT or the container's output"
+fi
+echo "live REPORT on the host: $(basename "$live_report"); the key reached the endpoint, masked elsewhere"
 
 phase "done"
 echo "docker-test: OK in $(($(date +%s) - T0))s (image $IMAGE, exit code $code, user uid $uid)"
