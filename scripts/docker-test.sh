@@ -183,6 +183,9 @@ git ls-files -z --cached --others --exclude-standard |
     tar --null -T - -c | tar -C "$CTX" -x
 (cd "$CTX" && cargo vendor --locked --versioned-dirs vendor >"$WORK/vendor.log" 2>&1) ||
     fail "cargo vendor failed"
+# The build's layer cache keys on the copied files' metadata too: with one fixed mtime, an
+# unchanged tree (and the freshly vendored crates) hits the cache on the next run.
+find "$CTX" -exec touch -h -d @1 {} +
 du -sh "$CTX" | awk '{ print "context " $1 }'
 
 phase "podman build (the real Dockerfile)"
