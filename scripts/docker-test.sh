@@ -83,8 +83,23 @@ NPROC=$(cap "$(ulimit -Su)" 32768)
 LIMITS=(--ulimit "nofile=$NOFILE:$NOFILE" --ulimit "nproc=$NPROC:$NPROC")
 
 LLM_PID=
+CHILD=
+# Runs a long command in the background and waits, so a signal runs the trap at once
+# (bash defers traps until a foreground command ends) and cleanup can stop the command.
+interruptible() {
+    "$@" &
+    CHILD=$!
+    local rc=0
+    wait "$CHILD" || rc=$?
+    CHILD=
+    return "$rc"
+}
 cleanup() {
     local rc=$?
+    if [ -n "$CHILD" ]; then
+        kill -TERM "$CHILD" 2>/dev/null || true
+        wait "$CHILD" 2>/dev/null || true
+    fi
     [ -z "$LLM_PID" ] || kill "$LLM_PID" 2>/dev/null || true
     "${P[@]}" rm -f --time 0 "$NAME" >/dev/null 2>&1 || true
     # Working containers a failed build left behind (podman build --force-rm should leave none).
@@ -190,12 +205,18 @@ du -sh "$CTX" | awk '{ print "context " $1 }'
 
 phase "podman build (the real Dockerfile)"
 # --network host only for the runtime stage's apt-get: the cargo step is offline.
-"${P[@]}" build --network host "${LIMITS[@]}" --force-rm --layers \
-    --build-arg CARGO_OFFLINE=1 -t "$IMAGE" -f "$CTX/Dockerfile" "$CTX" \
-    >"$WORK/build.log" 2>&1 || {
-    tail -40 "$WORK/build.log" >&2
-    fail "podman build of the Dockerfile failed (last lines above)"
-}
+# The builder stage is built (and tagged) first: an untagged stage image would be pruned
+# as dangling at cleanup, and the next run would compile everything again.
+for target in build ""; do
+    tag=$IMAGE
+    [ -z "$target" ] || tag=$IMAGE-$target
+    interruptible "${P[@]}" build --network host "${LIMITS[@]}" --force-rm --layers \
+        ${target:+--target "$target"} --build-arg CARGO_OFFLINE=1 -t "$tag" \
+        -f "$CTX/Dockerfile" "$CTX" >>"$WORK/build.log" 2>&1 || {
+        tail -40 "$WORK/build.log" >&2
+        fail "podman build of the Dockerfile failed (last lines above)"
+    }
+done
 grep -E 'STEP|COMMIT|Using cache' "$WORK/build.log" | cut -c1-100 | sed 's/^/   /' || true
 "${P[@]}" image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' "$IMAGE"
 
@@ -204,7 +225,7 @@ uid=$("${P[@]}" run --rm --name "$NAME" --network none "${LIMITS[@]}" --entrypoi
 [ "$uid" != 0 ] || fail "the image runs as root"
 chown "$uid" "$REPORTS"
 set +e
-"${P[@]}" run --rm --name "$NAME" --network none "${LIMITS[@]}" \
+interruptible "${P[@]}" run --rm --name "$NAME" --network none "${LIMITS[@]}" \
     -v "$CTX/examples/demo:/work/examples/demo:ro" -v "$REPORTS:/work/reports" \
     "$IMAGE" once --demo --config examples/demo/harness.toml \
     >"$WORK/once.out" 2>"$WORK/once.err"
@@ -280,7 +301,7 @@ prompt = "Say which user you run as."
 class = "primary"
 TOML
 set +e
-"${P[@]}" run --rm --name "$NAME" --network host "${LIMITS[@]}" -e HARNESS_LITELLM_KEY="$KEY" \
+interruptible "${P[@]}" run --rm --name "$NAME" --network host "${LIMITS[@]}" -e HARNESS_LITELLM_KEY="$KEY" \
     -v "$WORK/live:/work/live:ro" -v "$REPORTS:/work/reports" \
     "$IMAGE" once --demo --config live/harness.toml \
     >"$WORK/live.out" 2>"$WORK/live.err"
