@@ -3,7 +3,14 @@ FROM rust:1-bookworm AS build
 WORKDIR /src
 # The whole tree (less .dockerignore): Cargo.toml may name bench and test targets.
 COPY . .
-RUN cargo build --release --locked --bin harness
+# CARGO_OFFLINE=1 builds from ./vendor (`cargo vendor` run beside the Dockerfile, as
+# scripts/docker-test.sh does) with no network; the default fetches the crates from crates.io.
+ARG CARGO_OFFLINE=0
+RUN if [ "$CARGO_OFFLINE" = 1 ]; then \
+      set -- --offline --config 'source.crates-io.replace-with="vendored"' \
+             --config 'source.vendored.directory="vendor"'; \
+    fi \
+ && cargo build "$@" --release --locked -p harness --bin harness
 
 FROM debian:bookworm-slim
 RUN apt-get update \

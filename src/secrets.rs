@@ -1,6 +1,7 @@
 //! Secrets, PURE parsing plus a thin env/file/process adapter: key refs (`env:`, `file:`,
-//! `literal:`, `bw:`) in, [`Secret`] values out, and the [`Redactor`] that masks them, and
-//! their common encodings ([`encodings`]), in any text.
+//! `literal:`, `cmd:`, `bw:`) in, [`Secret`] values out, and the [`Redactor`] that masks them,
+//! and their common encodings ([`encodings`]), in any text. Running a key program (`cmd:`,
+//! `bw:`) is the adapter in `secrets/keycmd.rs`.
 //!
 //! A resolved secret never reaches `Debug`, `Display`, a log line, an error or a REPORT: the
 //! only way to its text is [`Secret::expose`], called by the HTTP layer and the redactor.
@@ -16,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
+
+mod keycmd;
 
 /// A resolved secret value; prints as `[redacted]`.
 #[derive(Clone, PartialEq, Eq)]
@@ -54,7 +57,11 @@ pub enum KeyRef {
     File(PathBuf),
     /// `literal:VALUE`: the value itself (last resort; it sits in the config file).
     Literal(Secret),
-    /// `bw:REF`: reserved for a Bitwarden wrapper; resolving it is an error today.
+    /// `cmd:PROGRAM ARGS`: the first line of the program's stdout (split like a shell would,
+    /// but run without one), run in `dir`, the config's directory, so relative paths mean what
+    /// they mean for `file:`; covers `pass show`, `vault kv get -field=`, `sops -d`, `op read`.
+    Command { argv: Vec<String>, dir: PathBuf },
+    /// `bw:ITEM`: the password of a Bitwarden item, from `bw get password ITEM`.
     Bitwarden(String),
 }
 
@@ -70,7 +77,7 @@ impl KeyRef {
     pub fn parse(text: &str, base: &Path) -> Result<KeyRef, String> {
         let Some((scheme, rest)) = text.split_once(':') else {
             return Err(
-                "must start with env:, file:, literal: or bw: (for example env:HARNESS_LITELLM_KEY)"
+                "must start with env:, file:, literal:, cmd: or bw: (for example env:HARNESS_LITELLM_KEY)"
                     .to_string(),
             );
         };
@@ -81,10 +88,18 @@ impl KeyRef {
             )),
             "file" if !rest.is_empty() => Ok(KeyRef::File(base.join(rest))),
             "literal" if !rest.is_empty() => Ok(KeyRef::Literal(Secret::new(rest))),
-            "bw" if !rest.is_empty() => Ok(KeyRef::Bitwarden(rest.to_string())),
+            "bw" if !rest.trim().is_empty() => Ok(KeyRef::Bitwarden(rest.to_string())),
+            "cmd" => match shell_words::split(rest) {
+                Ok(argv) if !argv.is_empty() => Ok(KeyRef::Command {
+                    argv,
+                    dir: base.to_path_buf(),
+                }),
+                Ok(_) => Err("cmd: needs a program after the colon (for example cmd:pass show harness/litellm)".to_string()),
+                Err(e) => Err(format!("cmd:{rest}: {e} (quote as in a shell: 'a b' or \"a b\")")),
+            },
             "file" | "literal" | "bw" => Err(format!("{scheme}: needs a value after the colon")),
             _ => Err(format!(
-                "unknown key ref scheme `{scheme}:`; use env:, file:, literal: or bw:"
+                "unknown key ref scheme `{scheme}:`; use env:, file:, literal:, cmd: or bw:"
             )),
         }
     }
@@ -95,6 +110,7 @@ impl KeyRef {
             KeyRef::Env(name) => format!("env:{name}"),
             KeyRef::File(path) => format!("file:{}", path.display()),
             KeyRef::Literal(_) => "literal:[redacted]".to_string(),
+            KeyRef::Command { argv, .. } => format!("cmd:{}", shell_words::join(argv)),
             KeyRef::Bitwarden(r) => format!("bw:{r}"),
         }
     }
@@ -120,9 +136,10 @@ impl KeyRef {
                 text.trim_end_matches(['\n', '\r']).to_string()
             }
             KeyRef::Literal(secret) => secret.expose().to_string(),
-            KeyRef::Bitwarden(r) => bail!(
-                "{what}: bw:{r}: Bitwarden key refs are not supported yet; use env:, file: or literal:"
-            ),
+            KeyRef::Command { argv, dir } => {
+                keycmd::resolve_cmd(argv, dir, &self.describe(), what)?.0
+            }
+            KeyRef::Bitwarden(item) => keycmd::resolve_bw(item, what)?.0,
         };
         if value.trim().is_empty() {
             bail!("{what}: {} is empty", self.describe());
@@ -396,11 +413,69 @@ mod tests {
     }
 
     #[test]
-    fn bw_is_not_supported_yet() {
-        let err = KeyRef::Bitwarden("x".into())
-            .resolve("litellm key")
-            .unwrap_err();
-        assert!(err.to_string().contains("not supported yet"), "{err}");
+    fn parses_cmd_like_a_shell_without_one() {
+        let argv = |s: &str| match KeyRef::parse(s, &base()) {
+            Ok(KeyRef::Command { argv, dir }) => {
+                assert_eq!(dir, base());
+                argv
+            }
+            other => panic!("{s}: {other:?}"),
+        };
+        assert_eq!(
+            argv("cmd:pass show harness/litellm"),
+            ["pass", "show", "harness/litellm"]
+        );
+        assert_eq!(
+            argv("cmd:vault kv get -field=key 'secret/harness llm'"),
+            ["vault", "kv", "get", "-field=key", "secret/harness llm"]
+        );
+        assert_eq!(
+            argv(r#"cmd:op read "op://Ops/LiteLLM/credential""#),
+            ["op", "read", "op://Ops/LiteLLM/credential"]
+        );
+        // Shell syntax is not interpreted: no expansion, no pipes, no redirections.
+        assert_eq!(
+            argv("cmd:sops -d $HOME/k | head >x"),
+            ["sops", "-d", "$HOME/k", "|", "head", ">x"]
+        );
+        assert!(KeyRef::parse("cmd:", &base()).is_err());
+        assert!(KeyRef::parse("cmd:   ", &base()).is_err());
+        let err = KeyRef::parse("cmd:pass show 'unclosed", &base()).unwrap_err();
+        assert!(err.contains("cmd:"), "{err}");
+        assert!(KeyRef::parse("bw:", &base()).is_err());
+        assert!(KeyRef::parse("bw: ", &base()).is_err());
+    }
+
+    #[test]
+    fn describe_names_the_program_and_item() {
+        let c = KeyRef::parse("cmd:vault kv get 'secret/a b'", &base()).unwrap();
+        assert_eq!(c.describe(), "cmd:vault kv get 'secret/a b'");
+        assert_eq!(KeyRef::Bitwarden("LiteLLM".into()).describe(), "bw:LiteLLM");
+    }
+
+    #[test]
+    fn cmd_takes_the_first_line_and_reports_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |s: &str| KeyRef::parse(s, dir.path()).unwrap().resolve("litellm key");
+        let key = run("cmd:printf 'sk-canary-cmd\\nsecond line\\n'").unwrap();
+        assert_eq!(key.expose(), "sk-canary-cmd");
+        // It runs in the config's directory, like file: paths.
+        std::fs::write(dir.path().join("k.txt"), "sk-canary-in-dir\n").unwrap();
+        assert_eq!(run("cmd:cat k.txt").unwrap().expose(), "sk-canary-in-dir");
+        let err = format!(
+            "{:#}",
+            run("cmd:harness-surely-no-such-program x").unwrap_err()
+        );
+        assert!(err.contains("not found"), "{err}");
+        // A key printed before the failure is masked in the stderr the error shows.
+        let failing =
+            r#"cmd:sh -c 'k=sk-canary-$((6*7)); echo $k; echo "failed after $k" >&2; exit 3'"#;
+        let err = format!("{:#}", run(failing).unwrap_err());
+        assert!(err.contains("exit code 3"), "{err}");
+        assert!(err.contains("failed after [redacted]"), "{err}");
+        assert!(!err.contains("sk-canary-42"), "{err}");
+        let err = format!("{:#}", run("cmd:true").unwrap_err());
+        assert!(err.contains("printed no key"), "{err}");
     }
 
     #[test]

@@ -147,15 +147,20 @@ fn an_unknown_class_is_a_routing_error() {
 }
 
 #[test]
-fn bw_refs_are_not_supported_yet() {
+fn bw_refs_without_the_bitwarden_cli_say_so() {
     let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
         c.replace("env:HARNESS_TEST_LLM_KEY", "bw:llm/key")
     });
-    let run = ws.run(&["once", "--demo"]);
+    // No `bw` anywhere on PATH (tests/keyrefs.rs runs a stand-in `bw`).
+    let empty = tempfile::tempdir().unwrap();
+    let run = ws.run_env(
+        &["once", "--demo"],
+        &[("PATH", empty.path().to_str().unwrap())],
+    );
     assert_eq!(run.code, 1, "{run:?}");
     assert!(
         run.stderr
-            .contains("bw:llm/key: Bitwarden key refs are not supported yet"),
+            .contains("bw:llm/key: the Bitwarden CLI `bw` is not installed or not on PATH"),
         "{}",
         run.stderr
     );
