@@ -433,3 +433,57 @@ fn the_check_runs_under_the_landlock_ruleset() {
     );
     assert!(!ws.path().join("outside.txt").exists());
 }
+
+#[test]
+fn a_finish_done_runs_the_check_and_a_failure_keeps_the_turn_going() {
+    let llm = Llm::start(&json!([
+        call(
+            "f1",
+            "finish",
+            json!({"status": "done", "summary": "Done early."})
+        ),
+        call(
+            "e1",
+            "edit_file",
+            json!({"path": "answer.txt", "old_string": "41", "new_string": "42"})
+        ),
+        call(
+            "f2",
+            "finish",
+            json!({"status": "done", "summary": "# Fixed\n\nNow 42."})
+        ),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        format!(
+            "{}{CODE_CONFIG}",
+            c.replace("max_rounds = 4", "max_rounds = 6")
+                .replace("finish = \"message\"", "finish = \"tool\"")
+        )
+    });
+    repo_with_remote(ws.path());
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let report = ws.latest();
+    assert_eq!(front(&report, "stop_reason"), "completed");
+    assert_eq!(front(&report, "finish")["status"], "done");
+    let check = front(&report, "check");
+    assert_eq!(
+        (&check["attempts"], &check["passed"]),
+        (&json!(2), &json!(true))
+    );
+    assert!(body(&report).starts_with("# Fixed"), "{report}");
+    // The first finish was answered, then the check's failure followed as a user message.
+    let bodies = llm.chat_bodies();
+    assert_eq!(bodies.len(), 3);
+    let messages = bodies[1]["messages"].as_array().unwrap();
+    let n = messages.len();
+    assert_eq!(messages[n - 2]["role"], "tool", "{messages:?}");
+    assert_eq!(messages[n - 1]["role"], "user", "{messages:?}");
+    assert!(
+        messages[n - 1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("FAIL: answer is 41, expected 42"),
+        "{messages:?}"
+    );
+}
