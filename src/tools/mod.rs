@@ -36,6 +36,8 @@ pub struct BashTool {
     pub redactor: Redactor,
     /// The Landlock ruleset every command applies to itself, when the run is confined.
     pub landlock: Option<sandbox::Landlock>,
+    /// The ruleset of the operator's success check: the same, but any program may run.
+    pub check_landlock: Option<sandbox::Landlock>,
     /// The run's private temp dir (the commands' `TMPDIR`), removed when the tool is dropped.
     pub tmp: tempfile::TempDir,
     /// `read_file`, `write_file`, `edit_file`, when `[tools.files] enabled`.
@@ -244,11 +246,18 @@ impl BashTool {
         env.retain(|(k, _)| k != "TMPDIR");
         env.push(("TMPDIR".to_string(), tmp.path().display().to_string()));
         env.sort();
-        let landlock = match status {
+        let (landlock, check_landlock) = match status {
             sandbox::Status::Landlock { .. } => {
-                Some(sandbox::Landlock::build(&config, &work_root, tmp.path())?)
+                let commands = sandbox::Landlock::build(&config, &work_root, tmp.path())?;
+                // A second ruleset only when the first confines execution.
+                let check = if sandbox::exec::unrestricted_reason(&config).is_some() {
+                    commands.clone()
+                } else {
+                    sandbox::Landlock::build_for_check(&config, &work_root, tmp.path())?
+                };
+                (Some(commands), Some(check))
             }
-            sandbox::Status::Off | sandbox::Status::Unavailable => None,
+            sandbox::Status::Off | sandbox::Status::Unavailable => (None, None),
         };
         Ok(BashTool {
             config,
@@ -256,6 +265,7 @@ impl BashTool {
             env,
             redactor,
             landlock,
+            check_landlock,
             tmp,
             files: None,
         })

@@ -180,13 +180,33 @@ impl Landlock {
     /// root would expose a path never to read, when a root cannot be opened, or when the
     /// kernel refuses the ruleset.
     pub fn build(bash: &BashConfig, work_root: &Path, tmp: &Path) -> Result<Landlock> {
+        Landlock::build_with(bash, work_root, tmp, /*confine_exec*/ true)
+    }
+
+    /// The same ruleset without the exec set: for the operator's own success check, whose
+    /// programs (a test runner, a compiler) the model's allow list does not name. Reads,
+    /// writes, the network and signals are confined alike.
+    pub fn build_for_check(bash: &BashConfig, work_root: &Path, tmp: &Path) -> Result<Landlock> {
+        Landlock::build_with(bash, work_root, tmp, /*confine_exec*/ false)
+    }
+
+    fn build_with(
+        bash: &BashConfig,
+        work_root: &Path,
+        tmp: &Path,
+        confine_exec: bool,
+    ) -> Result<Landlock> {
         let read_set = reads::read_set(bash, work_root, Some(tmp))
             .map_err(|problems| anyhow!("{}", problems.join("\n")))?;
         let mut write_roots = vec![work_root.to_path_buf(), tmp.to_path_buf()];
         write_roots.extend(bash.write_roots.iter().cloned());
         let write = AccessFs::from_write(TARGET_ABI);
         let read = AccessFs::ReadFile | AccessFs::ReadDir;
-        let exec_set = exec::exec_set(bash, work_root, &path_var());
+        let exec_set = if confine_exec {
+            exec::exec_set(bash, work_root, &path_var())
+        } else {
+            None
+        };
         let execute = if exec_set.is_some() {
             AccessFs::Execute.into()
         } else {

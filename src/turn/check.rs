@@ -73,7 +73,7 @@ pub async fn run(
         timeout: spec.timeout,
         max_output: spec.feedback_bytes,
         env: &tool.env,
-        landlock: tool.landlock.as_ref(),
+        landlock: tool.check_landlock.as_ref(),
         interrupt,
     };
     let finished = bash::run(&spec.command, &at).await;
