@@ -15,6 +15,8 @@
 //! - `judge.rs`: the only file that recurses into inner commands.
 //! - `lint.rs`, `render.rs`: warnings about rules and the human rendering.
 
+#[cfg(test)]
+mod differential;
 mod judge;
 mod lint;
 mod paths;

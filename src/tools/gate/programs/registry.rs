@@ -76,6 +76,8 @@ pub(crate) enum Finder {
     None,
     /// A bash-like shell: `-c` scripts are bash.
     Shell,
+    /// A POSIX shell: `-c` scripts are read with the POSIX grammar (no `&>`, `$'…'`...).
+    PosixShell,
     /// A shell whose `-c` scripts are not bash.
     ForeignShell,
     Command,
@@ -234,10 +236,10 @@ impl Family {
 pub(crate) static FAMILIES: &[Family] = &[
     // Shells: `-c` scripts are judged inside; bash's grammar only for the bash-like ones.
     Family::shell(&["bash", "rbash"]),
-    Family::shell(&["sh", "dash", "ash"]),
+    Family::shell(&["sh", "dash", "ash"]).inner(Finder::PosixShell),
     Family::shell(&["zsh"]),
-    Family::shell(&["ksh", "mksh"]),
-    Family::shell(&["yash"]),
+    Family::shell(&["ksh", "mksh"]).inner(Finder::PosixShell),
+    Family::shell(&["yash"]).inner(Finder::PosixShell),
     Family::shell(&["fish"]).inner(Finder::ForeignShell),
     Family::shell(&["csh", "tcsh"]).inner(Finder::ForeignShell),
     Family::shell(&["pwsh"]).inner(Finder::ForeignShell),
