@@ -477,3 +477,120 @@ fn the_sandbox_records_every_argv() {
         ]
     );
 }
+
+const SED_PIECES: &[&str] = &[
+    ":a",
+    ":a ",
+    ":a\t",
+    "b a",
+    "ba",
+    "t a",
+    "T a",
+    "b",
+    "v",
+    "v 4.2",
+    "; ",
+    ";",
+    "\n",
+    " ",
+    "{",
+    "}",
+    "p",
+    "s/a/b/",
+    "s/a/b/g",
+    "y/a/b/",
+    "a foo",
+    "i\\\nbar",
+    "e :>PE",
+    "e :>PE",
+    "w PW",
+    "W PW",
+    "s/x/:>PS/e",
+    "s/a/b/w PW",
+    "#c",
+    "1",
+    "$",
+    "/x/",
+    "1,2",
+    "!",
+    "1~2",
+    "0,/a/",
+    "\\%x%",
+    "s|a|b|",
+    "s/[/]/x/",
+    "l",
+    "l 5",
+    "q",
+    "=",
+    "n",
+    "N",
+    "x",
+    "G",
+    "h",
+    "z",
+    "F",
+    "e",
+    "r /dev/null",
+    "s/a/b/I",
+    "s/a/b/2",
+    "s/a/b/M",
+    "s/a/\\n/",
+];
+
+/// sed scripts the gate allows run under real GNU sed (PATH empty, in a temporary directory):
+/// none may run a command or write a file (the payloads create files; appended text that only
+/// spells them is harmless).
+#[test]
+fn gate_agrees_with_gnu_sed_on_every_allowed_script() {
+    // By path: the child's PATH is empty (`e` commands run /bin/sh, which needs no program to
+    // create a file with `:>`).
+    let sed = "/bin/sed";
+    let sed_ok = Command::new(sed)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("GNU"));
+    if !sed_ok {
+        eprintln!("GNU sed is not installed; the sed differential is skipped");
+        return;
+    }
+    let sandbox = Sandbox::new("sed");
+    let work = sandbox.dir.join("work");
+    let mut rng = Rng(0x5ed5_ed5e_d5ed_5ed5);
+    let (count, mut allowed, mut failures) = (1500, 0, Vec::new());
+    for _ in 0..count {
+        let mut script = String::new();
+        for _ in 0..1 + rng.below(5) {
+            script.push_str(rng.pick(SED_PIECES));
+        }
+        if crate::tools::gate::programs::sed::sed_script_ok(&script).is_err() {
+            continue;
+        }
+        allowed += 1;
+        sandbox.clean("work");
+        std::fs::write(work.join("in"), "x\na\n").unwrap();
+        let out = Command::new(sed)
+            .args(["-n", "--", &script, "in"])
+            .env_clear()
+            .env("PATH", sandbox.dir.join("empty"))
+            .current_dir(&work)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let files = std::fs::read_dir(&work).unwrap().count();
+        if files != 1 {
+            failures.push(format!(
+                "{script:?}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            ));
+        }
+    }
+    eprintln!(
+        "differential against GNU sed: {count} scripts, {allowed} allowed and run, {} ran a command or wrote a file",
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        allowed * 5 > count,
+        "too few scripts were allowed to test anything"
+    );
+}
