@@ -265,7 +265,7 @@ pub(crate) fn judge_invocation(
             };
         }
     }
-    if open_tail && family(&base_lc).is_some_and(|f| f.appended_args_dangerous()) {
+    if open_tail && family(&base_lc).is_some_and(|f| f.unseen_args_dangerous()) {
         return deny(format!(
             "`xargs` would append unseen arguments to `{base}`, whose arguments the gate must see"
         ));

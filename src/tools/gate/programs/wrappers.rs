@@ -139,6 +139,8 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
                 }
             })
         }
+        // `-D`/`--chdir` are left out: another directory could hold a repository
+        // whose config the model wrote.
         Finder::Sudo => skip_options(
             words,
             1,
@@ -159,7 +161,6 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
                 "-u",
                 "-g",
                 "-C",
-                "-D",
                 "-p",
                 "-T",
                 "-h",
@@ -169,7 +170,6 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
                 "--user",
                 "--group",
                 "--close-from",
-                "--chdir",
                 "--prompt",
                 "--command-timeout",
                 "--host",
@@ -212,6 +212,17 @@ pub(crate) fn env_inner(words: &[Word], _open_tail: bool) -> Result<Inner, Strin
         &["-u", "--unset", "-C", "--chdir"],
         "env",
     )?;
+    if words[1..i].iter().any(|w| {
+        let v = w.value.as_str();
+        v.starts_with("-C")
+            || v.starts_with("--ch")
+            || (v.starts_with('-') && !v.starts_with("--") && v.contains('C'))
+    }) {
+        return Err(
+            "`env -C` runs the command in another directory, where git would use a repository the model could have written; denied"
+                .into(),
+        );
+    }
     if words.get(i).is_some_and(|w| w.value == "-") {
         i += 1;
     }
