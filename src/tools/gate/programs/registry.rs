@@ -250,7 +250,8 @@ pub(crate) static FAMILIES: &[Family] = &[
     // Shells: `-c` scripts are judged inside; bash's grammar only for the bash-like ones.
     Family::shell(&["bash", "rbash", "bash-static", "osh"]),
     Family::shell(&["sh", "dash", "ash"]).inner(Finder::PosixShell),
-    Family::shell(&["zsh", "zsh-static"]),
+    // zsh decodes `$'…'` its own way: its scripts get the non-bash reading.
+    Family::shell(&["zsh", "zsh-static"]).inner(Finder::PosixShell),
     Family::shell(&[
         "ksh",
         "mksh",

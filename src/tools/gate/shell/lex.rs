@@ -79,11 +79,12 @@ impl Segment {
 /// Whose grammar a script is read with: the shell that runs it decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dialect {
-    /// bash (and zsh, whose tokens agree on what the gate accepts).
+    /// bash.
     Bash,
-    /// A POSIX shell (dash, ash, ksh, yash): no `&>` (dash backgrounds and runs the next
-    /// word), no `|&`, no `<<<`, no `$'…'` (older dash reads `$` and a quoted string). The
-    /// gate denies these forms in such scripts rather than guess a version.
+    /// Any other shell the gate reads (sh/dash, ash, ksh, yash, zsh): the forms where those
+    /// shells and bash part ways are denied: `&>` (dash backgrounds and runs the next word),
+    /// `|&`, `<<<`, `$'…'` (older dash reads `$` and a quoted string; zsh decodes escapes
+    /// its own way), rather than guess a shell and its version.
     Posix,
 }
 
