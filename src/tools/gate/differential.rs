@@ -96,7 +96,10 @@ const REDIRECTS: &[&str] = &[
     " 1>f1", " 2> f2",
 ];
 
-const HEREDOC_BODIES: &[&str] = &["hello", "x'y", "$HOME", "`run`", "a\\", "E x", " E", "\tE"];
+const HEREDOC_BODIES: &[&str] = &[
+    "hello", "x'y", "$HOME", "`run`", "a\\", "E x", " E", "\tE", "E\\\n", "E\\\\\n",
+    "\tE\\\n\tx", "$\\\n(run)", "a\\\\\\\nE",
+];
 
 /// One word of fragments.
 fn word(rng: &mut Rng) -> String {

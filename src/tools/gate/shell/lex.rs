@@ -529,6 +529,7 @@ impl<'a> Lexer<'a> {
             };
             let delim = redir.target.value.clone();
             let strip = redir.op == "<<-";
+            let quoted = redir.target.quoted;
             if !redir.target.literal() || delim.is_empty() {
                 return Err("a heredoc delimiter must be a plain word".into());
             }
@@ -539,11 +540,29 @@ impl<'a> Lexer<'a> {
                         "the heredoc has no closing `{delim}` line (bash would run it anyway; the gate does not)"
                     ));
                 }
+                // In an unquoted heredoc bash joins backslash-newline before it compares a line
+                // with the delimiter (`E\` + an empty line ends the body), and a backslash
+                // pair is no continuation (`\\` + newline).
                 let mut line = String::new();
                 while let Some(c) = self.at(self.i) {
                     self.i += 1;
                     if c == '\n' {
                         break;
+                    }
+                    if c == '\\' && !quoted {
+                        match self.at(self.i) {
+                            Some('\n') => {
+                                self.i += 1;
+                                continue;
+                            }
+                            Some(n) => {
+                                line.push(c);
+                                line.push(n);
+                                self.i += 1;
+                                continue;
+                            }
+                            None => {}
+                        }
                     }
                     line.push(c);
                 }
