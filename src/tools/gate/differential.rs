@@ -97,8 +97,19 @@ const REDIRECTS: &[&str] = &[
 ];
 
 const HEREDOC_BODIES: &[&str] = &[
-    "hello", "x'y", "$HOME", "`run`", "a\\", "E x", " E", "\tE", "E\\\n", "E\\\\\n",
-    "\tE\\\n\tx", "$\\\n(run)", "a\\\\\\\nE",
+    "hello",
+    "x'y",
+    "$HOME",
+    "`run`",
+    "a\\",
+    "E x",
+    " E",
+    "\tE",
+    "E\\\n",
+    "E\\\\\n",
+    "\tE\\\n\tx",
+    "$\\\n(run)",
+    "a\\\\\\\nE",
 ];
 
 /// One word of fragments.
@@ -144,8 +155,16 @@ fn command(rng: &mut Rng) -> String {
         match rng.below(8) {
             0 => s.push_str(rng.pick(REDIRECTS)),
             1 => {
-                let (op, delim) =
-                    [("<<", "E"), ("<<-", "E"), ("<<", "'E'"), ("<<", "\\E")][rng.below(4)];
+                let (op, delim) = [
+                    ("<<", "E"),
+                    ("<<-", "E"),
+                    ("<<", "'E'"),
+                    ("<<", "\\E"),
+                    ("<<", "$'E'"),
+                    ("<<", "\"E\""),
+                    ("<<", "E''"),
+                    ("<<-", "$'\\x45'"),
+                ][rng.below(8)];
                 s.push_str(&format!(" {op}{delim}"));
                 heredocs.push((rng.pick(HEREDOC_BODIES), op == "<<-"));
             }
