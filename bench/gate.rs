@@ -1,5 +1,7 @@
 //! Gate throughput: verdicts per second on a realistic mix of commands and on one long
-//! compound command, under the policy of `harness.toml.example`. Figures only, no assertions.
+//! compound command, under the policy of `harness.toml.example`; and the worst single verdict
+//! over adversarial inputs up to the gate's 128 KiB cap (bench/gate_adversarial.rs), which
+//! must stay under 50 ms in a release build. Figures only, no assertions.
 //!
 //! `cargo bench --bench gate` (plain `std::time`, no criterion: one number per case is all
 //! `bench/RESULTS.md` records, and it keeps the dev-dependency tree small).
@@ -10,7 +12,9 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use harness::tools::gate::{judge, Verdict};
+use harness::tools::gate::{judge, Policy, Rule, Verdict};
+
+include!("gate_adversarial.rs");
 
 /// What a model typically asks for: reads, searches, git, a few compounds, and the
 /// constructs the gate must refuse.
@@ -89,5 +93,43 @@ fn main() {
     println!(
         "gate_long\t{long_rate:.0}\t({segments} segments, {} bytes, {verdict:?})",
         long.len()
+    );
+
+    worst_case(&policy);
+}
+
+/// The slowest verdict (best of 3) over the adversarial inputs, under the example policy and
+/// under `allow = ["*"]` with deny rules (which turns on the inline-code scans).
+fn worst_case(example: &Policy) {
+    let star_deny = Policy {
+        default: Verdict::Allow,
+        allow: vec![Rule::parse("*").unwrap()],
+        deny: ["rm *", "curl *", "git push *"]
+            .iter()
+            .map(|r| Rule::parse(r).unwrap())
+            .collect(),
+        write_redirects: true,
+    };
+    let mut worst = (Duration::ZERO, "", "");
+    for (pname, policy) in [("example", example), ("star_deny", &star_deny)] {
+        for (name, cmd) in adversarial(128 * 1024) {
+            let best = (0..3)
+                .map(|_| {
+                    let t = Instant::now();
+                    black_box(judge(policy, black_box(&cmd)));
+                    t.elapsed()
+                })
+                .min()
+                .unwrap_or_default();
+            if best > worst.0 {
+                worst = (best, name, pname);
+            }
+        }
+    }
+    println!(
+        "gate_worst\t{:.1} ms\t({} under {}, inputs up to 128 KiB; target < 50 ms)",
+        worst.0.as_secs_f64() * 1000.0,
+        worst.1,
+        worst.2
     );
 }

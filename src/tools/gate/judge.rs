@@ -15,7 +15,7 @@ use crate::tools::gate::rule::{
     Verdict,
 };
 use crate::tools::gate::shell::brush::brush_shape;
-use crate::tools::gate::shell::lex::{Lexer, Segment, Stdin, Word};
+use crate::tools::gate::shell::lex::{Dialect, Lexer, Segment, Stdin, Word};
 use crate::tools::gate::shell::words::{is_assignment, unsafe_var, RESERVED, STATE_BUILTINS};
 /// Inputs longer than this are denied unread (bytes).
 pub(crate) const MAX_INPUT_BYTES: usize = 128 * 1024;
@@ -32,7 +32,7 @@ pub fn judge(policy: &Policy, command: &str) -> Judgement {
             command.len()
         ))
     } else {
-        judge_program(policy, command, 0, &mut checks)
+        judge_program(policy, command, Dialect::Bash, 0, &mut checks)
     };
     let segments = match result {
         Ok(segments) => segments,
@@ -72,6 +72,7 @@ pub fn judge(policy: &Policy, command: &str) -> Judgement {
 pub(crate) fn judge_program(
     policy: &Policy,
     src: &str,
+    dialect: Dialect,
     depth: usize,
     checks: &mut Vec<(String, String)>,
 ) -> Result<Vec<SegmentJudgement>, String> {
@@ -81,7 +82,7 @@ pub(crate) fn judge_program(
     if src.contains('\0') {
         return Err("the command contains a NUL byte".into());
     }
-    let segs = Lexer::new(src).run()?;
+    let segs = Lexer::with_dialect(src, dialect).run()?;
     let mut out = Vec::with_capacity(segs.len());
     let mut piped_in = false;
     for seg in &segs {
@@ -264,7 +265,7 @@ pub(crate) fn judge_invocation(
             };
         }
     }
-    if open_tail && family(&base_lc).is_some_and(|f| f.appended_args_dangerous()) {
+    if open_tail && family(&base_lc).is_some_and(|f| f.unseen_args_dangerous()) {
         return deny(format!(
             "`xargs` would append unseen arguments to `{base}`, whose arguments the gate must see"
         ));
@@ -303,17 +304,19 @@ pub(crate) fn judge_invocation(
                 }
             }
         }
-        Inner::Script(script) => match judge_program(policy, &script, depth + 1, checks) {
-            Err(reason) => return deny(format!("inside the script `{base}` runs: {reason}")),
-            Ok(segs) => {
-                if let Some(s) = segs.into_iter().find(|s| s.verdict == Verdict::Deny) {
-                    return Outcome::Deny {
-                        rule: s.rule,
-                        reason: format!("inside the script `{base}` runs: {}", s.reason),
-                    };
+        Inner::Script(script, dialect) => {
+            match judge_program(policy, &script, dialect, depth + 1, checks) {
+                Err(reason) => return deny(format!("inside the script `{base}` runs: {reason}")),
+                Ok(segs) => {
+                    if let Some(s) = segs.into_iter().find(|s| s.verdict == Verdict::Deny) {
+                        return Outcome::Deny {
+                            rule: s.rule,
+                            reason: format!("inside the script `{base}` runs: {}", s.reason),
+                        };
+                    }
                 }
             }
-        },
+        }
     }
     // A program named by a path outside the system directories could be a copy of a denied
     // one (`cp /usr/bin/rm ./del`): with deny rules in force only a path rule allows it.

@@ -16,6 +16,8 @@
 //! - `lint.rs`, `render.rs`: warnings about rules and the human rendering.
 //! - `pipeline.rs`: the argv of an allowed plain pipeline, which harness runs without bash.
 
+#[cfg(test)]
+mod differential;
 mod judge;
 mod lint;
 mod paths;

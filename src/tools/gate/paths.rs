@@ -43,9 +43,14 @@ pub(crate) fn path_under(path: &str, prefix: &str, resolve_dotdot: bool) -> bool
 }
 
 /// Is this path outside the work root or inside a dot directory (absolute, `~`, `..`, `.git`)?
+/// A path the gate cannot read counts as outside: an expansion (`$HOME/x`, `${D}`), a brace
+/// (`{/,}tmp`), a tilde after `=` or `:`.
 pub(crate) fn outside_path(p: &str) -> bool {
     p.starts_with('/')
         || p.starts_with('~')
+        || p.contains(['$', '{', '`'])
+        || p.contains("=~")
+        || p.contains(":~")
         || p.split('/')
             .any(|c| c == ".." || (c.starts_with('.') && c != "."))
 }

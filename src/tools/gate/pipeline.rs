@@ -3,7 +3,7 @@
 //! expansion, with no redirection, no assignment and no builtin or reserved word.
 
 use crate::tools::gate::rule::{Judgement, Verdict};
-use crate::tools::gate::shell::lex::{Lexer, Word};
+use crate::tools::gate::shell::lex::{Dialect, Lexer, Word};
 use crate::tools::gate::shell::words::{is_assignment, RESERVED};
 
 /// Pipelines longer than this go to bash.
@@ -89,7 +89,7 @@ impl Judgement {
 
 /// See [`Judgement::plain_argv`]; the command is lexed as the judge lexed it.
 pub(crate) fn plain_pipeline(src: &str) -> Option<Vec<Vec<String>>> {
-    let segs = Lexer::new(src).run().ok()?;
+    let segs = Lexer::with_dialect(src, Dialect::Bash).run().ok()?;
     if segs.is_empty() || segs.len() > MAX_STAGES {
         return None;
     }

@@ -490,3 +490,31 @@ fn deny_rules_match_every_name_of_a_family() {
     }
     assert_eq!(judge(&p, "ls -la").verdict, Verdict::Allow);
 }
+
+mod linear_time {
+    #![allow(dead_code)]
+    use super::*;
+
+    include!("../../../bench/gate_adversarial.rs");
+
+    /// Every verdict is linear in the input: the adversarial inputs of the bench, at the
+    /// 128 KiB cap, each judged well within a bound a quadratic path would blow by far (a
+    /// debug build on a loaded machine; the release target, < 50 ms, is the bench's).
+    #[test]
+    fn adversarial_inputs_are_judged_in_linear_time() {
+        let mut slow = Vec::new();
+        for policy in [super::policy(), star_deny()] {
+            for (name, cmd) in adversarial(MAX_INPUT_BYTES) {
+                assert!(cmd.len() <= MAX_INPUT_BYTES, "{name}");
+                let t = std::time::Instant::now();
+                judge(&policy, &cmd);
+                let took = t.elapsed();
+                eprintln!("{name}: {took:?}");
+                if took > std::time::Duration::from_secs(10) {
+                    slow.push(format!("{name}: {took:?}"));
+                }
+            }
+        }
+        assert!(slow.is_empty(), "slow verdicts: {slow:?}");
+    }
+}

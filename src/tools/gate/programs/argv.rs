@@ -1,14 +1,14 @@
 //! tools stage (gate), PURE: argv helpers shared by the program files: option scanning,
 //! abbreviations, clusters, and the `Inner` finding.
 
-use crate::tools::gate::shell::lex::Word;
+use crate::tools::gate::shell::lex::{Dialect, Word};
 pub(crate) enum Inner {
     None,
     Deny(String),
     /// Word ranges that are commands to judge; `true` when `xargs` appends unseen arguments.
     Commands(Vec<(std::ops::Range<usize>, bool)>),
-    /// A shell script to judge as a whole.
-    Script(String),
+    /// A shell script to judge as a whole, in the grammar of the shell that runs it.
+    Script(String, Dialect),
 }
 
 /// Splits a wrapper's leading options: returns the index of the first operand, or a denial.

@@ -7,6 +7,7 @@ use crate::tools::gate::shell::lex::Word;
 /// which is where every awk reads one too.
 pub(crate) fn awk_skeleton(src: &str, brackets: bool) -> Result<String, String> {
     let c: Vec<char> = src.chars().collect();
+    let rest = rest_of_line(&c);
     let mut out = String::with_capacity(src.len());
     let mut operand = false;
     let mut i = 0;
@@ -67,22 +68,10 @@ pub(crate) fn awk_skeleton(src: &str, brackets: bool) -> Result<String, String> 
             '/' => {
                 // Read as division. Some awk might read a regex here instead (after `)` or a
                 // keyword); that is harmless unless the rest of the line, which would then be
-                // regex text, holds a `"` or `#` that changes how this skeleton reads it.
-                let mut j = i + 1;
-                let mut line = String::new();
-                while let Some(&x) = c.get(j) {
-                    if x == '\\' {
-                        j += 2; // an escaped newline continues the line (and the regex)
-                        line.push('\\');
-                        continue;
-                    }
-                    if x == '\n' {
-                        break;
-                    }
-                    line.push(x);
-                    j += 1;
-                }
-                if line.contains('/') && line.contains(['"', '#']) {
+                // regex text, holds a `/` and a `"` or `#` that change how this skeleton reads
+                // it. (Read from a table built once: one scan per `/` was quadratic.)
+                let (slash, quote) = rest.get(i + 1).copied().unwrap_or_default();
+                if slash && quote {
                     return Err("a `/` could start a regex or divide; not understood".into());
                 }
                 out.push('/');
@@ -102,6 +91,21 @@ pub(crate) fn awk_skeleton(src: &str, brackets: bool) -> Result<String, String> 
         }
     }
     Ok(out)
+}
+
+/// For each position: does the rest of its line (an escaped newline continues it) hold a `/`,
+/// and a `"` or `#`? Escaped characters count too, which only denies more.
+fn rest_of_line(c: &[char]) -> Vec<(bool, bool)> {
+    let mut out = vec![(false, false); c.len() + 1];
+    for k in (0..c.len()).rev() {
+        out[k] = if c[k] == '\n' && (k == 0 || c[k - 1] != '\\') {
+            (false, false)
+        } else {
+            let (slash, quote) = out[k + 1];
+            (slash || c[k] == '/', quote || matches!(c[k], '"' | '#'))
+        };
+    }
+    out
 }
 
 pub(crate) fn awk_check(args: &[Word]) -> Result<(), String> {

@@ -54,3 +54,16 @@ pub(crate) fn gpg_check(base: &str, args: &[Word]) -> Option<String> {
         .any(|v| long_abbrev(v, &["photo-viewer", "exec-path", "load-extension"]).is_some());
     denied(base, "`--photo-viewer`/`--exec-path` runs programs").filter(|_| found)
 }
+
+/// openssl loads code through engines and providers (`engine dynamic -pre SO_PATH:…`,
+/// `-engine`, `-provider-path`); any mention is denied.
+pub(crate) fn openssl_check(base: &str, args: &[Word]) -> Option<String> {
+    let loads = args.iter().any(|w| {
+        let v = w.value.to_ascii_lowercase();
+        v == "engine"
+            || v.contains("engine")
+            || v.contains("provider")
+            || matches!(v.as_str(), "-pre" | "-post")
+    });
+    denied(base, "engines and providers load code").filter(|_| loads)
+}

@@ -2,6 +2,7 @@
 //! or write files.
 
 use crate::tools::gate::programs::argv::{denied, long_abbrev, Inner};
+use crate::tools::gate::programs::git::may_run_git;
 use crate::tools::gate::rule::glob_match;
 use crate::tools::gate::shell::lex::Word;
 
@@ -28,6 +29,13 @@ pub(crate) fn find_inner(words: &[Word]) -> Result<Inner, String> {
                     w.value, words[start].raw
                 ));
             }
+            if matches!(w.value.as_str(), "-execdir" | "-okdir") && may_run_git(&words[start..end])
+            {
+                return Err(format!(
+                    "`find {}` runs `{}` in the directories it finds, where git would use a repository the model could have written; denied",
+                    w.value, words[start].raw
+                ));
+            }
             // `{} +` appends found paths the gate cannot see.
             list.push((start..end, words[end].value == "+"));
             i = end + 1;
@@ -45,6 +53,17 @@ pub(crate) fn fd_inner(words: &[Word]) -> Result<Inner, String> {
     const VALUED: &str = "edtEcjSoC";
     let mut list = Vec::new();
     let mut i = 1;
+    // `--base-directory`/`-C` makes fd (and the commands it runs) change directory.
+    let elsewhere = words[1..].iter().any(|w| {
+        let v = w.value.as_str();
+        long_abbrev(v, &["base-directory"]).is_some()
+            || v.strip_prefix('-').is_some_and(|c| {
+                !c.starts_with('-')
+                    && c.chars()
+                        .take_while(|&x| !"edtEcjSo".contains(x))
+                        .any(|x| x == 'C')
+            })
+    });
     while let Some(w) = words.get(i) {
         let v = w.value.as_str();
         if v == "--" {
@@ -87,6 +106,12 @@ pub(crate) fn fd_inner(words: &[Word]) -> Result<Inner, String> {
             if words[start].value.contains('{') {
                 return Err(format!(
                     "`fd {v}` runs a command named by the file it finds (`{}`); denied",
+                    words[start].raw
+                ));
+            }
+            if elsewhere && may_run_git(&words[start..end]) {
+                return Err(format!(
+                    "`fd --base-directory` runs `{}` in another directory, where git would use a repository the model could have written; denied",
                     words[start].raw
                 ));
             }

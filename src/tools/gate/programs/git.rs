@@ -1,9 +1,30 @@
 //! tools stage (gate), PURE: git: global options, subcommands and options that run programs or
 //! write outside the work root; config only as a read.
 
+use crate::tools::gate::paths::basename;
 use crate::tools::gate::paths::outside_path;
 use crate::tools::gate::programs::argv::{long_abbrev, options, short_has};
+use crate::tools::gate::programs::registry::{canonical, family, Kind};
 use crate::tools::gate::shell::lex::Word;
+
+/// Could this command run git (git itself, or a shell, interpreter, runner or wrapper that
+/// could)? Run in another directory (`find -execdir`, `fd --base-directory`), git would find
+/// a repository below the work root whose config the model wrote.
+pub(crate) fn may_run_git(words: &[Word]) -> bool {
+    let Some(w) = words.first() else {
+        return false;
+    };
+    let name = canonical(basename(&w.value));
+    name == "git"
+        || name.starts_with("git-")
+        || !w.literal()
+        || family(&name).is_some_and(|f| {
+            matches!(
+                f.kind,
+                Kind::Shell | Kind::Interpreter | Kind::Runner | Kind::Wrapper
+            )
+        })
+}
 pub(crate) fn git_check(args: &[Word]) -> Option<String> {
     let mut i = 0;
     // Global options before the subcommand.
@@ -30,6 +51,19 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
                 .is_some_and(|w| outside_path(&w.value) || !w.literal())
         {
             return Some("`-C` points git outside the work root".into());
+        }
+        // A directory below the work root may hold a repository (bare or not) whose config
+        // the model wrote: its aliases, hooks and fsmonitor would run. Only the work root's
+        // own repository is used.
+        if v == "-C"
+            && args
+                .get(i + 1)
+                .is_some_and(|w| !w.value.split('/').all(|c| c.is_empty() || c == "."))
+        {
+            return Some(
+                "`-C DIR` could use a repository below the work root whose config (aliases, hooks) the model wrote; only the work root's own repository is used"
+                    .into(),
+            );
         }
         i += if matches!(v, "-C" | "--namespace") {
             2
@@ -79,6 +113,13 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
             | "credential"
     ) {
         return Some(format!("`git {sub}` runs programs"));
+    }
+    // Internal helpers (`submodule--helper`, `difftool--helper`...) run configured commands
+    // and take options the gate does not know.
+    if sub.contains("--") && !sub.starts_with('-') {
+        return Some(format!(
+            "`git {sub}` is an internal helper that runs programs"
+        ));
     }
     if rest
         .iter()

@@ -29,9 +29,7 @@ pub(crate) fn expansion_into_options(base: &str, args: &[Word]) -> Option<String
         return None;
     }
     for w in args.iter().take_while(|w| w.value != "--") {
-        let braces = w.brace && (w.value.contains(',') || w.value.contains(".."));
-        let leading_glob = w.glob && w.value.starts_with(['*', '?', '[']);
-        if braces || leading_glob {
+        if can_expand_into_option(w) {
             return Some(format!(
                 "`{base}`: `{}` could expand into options the gate cannot check (write `./{}` for files)",
                 w.raw,
@@ -40,6 +38,18 @@ pub(crate) fn expansion_into_options(base: &str, args: &[Word]) -> Option<String
         }
     }
     None
+}
+
+/// Could this word's expansion start with `-`? A brace expansion anywhere (`{-rf,x}`,
+/// `a{,-x}`), a glob whose first character is a wildcard (`*`, `?`, `[-]x`), an unquoted
+/// expansion at the start (`$X`), or any expanding word that already starts with `-` (`-*`,
+/// `"-"*`, `--c*=x`).
+pub(crate) fn can_expand_into_option(w: &Word) -> bool {
+    let braces = w.brace && (w.value.contains(',') || w.value.contains(".."));
+    let expands = !w.literal();
+    braces
+        || (w.glob && w.value.starts_with(['*', '?', '[']))
+        || (expands && w.value.starts_with(['-', '$']))
 }
 
 /// The family's option check: why these arguments run a program or write files, if they do.
@@ -60,6 +70,9 @@ pub(crate) fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
         }
         Check::Go => go::go_check(base, args),
         Check::Gpg => documents::gpg_check(base, args),
+        Check::Openssl => documents::openssl_check(base, args),
+        Check::SshKeys => remote::ssh_keys_check(base, args),
+        Check::Compiler => packages::compiler_check(base, args),
         Check::Latex => documents::latex_check(base, args, false),
         Check::Latexmk => documents::latex_check(base, args, true),
         Check::Make => make::make_check(args).map(|e| format!("`{base}`: {e}; denied")),

@@ -20,11 +20,25 @@ pub(crate) fn apt_check(base: &str, args: &[Word]) -> Option<String> {
     let found = options(args).any(|v| {
         matches!(v, "-o" | "-c")
             || v.starts_with("-o") && !v.starts_with("--")
-            || long_abbrev(v, &["option", "config-file"]).is_some()
+            || long_abbrev(
+                v,
+                &[
+                    "option",
+                    "config-file",
+                    "pre-invoke",
+                    "post-invoke",
+                    "status-logger",
+                    "log",
+                    "instdir",
+                    "root",
+                    "admindir",
+                ],
+            )
+            .is_some()
     });
     denied(
         base,
-        "`-o`/`-c` set options that run programs (Pre-Invoke...)",
+        "`-o`/`-c`/`--pre-invoke`... set options or hooks that run programs",
     )
     .filter(|_| found)
 }
@@ -55,4 +69,35 @@ pub(crate) fn cargo_check(base: &str, args: &[Word]) -> Option<String> {
         ],
     )
     .map(|(o, p)| format!("`{o} {p}` reaches outside the work root; denied whatever the rules say"))
+}
+
+/// Compiler and linker options that run programs or load code: `-wrapper`, `-B` (where the
+/// driver finds cc1, as, ld), plugins, spec files (which can run programs), a linker by path,
+/// `-Xclang`/`-Xlinker`/`-Wl,` passing any of these on, response files (`@file`: options the
+/// gate cannot see), `tcc -run`.
+pub(crate) fn compiler_check(base: &str, args: &[Word]) -> Option<String> {
+    let hit = |what: &str| denied(base, what);
+    for v in args.iter().map(|w| w.value.as_str()) {
+        let lc = v.to_ascii_lowercase();
+        let bad = v.starts_with('@')
+            || lc.starts_with("-wrapper")
+            || lc.starts_with("--wrapper")
+            || v.starts_with("-B")
+            || v.starts_with("--prefix")
+            || (lc.starts_with('-') && (lc.contains("plugin") || lc.contains("specs")))
+            || lc.starts_with("-xclang")
+            || lc.starts_with("-xlinker")
+            || lc.starts_with("-wl,")
+            || (lc.starts_with("-fuse-ld=") && v.contains('/'))
+            || lc.starts_with("--ld-path")
+            || lc.starts_with("-ccc-")
+            || lc == "-run"
+            || lc == "-load";
+        if bad {
+            return hit(&format!(
+                "`{v}` runs a program, loads code or reads options the gate cannot see"
+            ));
+        }
+    }
+    None
 }

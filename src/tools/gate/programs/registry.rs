@@ -34,6 +34,9 @@ pub(crate) enum Check {
     None,
     Apt,
     Awk,
+    /// Compiler and linker options that run programs or load code (`-wrapper`, `-B`,
+    /// plugins, spec files, response files, `tcc -run`).
+    Compiler,
     Cargo,
     Crontab,
     Exiftool,
@@ -45,6 +48,8 @@ pub(crate) enum Check {
     Make,
     Man,
     Nc,
+    /// `engine`, `-engine`, providers, `-pre`/`-post` load code.
+    Openssl,
     /// `-o`/`--output` writes a file (shuf, iconv, tree).
     Output,
     Pager,
@@ -56,6 +61,8 @@ pub(crate) enum Check {
     Sort,
     Split,
     Ssh,
+    /// ssh-keygen and ssh-add options that load a PKCS#11 or FIDO library.
+    SshKeys,
     Tar,
     Tcpdump,
     Test,
@@ -76,6 +83,8 @@ pub(crate) enum Finder {
     None,
     /// A bash-like shell: `-c` scripts are bash.
     Shell,
+    /// A POSIX shell: `-c` scripts are read with the POSIX grammar (no `&>`, `$'…'`...).
+    PosixShell,
     /// A shell whose `-c` scripts are not bash.
     ForeignShell,
     Command,
@@ -214,9 +223,15 @@ impl Family {
         )
     }
 
+    /// Arguments the gate cannot see (appended by `xargs`, or expanded from a glob) could
+    /// carry options: every family above, and any family with an option check (compilers).
+    pub(crate) fn unseen_args_dangerous(&self) -> bool {
+        self.appended_args_dangerous() || self.check != Check::None
+    }
+
     /// An unquoted glob or brace could expand into options the gate never saw.
     pub(crate) fn options_from_globs_dangerous(&self) -> bool {
-        self.appended_args_dangerous() || self.kind == Kind::Guarded
+        self.unseen_args_dangerous() || self.kind == Kind::Guarded
     }
 
     /// Runs code the gate cannot read (interpreters and opaque runners).
@@ -233,11 +248,24 @@ impl Family {
 /// Every program family the gate knows.
 pub(crate) static FAMILIES: &[Family] = &[
     // Shells: `-c` scripts are judged inside; bash's grammar only for the bash-like ones.
-    Family::shell(&["bash", "rbash"]),
-    Family::shell(&["sh", "dash", "ash"]),
-    Family::shell(&["zsh"]),
-    Family::shell(&["ksh", "mksh"]),
-    Family::shell(&["yash"]),
+    Family::shell(&["bash", "rbash", "bash-static", "osh"]),
+    Family::shell(&["sh", "dash", "ash"]).inner(Finder::PosixShell),
+    // zsh decodes `$'…'` its own way: its scripts get the non-bash reading.
+    Family::shell(&["zsh", "zsh-static"]).inner(Finder::PosixShell),
+    Family::shell(&[
+        "ksh",
+        "mksh",
+        "lksh",
+        "pdksh",
+        "oksh",
+        "loksh",
+        "ksh93",
+        "mksh-static",
+        "posh",
+        "sash",
+    ])
+    .inner(Finder::PosixShell),
+    Family::shell(&["yash"]).inner(Finder::PosixShell),
     Family::shell(&["fish"]).inner(Finder::ForeignShell),
     Family::shell(&["csh", "tcsh"]).inner(Finder::ForeignShell),
     Family::shell(&["pwsh"]).inner(Finder::ForeignShell),
@@ -245,22 +273,41 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::shell(&["nu"]).inner(Finder::ForeignShell),
     Family::shell(&["xonsh"]).inner(Finder::ForeignShell),
     // Interpreters: code in arguments or on stdin the gate cannot read.
-    Family::interpreter(&["python", "python2", "python3", "pypy", "pypy3", "ipython"]),
-    Family::interpreter(&["perl"]).code(Code::Perl),
-    Family::interpreter(&["ruby"]),
-    Family::interpreter(&["node", "nodejs"]),
+    Family::interpreter(&[
+        "python",
+        "python2",
+        "python3",
+        "pypy",
+        "pypy3",
+        "ipython",
+        "ipython3",
+        "pythonw",
+        "pdb",
+        "pydoc",
+        "bpython",
+        "ptpython",
+        "jython",
+        "micropython",
+    ]),
+    Family::interpreter(&["perl", "cperl", "perldb"]).code(Code::Perl),
+    Family::interpreter(&["ruby", "erb", "jruby", "truffleruby"]),
+    Family::interpreter(&["node", "nodejs", "js", "qjs", "rhino", "jjs", "d8"]),
     Family::interpreter(&["deno"]),
     Family::interpreter(&["bun"]),
-    Family::interpreter(&["php"]),
-    Family::interpreter(&["lua", "luajit"]),
+    Family::interpreter(&["php", "php-cgi", "phpdbg"]),
+    Family::interpreter(&["lua", "luajit", "lua-interpreter", "texlua"]),
     Family::interpreter(&["rscript"]),
-    Family::interpreter(&["tclsh"]).stdin(StdinCode::Always),
+    Family::interpreter(&["tclsh", "jimsh"]).stdin(StdinCode::Always),
     Family::interpreter(&["wish"]).stdin(StdinCode::Always),
     Family::interpreter(&["osascript"]),
     Family::interpreter(&["powershell"]),
     Family::interpreter(&["ed"]).stdin(StdinCode::Always),
     Family::interpreter(&["ex"]).stdin(StdinCode::Always),
-    Family::interpreter(&["vim", "vi", "nvim"]).stdin(StdinCode::Always),
+    Family::interpreter(&[
+        "vim", "vi", "nvim", "view", "rview", "rvim", "vimdiff", "gvim", "evim", "nvi", "elvis",
+        "vile",
+    ])
+    .stdin(StdinCode::Always),
     Family::interpreter(&["emacs"]).stdin(StdinCode::Always),
     Family::interpreter(&["sqlite3"]).stdin(StdinCode::Always),
     Family::interpreter(&["psql"]).stdin(StdinCode::Always),
@@ -294,10 +341,18 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::interpreter(&["lldb"]).stdin(StdinCode::Always),
     Family::interpreter(&["duckdb"]).stdin(StdinCode::Always),
     Family::interpreter(&["mongosh"]).stdin(StdinCode::Always),
-    Family::interpreter(&["awk", "gawk", "mawk", "nawk"])
-        .check(Check::Awk)
-        .code(Code::Own)
-        .stdin(StdinCode::Never),
+    Family::interpreter(&[
+        "awk",
+        "gawk",
+        "mawk",
+        "nawk",
+        "original-awk",
+        "bwk-awk",
+        "goawk",
+    ])
+    .check(Check::Awk)
+    .code(Code::Own)
+    .stdin(StdinCode::Never),
     Family::interpreter(&["make", "gmake", "bmake"])
         .check(Check::Make)
         .stdin(StdinCode::Never)
@@ -350,6 +405,9 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::checked(&["latexmk"], Check::Latexmk),
     Family::checked(&["exiftool"], Check::Exiftool),
     Family::checked(&["gpg", "gpg2"], Check::Gpg),
+    Family::checked(&["openssl"], Check::Openssl),
+    Family::checked(&["ssh-keygen"], Check::SshKeys),
+    Family::checked(&["ssh-add"], Check::SshKeys),
     Family::checked(&["nc", "ncat", "netcat"], Check::Nc).writes(),
     Family::checked(&["rsync"], Check::Rsync),
     Family::checked(&["scp"], Check::Scp).writes(),
@@ -436,9 +494,66 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::runner(&["tsp"]),
     Family::runner(&["nq"]),
     Family::runner(&["dbus-run-session"]),
-    Family::runner(&["setarch"]),
-    Family::runner(&["linux32"]),
-    Family::runner(&["linux64"]),
+    // setarch and the personality names it is installed under (util-linux).
+    Family::runner(&[
+        "setarch",
+        "linux32",
+        "linux64",
+        "uname26",
+        "i386",
+        "i486",
+        "i586",
+        "i686",
+        "athlon",
+        "x86_64",
+        "ia64",
+        "ppc",
+        "ppc32",
+        "ppc64",
+        "ppc64le",
+        "s390",
+        "s390x",
+        "sparc",
+        "sparc32",
+        "sparc32bash",
+        "sparc64",
+        "mips",
+        "mips32",
+        "mips64",
+        "parisc",
+        "parisc32",
+        "parisc64",
+        "arm",
+        "armv7l",
+        "armh",
+        "armv8l",
+        "aarch64",
+        "arm64",
+        "alpha",
+        "m68k",
+        "loongarch",
+        "loongarch64",
+        "riscv64",
+    ]),
+    Family::runner(&["choom"]),
+    Family::runner(&["runcon"]),
+    Family::runner(&["systemd-cat"]),
+    Family::runner(&["newgrp"]),
+    Family::runner(&[
+        "sensible-editor",
+        "editor",
+        "sensible-pager",
+        "pager",
+        "sensible-browser",
+    ]),
+    Family::runner(&[
+        "xdg-open",
+        "open",
+        "x-www-browser",
+        "www-browser",
+        "see",
+        "run-mailcap",
+    ]),
     Family::runner(&["sshpass"]),
     Family::runner(&["hyperfine"]),
     Family::runner(&["watchexec"]),
@@ -545,17 +660,17 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::plain(&["pip", "pip3"]).project(),
     Family::plain(&["gem"]).project(),
     // Toolchain programs a make variable may name (`CC=gcc`).
-    Family::toolchain(&["gcc"]),
-    Family::toolchain(&["g++"]),
-    Family::toolchain(&["cc"]),
-    Family::toolchain(&["c++"]),
-    Family::toolchain(&["clang"]),
-    Family::toolchain(&["clang++"]),
-    Family::toolchain(&["gfortran"]),
-    Family::toolchain(&["ld"]),
-    Family::toolchain(&["ld.lld"]),
-    Family::toolchain(&["ld.gold"]),
-    Family::toolchain(&["lld"]),
+    Family::toolchain(&["gcc"]).check(Check::Compiler),
+    Family::toolchain(&["g++"]).check(Check::Compiler),
+    Family::toolchain(&["cc"]).check(Check::Compiler),
+    Family::toolchain(&["c++"]).check(Check::Compiler),
+    Family::toolchain(&["clang"]).check(Check::Compiler),
+    Family::toolchain(&["clang++"]).check(Check::Compiler),
+    Family::toolchain(&["gfortran"]).check(Check::Compiler),
+    Family::toolchain(&["ld"]).check(Check::Compiler),
+    Family::toolchain(&["ld.lld"]).check(Check::Compiler),
+    Family::toolchain(&["ld.gold"]).check(Check::Compiler),
+    Family::toolchain(&["lld"]).check(Check::Compiler),
     Family::toolchain(&["ar"]),
     Family::toolchain(&["llvm-ar"]),
     Family::toolchain(&["ranlib"]),
@@ -563,8 +678,8 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::toolchain(&["nm"]),
     Family::toolchain(&["strip"]),
     Family::toolchain(&["objcopy"]),
-    Family::toolchain(&["tcc"]),
-    Family::toolchain(&["musl-gcc"]),
+    Family::toolchain(&["tcc"]).check(Check::Compiler),
+    Family::toolchain(&["musl-gcc"]).check(Check::Compiler),
 ];
 
 static BY_NAME: LazyLock<HashMap<&'static str, &'static Family>> = LazyLock::new(|| {
@@ -701,7 +816,8 @@ mod tests {
         ] {
             assert_eq!(family(name).map(Family::name), Some(want), "{name}");
         }
-        for name in ["ls", "ssh-keygen", "git-upload-pack", "cargo-fmt", "2to3"] {
+        // (ssh-keygen is a family since issue 10: `-D` loads a PKCS#11 library.)
+        for name in ["ls", "ssh-copy-id", "git-upload-pack", "cargo-fmt", "2to3"] {
             assert!(family(name).is_none(), "{name}");
             assert!(family(name).is_none_or(|f| f.name() != "ssh"), "{name}");
         }

@@ -24,34 +24,72 @@ pub(crate) fn rsync_check(base: &str, args: &[Word]) -> Option<String> {
     None
 }
 
-/// `copy` for scp and sftp, where `-S` names the program to run.
+/// ssh configuration keywords that run local programs, load code or read more
+/// configuration.
+const SSH_RUNS: &[&str] = &[
+    "proxycommand",
+    "localcommand",
+    "permitlocalcommand",
+    "knownhostscommand",
+    "proxyusefdpass",
+    "proxyjump",
+    "pkcs11provider",
+    "securitykeyprovider",
+    "include",
+    "match",
+];
+
+/// ssh, scp and sftp (`copy`): options that run local programs. Short options are read as
+/// getopt does (clusters, a value attached or in the next word, options after operands);
+/// an `-o` value is read as ssh reads a config line, ignoring case, quotes, backslashes and
+/// whitespace anywhere (`-o ' ProxyCommand=…'`, `-o '"ProxyCommand" …'`).
 pub(crate) fn ssh_check(base: &str, args: &[Word], copy: bool) -> Option<String> {
     let hit = |what: &str| denied(base, what);
-    let all: Vec<&str> = options(args).collect();
-    for (k, v) in all.iter().enumerate() {
-        let lc = v.to_ascii_lowercase();
-        let next = all
-            .get(k + 1)
-            .map(|s| s.to_ascii_lowercase())
-            .unwrap_or_default();
-        let opt = if lc == "-o" {
-            next.as_str()
-        } else {
-            lc.strip_prefix("-o").unwrap_or("")
+    let valued = if copy {
+        "cDFiJloPSXsbBR"
+    } else {
+        "bceilmopBDEFIJLOPQRSwW"
+    };
+    let mut k = 0;
+    while let Some(w) = args.get(k) {
+        k += 1;
+        let v = w.value.as_str();
+        if v == "--" {
+            break;
+        }
+        let Some(cluster) = v.strip_prefix('-').filter(|c| !c.is_empty()) else {
+            continue;
         };
-        if [
-            "proxycommand",
-            "localcommand",
-            "permitlocalcommand",
-            "knownhostscommand",
-            "proxyusefdpass",
-        ]
-        .iter()
-        .any(|o| opt.starts_with(o))
-            || *v == "-F"
-            || (copy && *v == "-S")
-        {
-            return hit("options that run local programs are denied");
+        for (at, c) in cluster.char_indices() {
+            if !valued.contains(c) {
+                continue;
+            }
+            let attached = &cluster[at + c.len_utf8()..];
+            let value = if attached.is_empty() {
+                k += 1;
+                args.get(k - 1).map_or("", |w| w.value.as_str())
+            } else {
+                attached
+            };
+            let runs = match c {
+                'o' => {
+                    let line: String = value
+                        .chars()
+                        .filter(|x| !x.is_whitespace() && !matches!(x, '"' | '\'' | '\\'))
+                        .collect::<String>()
+                        .to_ascii_lowercase();
+                    SSH_RUNS.iter().any(|o| line.contains(o))
+                }
+                'F' | 'I' => true,
+                'S' | 'D' | 'b' => copy,
+                _ => false,
+            };
+            if runs {
+                return hit(&format!(
+                    "`-{c} {value}`: options that run local programs, load code or read a config file are denied"
+                ));
+            }
+            break;
         }
     }
     None
@@ -66,4 +104,15 @@ pub(crate) fn tcpdump_check(base: &str, args: &[Word]) -> Option<String> {
         }
     }
     None
+}
+
+/// ssh-keygen `-D`/`-w` and ssh-add `-s`/`-S`/`-e` load a PKCS#11 or FIDO library.
+pub(crate) fn ssh_keys_check(base: &str, args: &[Word]) -> Option<String> {
+    let (flags, valued) = if base == "ssh-add" {
+        ("sSe", "EhHt")
+    } else {
+        ("Dw", "bCEFGIJMNOPRVYZafgjmnrstz")
+    };
+    let loads = options(args).any(|v| short_has(v, flags, valued));
+    denied(base, "options that load a PKCS#11 or FIDO library").filter(|_| loads)
 }

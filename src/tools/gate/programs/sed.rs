@@ -210,7 +210,12 @@ pub(crate) fn sed_script_ok(script: &str) -> Result<(), String> {
                 }
             }
             ':' | 'b' | 't' | 'T' | 'v' => {
-                while i < c.len() && c[i] != '\n' && c[i] != ';' {
+                // GNU sed (4.9) ends a label, and `v`'s version, at whitespace or `;`: what
+                // follows is the next command (`:a e id` runs `id`).
+                while i < c.len() && (c[i] == ' ' || c[i] == '\t') {
+                    i += 1;
+                }
+                while i < c.len() && !c[i].is_whitespace() && c[i] != ';' {
                     i += 1;
                 }
             }

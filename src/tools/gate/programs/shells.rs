@@ -3,13 +3,13 @@
 
 use crate::tools::gate::programs::argv::Inner;
 use crate::tools::gate::rule::Policy;
-use crate::tools::gate::shell::lex::Word;
-/// `bash_like` shells run bash scripts with `-c`; the others' scripts cannot be judged.
+use crate::tools::gate::shell::lex::{Dialect, Word};
+/// `dialect` is the grammar the shell reads `-c` scripts with; `None`: not one the gate reads.
 pub(crate) fn shell_inner(
     policy: &Policy,
     words: &[Word],
     base: &str,
-    bash_like: bool,
+    dialect: Option<Dialect>,
 ) -> Result<Inner, String> {
     let mut i = 1;
     let mut command_mode = false;
@@ -74,12 +74,12 @@ pub(crate) fn shell_inner(
     if command_mode {
         return match words.get(i) {
             Some(w) if w.literal() => {
-                if !bash_like {
+                let Some(dialect) = dialect else {
                     return Err(format!(
                         "`{base} -c` scripts are not bash; the gate cannot judge them"
                     ));
-                }
-                Ok(Inner::Script(w.value.clone()))
+                };
+                Ok(Inner::Script(w.value.clone(), dialect))
             }
             Some(w) => Err(format!(
                 "`{base} -c` runs `{}`, which the gate cannot read",

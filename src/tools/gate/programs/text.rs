@@ -121,11 +121,27 @@ pub(crate) fn man_check(base: &str, args: &[Word]) -> Option<String> {
 }
 
 /// Pager `+cmd`, log files and key files (less, more, most).
+/// A pager's initial command that only moves or searches: `+N`, `+G`, `+10g`, `+F`, `+p`,
+/// `+50%` (`++` repeats it for every file), or a search `+/pattern`, `+?pattern` with no
+/// control character (a newline would end the search and type further commands, `!` among
+/// them).
+fn safe_pager_start(v: &str) -> bool {
+    let cmd = v.trim_start_matches('+');
+    if v.len() - cmd.len() > 2 {
+        return false;
+    }
+    if let Some(pattern) = cmd.strip_prefix(['/', '?']) {
+        return !pattern.chars().any(char::is_control);
+    }
+    let motion = cmd.trim_start_matches(|c: char| c.is_ascii_digit());
+    matches!(motion, "" | "G" | "g" | "F" | "p" | "%")
+}
+
 pub(crate) fn pager_check(base: &str, args: &[Word]) -> Option<String> {
     let hit = |what: &str| denied(base, what);
     for v in args.iter().map(|w| w.value.as_str()) {
-        if v.starts_with('+') {
-            return hit("`+cmd` runs pager commands");
+        if v.starts_with('+') && !safe_pager_start(v) {
+            return hit("`+cmd` runs pager commands (only `+N`, `+G`, `+g`, `+F`, `+p`, `+%`, `+/pattern` and `+?pattern` are allowed)");
         }
         if short_has(v, "oOk", "bhjpPtTxyz#")
             || long_abbrev(

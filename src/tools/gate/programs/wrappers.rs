@@ -7,7 +7,7 @@ use crate::tools::gate::programs::find::{fd_inner, find_inner};
 use crate::tools::gate::programs::registry::{canonical, family, Finder};
 use crate::tools::gate::programs::shells::shell_inner;
 use crate::tools::gate::rule::Policy;
-use crate::tools::gate::shell::lex::Word;
+use crate::tools::gate::shell::lex::{Dialect, Word};
 pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_tail: bool) -> Inner {
     let n = words.len();
     let to_end = |start: usize| Inner::Commands(vec![(start..n, open_tail)]);
@@ -134,10 +134,13 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
                 if exec {
                     Ok(to_end(i))
                 } else {
-                    script_of(&words[i.min(n)..], base).map(Inner::Script)
+                    // watch hands the joined words to `sh -c`.
+                    script_of(&words[i.min(n)..], base).map(|s| Inner::Script(s, Dialect::Posix))
                 }
             })
         }
+        // `-D`/`--chdir` are left out: another directory could hold a repository
+        // whose config the model wrote.
         Finder::Sudo => skip_options(
             words,
             1,
@@ -158,7 +161,6 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
                 "-u",
                 "-g",
                 "-C",
-                "-D",
                 "-p",
                 "-T",
                 "-h",
@@ -168,7 +170,6 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
                 "--user",
                 "--group",
                 "--close-from",
-                "--chdir",
                 "--prompt",
                 "--command-timeout",
                 "--host",
@@ -180,8 +181,9 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
         )
         .map(to_end),
         Finder::Doas => skip_options(words, 1, &["-n"], &["-u"], base).map(to_end),
-        Finder::Shell => shell_inner(policy, words, base, true),
-        Finder::ForeignShell => shell_inner(policy, words, base, false),
+        Finder::Shell => shell_inner(policy, words, base, Some(Dialect::Bash)),
+        Finder::PosixShell => shell_inner(policy, words, base, Some(Dialect::Posix)),
+        Finder::ForeignShell => shell_inner(policy, words, base, None),
         Finder::None | Finder::Directory => Ok(Inner::None),
     };
     match result {
@@ -210,6 +212,17 @@ pub(crate) fn env_inner(words: &[Word], _open_tail: bool) -> Result<Inner, Strin
         &["-u", "--unset", "-C", "--chdir"],
         "env",
     )?;
+    if words[1..i].iter().any(|w| {
+        let v = w.value.as_str();
+        v.starts_with("-C")
+            || v.starts_with("--ch")
+            || (v.starts_with('-') && !v.starts_with("--") && v.contains('C'))
+    }) {
+        return Err(
+            "`env -C` runs the command in another directory, where git would use a repository the model could have written; denied"
+                .into(),
+        );
+    }
     if words.get(i).is_some_and(|w| w.value == "-") {
         i += 1;
     }

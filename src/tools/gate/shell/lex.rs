@@ -76,8 +76,21 @@ impl Segment {
     }
 }
 
+/// Whose grammar a script is read with: the shell that runs it decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    /// bash.
+    Bash,
+    /// Any other shell the gate reads (sh/dash, ash, ksh, yash, zsh): the forms where those
+    /// shells and bash part ways are denied: `&>` (dash backgrounds and runs the next word),
+    /// `|&`, `<<<`, `$'…'` (older dash reads `$` and a quoted string; zsh decodes escapes
+    /// its own way), rather than guess a shell and its version.
+    Posix,
+}
+
 pub(crate) struct Lexer<'a> {
     pub(crate) src: &'a str,
+    pub(crate) dialect: Dialect,
     pub(crate) chars: Vec<(usize, char)>,
     pub(crate) i: usize,
     pub(crate) segs: Vec<Segment>,
@@ -103,9 +116,10 @@ pub(crate) enum Sep {
 }
 
 impl<'a> Lexer<'a> {
-    pub(crate) fn new(src: &'a str) -> Self {
+    pub(crate) fn with_dialect(src: &'a str, dialect: Dialect) -> Self {
         Lexer {
             src,
+            dialect,
             chars: src.char_indices().collect(),
             i: 0,
             segs: Vec::new(),
@@ -231,6 +245,7 @@ impl<'a> Lexer<'a> {
                     if next == Some('|') {
                         self.end_segment(Sep::AndOr)?;
                     } else if next == Some('&') {
+                        self.posix_refuses("|&")?;
                         self.end_segment(Sep::PipeAmp)?;
                     } else {
                         self.end_segment(Sep::Pipe)?;
@@ -293,6 +308,9 @@ impl<'a> Lexer<'a> {
                         ']' if w.bracket => w.glob = true,
                         '{' | '}' => w.brace = true,
                         '~' if at_start => w.tilde = true,
+                        // bash also expands a tilde after `=` or `:` in a word that looks
+                        // like an assignment (`a=~/x`, `--o=~` is not, `p=a:~`): mark all.
+                        '~' if w.value.ends_with(['=', ':']) => w.tilde = true,
                         _ => {}
                     }
                     w.value.push(c);
@@ -356,7 +374,10 @@ impl<'a> Lexer<'a> {
             }
             Some('{') => Err("parameter expansion `${…}` is always denied".into()),
             Some('[') => Err("arithmetic expansion `$[…]` is always denied".into()),
-            Some('\'') if !in_dq => self.lex_ansi_c(j + 1),
+            Some('\'') if !in_dq => {
+                self.posix_refuses("$'…'")?;
+                self.lex_ansi_c(j + 1)
+            }
             Some('"') if !in_dq => {
                 Err("locale quoting `$\"…\"` is not understood by the gate".into())
             }
@@ -404,100 +425,37 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    /// Decodes `$'…'` starting after the opening quote, as bash does.
-    fn lex_ansi_c(&mut self, mut j: usize) -> Result<(), String> {
-        let mut out = String::new();
+    /// Reads `$'…'` starting after the opening quote, in bash's two steps: the tokenizer finds
+    /// the closing quote (a backslash skips the next character, whatever it is), then the text
+    /// between is decoded ([`ansi_c_decode`]).
+    fn lex_ansi_c(&mut self, start: usize) -> Result<(), String> {
+        let mut j = start;
         loop {
-            let Some(c) = self.at(j) else {
-                return Err("syntax error: unterminated `$'…'`".into());
-            };
-            j += 1;
-            if c == '\'' {
-                break;
-            }
-            if c != '\\' {
-                out.push(c);
-                continue;
-            }
-            let Some(e) = self.at(j) else {
-                return Err("syntax error: unterminated `$'…'`".into());
-            };
-            j += 1;
-            let simple = match e {
-                'n' => Some('\n'),
-                't' => Some('\t'),
-                'r' => Some('\r'),
-                'a' => Some('\x07'),
-                'b' => Some('\x08'),
-                'e' | 'E' => Some('\x1b'),
-                'f' => Some('\x0c'),
-                'v' => Some('\x0b'),
-                '\\' | '\'' | '"' | '?' => Some(e),
-                _ => None,
-            };
-            if let Some(s) = simple {
-                out.push(s);
-                continue;
-            }
-            let (radix, max) = match e {
-                '0'..='7' => {
-                    j -= 1;
-                    (8, 3)
-                }
-                'x' => (16, 2),
-                'u' => (16, 4),
-                'U' => (16, 8),
-                'c' => {
-                    let Some(x) = self.at(j) else {
-                        return Err("syntax error: unterminated `$'…'`".into());
-                    };
-                    j += 1;
-                    let code = (x as u32) & 0x1f;
-                    if code == 0 {
-                        return Err("`$'…'` decodes to a NUL byte, which bash truncates at".into());
-                    }
-                    out.extend(char::from_u32(code));
-                    continue;
-                }
-                _ => {
-                    out.push('\\');
-                    out.push(e);
-                    continue;
-                }
-            };
-            let mut n: u32 = 0;
-            let mut digits = 0;
-            while digits < max {
-                match self.at(j).and_then(|d| d.to_digit(radix)) {
-                    Some(d) => {
-                        n = n.saturating_mul(radix).saturating_add(d);
-                        digits += 1;
-                        j += 1;
-                    }
-                    None => break,
-                }
-            }
-            if digits == 0 {
-                out.push('\\');
-                out.push(e);
-                continue;
-            }
-            if n == 0 {
-                return Err("`$'…'` decodes to a NUL byte, which bash truncates at".into());
-            }
-            if (radix == 8 || e == 'x') && n > 0x7f {
-                return Err("`$'…'` decodes to a raw non-ASCII byte the gate cannot judge".into());
-            }
-            match char::from_u32(n) {
-                Some(ch) => out.push(ch),
-                None => return Err("`$'…'` decodes to an invalid character".into()),
+            match self.at(j) {
+                None => return Err("syntax error: unterminated `$'…'`".into()),
+                Some('\\') if self.at(j + 1).is_some() => j += 2,
+                Some('\\') => return Err("syntax error: unterminated `$'…'`".into()),
+                Some('\'') => break,
+                Some(_) => j += 1,
             }
         }
+        let body: Vec<char> = self.chars[start..j].iter().map(|&(_, c)| c).collect();
+        let out = ansi_c_decode(&body)?;
         let w = self.word_mut();
         w.ansi_c = true;
         w.quoted = true;
         w.value.push_str(&out);
-        self.i = j;
+        self.i = j + 1;
+        Ok(())
+    }
+
+    /// A bash-only form in a script a POSIX shell runs.
+    fn posix_refuses(&self, form: &str) -> Result<(), String> {
+        if self.dialect == Dialect::Posix {
+            return Err(format!(
+                "`{form}` is bash syntax, but this script is run by a POSIX shell (dash reads it differently); denied"
+            ));
+        }
         Ok(())
     }
 
@@ -531,7 +489,10 @@ impl<'a> Lexer<'a> {
         let j2 = self.skip_cont(j1 + 1);
         let c2 = self.at(j2);
         let (op, end): (&'static str, usize) = match (c0, c1, c2) {
-            (Some('<'), Some('<'), Some('<')) => ("<<<", j2 + 1),
+            (Some('<'), Some('<'), Some('<')) => {
+                self.posix_refuses("<<<")?;
+                ("<<<", j2 + 1)
+            }
             (Some('<'), Some('<'), Some('-')) => ("<<-", j2 + 1),
             (Some('<'), Some('<'), _) => ("<<", j1 + 1),
             (Some('<'), Some('>'), _) => ("<>", j1 + 1),
@@ -544,8 +505,14 @@ impl<'a> Lexer<'a> {
             (Some('>'), Some('&'), _) => (">&", j1 + 1),
             (Some('>'), Some('|'), _) => (">|", j1 + 1),
             (Some('>'), _, _) => (">", j1),
-            (Some('&'), Some('>'), Some('>')) => ("&>>", j2 + 1),
-            (Some('&'), Some('>'), _) => ("&>", j1 + 1),
+            (Some('&'), Some('>'), Some('>')) => {
+                self.posix_refuses("&>>")?;
+                ("&>>", j2 + 1)
+            }
+            (Some('&'), Some('>'), _) => {
+                self.posix_refuses("&>")?;
+                ("&>", j1 + 1)
+            }
             _ => return Err("unrecognised redirection operator".into()),
         };
         self.pending = Some((op, start));
@@ -562,6 +529,7 @@ impl<'a> Lexer<'a> {
             };
             let delim = redir.target.value.clone();
             let strip = redir.op == "<<-";
+            let quoted = redir.target.quoted;
             if !redir.target.literal() || delim.is_empty() {
                 return Err("a heredoc delimiter must be a plain word".into());
             }
@@ -572,11 +540,29 @@ impl<'a> Lexer<'a> {
                         "the heredoc has no closing `{delim}` line (bash would run it anyway; the gate does not)"
                     ));
                 }
+                // In an unquoted heredoc bash joins backslash-newline before it compares a line
+                // with the delimiter (`E\` + an empty line ends the body), and a backslash
+                // pair is no continuation (`\\` + newline).
                 let mut line = String::new();
                 while let Some(c) = self.at(self.i) {
                     self.i += 1;
                     if c == '\n' {
                         break;
+                    }
+                    if c == '\\' && !quoted {
+                        match self.at(self.i) {
+                            Some('\n') => {
+                                self.i += 1;
+                                continue;
+                            }
+                            Some(n) => {
+                                line.push(c);
+                                line.push(n);
+                                self.i += 1;
+                                continue;
+                            }
+                            None => {}
+                        }
                     }
                     line.push(c);
                 }
@@ -599,6 +585,111 @@ impl<'a> Lexer<'a> {
         }
         Ok(())
     }
+}
+
+/// Decodes the text of `$'…'` (without its quotes) exactly as bash 5's `ansicstr` does in the
+/// C locale. What would differ by locale or truncate the word (a NUL, a byte above 0x7f, a
+/// `\\u` escape above 0x7f) is an error: the gate cannot know the value bash passes.
+pub(crate) fn ansi_c_decode(body: &[char]) -> Result<String, String> {
+    const NUL: &str = "`$'…'` decodes to a NUL byte, which bash truncates at";
+    const HIGH: &str = "`$'…'` decodes to a non-ASCII byte whose value depends on the locale";
+    let mut out = String::new();
+    let mut j = 0;
+    while let Some(&c) = body.get(j) {
+        j += 1;
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let Some(&e) = body.get(j) else {
+            out.push('\\');
+            break;
+        };
+        j += 1;
+        let simple = match e {
+            'n' => Some('\n'),
+            't' => Some('\t'),
+            'r' => Some('\r'),
+            'a' => Some('\x07'),
+            'b' => Some('\x08'),
+            'e' | 'E' => Some('\x1b'),
+            'f' => Some('\x0c'),
+            'v' => Some('\x0b'),
+            '\\' | '\'' | '"' | '?' => Some(e),
+            _ => None,
+        };
+        if let Some(s) = simple {
+            out.push(s);
+            continue;
+        }
+        let (radix, max) = match e {
+            '0'..='7' => {
+                j -= 1;
+                (8, 3)
+            }
+            'x' => (16, 2),
+            'u' => (16, 4),
+            'U' => (16, 8),
+            'c' => {
+                // `\c` takes the next character, whatever it is (a backslash too, and a second
+                // backslash after it is skipped); `\c` at the very end stays as written.
+                let Some(&x) = body.get(j) else {
+                    out.push_str("\\c");
+                    break;
+                };
+                j += 1;
+                if x == '\\' && body.get(j) == Some(&'\\') {
+                    j += 1;
+                }
+                if !x.is_ascii() {
+                    return Err(HIGH.into());
+                }
+                let code = if x == '?' {
+                    0x7f
+                } else {
+                    (x.to_ascii_uppercase() as u32) & 0x1f
+                };
+                if code == 0 {
+                    return Err(NUL.into());
+                }
+                out.extend(char::from_u32(code));
+                continue;
+            }
+            _ => {
+                out.push('\\');
+                out.push(e);
+                continue;
+            }
+        };
+        let mut n: u32 = 0;
+        let mut digits = 0;
+        while digits < max {
+            match body.get(j).and_then(|d| d.to_digit(radix)) {
+                Some(d) => {
+                    n = n.saturating_mul(radix).saturating_add(d);
+                    digits += 1;
+                    j += 1;
+                }
+                None => break,
+            }
+        }
+        if digits == 0 {
+            out.push('\\');
+            out.push(e);
+            continue;
+        }
+        if radix == 8 {
+            n &= 0xff;
+        }
+        if n == 0 {
+            return Err(NUL.into());
+        }
+        if n > 0x7f {
+            return Err(HIGH.into());
+        }
+        out.extend(char::from_u32(n));
+    }
+    Ok(out)
 }
 
 /// What a command reads on stdin: another segment's output, and/or heredoc and here-string text.
