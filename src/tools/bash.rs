@@ -44,11 +44,24 @@ pub struct Finished {
     pub output: Capture,
 }
 
-/// The environment a command gets: the allow-list of `vars`, nothing else.
+/// git settings every command gets (`GIT_CONFIG_*` are read by git before any repository's
+/// own config, which cannot undo them): no hooks, whatever a repository's config or a
+/// written `.git/hooks` says, and no implicit bare repository, so a git directory the model
+/// wrote below the work root cannot be used to run its hooks or aliases' helpers.
+const GIT_ENV: &[(&str, &str)] = &[
+    ("GIT_CONFIG_COUNT", "2"),
+    ("GIT_CONFIG_KEY_0", "core.hooksPath"),
+    ("GIT_CONFIG_VALUE_0", "/dev/null"),
+    ("GIT_CONFIG_KEY_1", "safe.bareRepository"),
+    ("GIT_CONFIG_VALUE_1", "explicit"),
+];
+
+/// The environment a command gets: the allow-list of `vars` and [`GIT_ENV`], nothing else.
 pub fn scrubbed_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = vars
         .filter(|(k, _)| ENV_ALLOW.contains(&k.as_str()) || k.starts_with("LC_"))
         .filter(|(k, _)| !k.starts_with("HARNESS_"))
+        .chain(GIT_ENV.iter().map(|(k, v)| (k.to_string(), v.to_string())))
         .collect();
     if !env.iter().any(|(k, _)| k == "PATH") {
         env.push(("PATH".to_string(), DEFAULT_PATH.to_string()));
@@ -423,7 +436,19 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v.to_string()));
         let env = scrubbed_env(vars);
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(names, vec!["HOME", "LC_ALL", "PATH"]);
+        assert_eq!(
+            names,
+            vec![
+                "GIT_CONFIG_COUNT",
+                "GIT_CONFIG_KEY_0",
+                "GIT_CONFIG_KEY_1",
+                "GIT_CONFIG_VALUE_0",
+                "GIT_CONFIG_VALUE_1",
+                "HOME",
+                "LC_ALL",
+                "PATH"
+            ]
+        );
     }
 
     async fn run_in(command: &str, dir: &Path, timeout: Duration, max_output: usize) -> Finished {
@@ -491,5 +516,31 @@ mod tests {
         let out = f.output.render(&Redactor::default());
         assert!(out.len() < 1100, "{}", out.len());
         assert!(out.contains("[... 19999000 bytes cut ...]"), "{out}");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn git_in_a_command_runs_no_hook_and_no_implicit_bare_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let setup = "git init -q . && git config user.email t@l && git config user.name t \
+            && printf '#!/bin/sh\\ntouch hooked\\n' > .git/hooks/pre-commit \
+            && chmod +x .git/hooks/pre-commit && git init -q --bare nested.git";
+        let done = run_in(setup, dir.path(), Duration::from_secs(30), 10_000).await;
+        assert_eq!(
+            done.ending,
+            Ending::Exited(0),
+            "{:?}",
+            done.output.render(&Redactor::default())
+        );
+        let commit = run_in(
+            "git commit -q --allow-empty -m x && git -C nested.git rev-parse --git-dir; echo $?",
+            dir.path(),
+            Duration::from_secs(30),
+            10_000,
+        )
+        .await;
+        let out = commit.output.render(&Redactor::default());
+        assert!(!dir.path().join("hooked").exists(), "the hook ran: {out}");
+        // Implicit use of the bare repository is refused (git exits 128).
+        assert!(out.trim_end().ends_with("128"), "{out}");
     }
 }
