@@ -260,7 +260,8 @@ LLM_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug/scripted-llm
 KEY=sk-canary-docker-$$-$RANDOM
 cat >"$WORK/script.json" <<'JSON'
 [{"type": "tool_call", "id": "c1", "command": "id -u"},
- {"type": "text", "content": "# Live\n\nThe bash tool ran in the image."}]
+ {"type": "tool_call", "calls": [{"name": "finish", "id": "f1",
+   "arguments": {"status": "done", "summary": "# Live\n\nThe bash tool ran in the image."}}]}]
 JSON
 "$LLM_BIN" --script "$WORK/script.json" --port 0 --models glm-5.3 \
     >"$WORK/llm.out" 2>"$WORK/llm.err" </dev/null &
