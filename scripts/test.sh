@@ -13,10 +13,20 @@ root=$PWD
 # integration tests start target/debug/scripted-llm.
 cargo build --workspace --all-targets --quiet
 
+# The suite stops the servers it started (HARNESS_TEST_KEEP_SERVERS=1 keeps them up for a
+# faster next run; the packages, venv and DB snapshots stay either way).
+started=()
+stop_servers() {
+  [[ -n "${HARNESS_TEST_KEEP_SERVERS:-}" ]] && return 0
+  for s in "${started[@]}"; do "scripts/$s-down.sh" >/dev/null 2>&1 || true; done
+}
+trap stop_servers EXIT
+
 if [[ -z "${HARNESS_TEST_QUICK:-}" ]]; then
   if [[ -x scripts/redmine-up.sh && -f tests/redmine.rs ]]; then
     env_file="$root/.cache/redmine.env"
     mkdir -p "$root/.cache"
+    started+=(redmine)
     if scripts/redmine-up.sh "$env_file" >/dev/null; then
       set -a; . "$env_file"; set +a
       export HARNESS_TEST_REDMINE=1
@@ -33,6 +43,7 @@ if [[ -z "${HARNESS_TEST_QUICK:-}" ]]; then
     export LITELLM_TEST_KEYS=${LITELLM_TEST_KEYS:-sk-harness-user,sk-harness-spent:0}
     # Ports away from LiteLLM's usual 4000, so a developer's own proxy is left alone.
     export LITELLM_PORT=${LITELLM_PORT:-14000} SCRIPTED_LLM_PORT=${SCRIPTED_LLM_PORT:-14001}
+    started+=(litellm)
     up=$(SCRIPTED_LLM="$root/target/debug/scripted-llm" scripts/litellm-up.sh tests/litellm/idle.json) || {
       echo "test.sh: the real LiteLLM proxy did not start (see above)" >&2
       exit 1
