@@ -10,30 +10,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::runs::harness_cmd;
 use common::{Workspace, CANARY};
 use stub::{Reply, Stub};
-
-const REDMINE_CANARY: &str = "rm-canary-0c4e7d1a9b3f";
-
-/// The harness command for `ws` (`--config` right after the subcommand, so a `--` may
-/// follow; `version` takes none), with both canaries and no stdin.
-fn harness(ws: &Workspace, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
-    cmd.arg(args[0]);
-    if args[0] != "version" {
-        cmd.arg("--config").arg(ws.config());
-    }
-    cmd.args(&args[1..])
-        .current_dir(ws.path())
-        .env_remove("RUST_LOG")
-        .env_remove("HARNESS_CONFIG")
-        .env("HARNESS_TEST_LLM_KEY", CANARY)
-        .env("HARNESS_TEST_REDMINE_KEY", REDMINE_CANARY)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd
-}
 
 /// Exit code (128 + N for death by signal N) and stderr, waiting at most `bound`.
 fn finish(mut child: Child, bound: Duration) -> (i32, String) {
@@ -72,7 +51,7 @@ fn with_redmine(config: String, url: &str) -> String {
 /// Starts harness, sends SIGTERM once `peer` saw a request for `needle`, and proves the run
 /// ended at once with 143; returns its stderr.
 fn sigterm_when(ws: &Workspace, args: &[&str], peer: &Stub, needle: &str) -> String {
-    let child = harness(ws, args).spawn().unwrap();
+    let child = harness_cmd(ws, args).spawn().unwrap();
     peer.wait_for(needle, Duration::from_secs(20));
     let start = Instant::now();
     // SAFETY: kill only sends a signal to our own child.
@@ -234,7 +213,7 @@ fn a_key_file_that_is_a_device_is_refused() {
     let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
         c.replace("env:HARNESS_TEST_LLM_KEY", "file:/dev/zero")
     });
-    let child = harness(&ws, &["once", "--demo"]).spawn().unwrap();
+    let child = harness_cmd(&ws, &["once", "--demo"]).spawn().unwrap();
     let (code, err) = finish(child, Duration::from_secs(10));
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("/dev/zero is a device"), "{err}");
@@ -260,7 +239,7 @@ fn endless_reply(
         delay: Duration::ZERO,
     });
     let ws = Workspace::new(&format!("{}/v1", llm.url), edit);
-    let child = harness(&ws, &["once", "--demo"]).spawn().unwrap();
+    let child = harness_cmd(&ws, &["once", "--demo"]).spawn().unwrap();
     let (code, err) = finish(child, Duration::from_secs(60));
     let report = std::fs::read_to_string(ws.reports().join("REPORT-latest.md")).unwrap_or_default();
     (code, err, report, llm)
@@ -317,7 +296,7 @@ fn an_endless_redmine_reply_is_an_intake_error() {
         delay: Duration::ZERO,
     });
     let ws = Workspace::new("http://127.0.0.1:9/v1", |c| with_redmine(c, &redmine.url));
-    let child = harness(&ws, &["once"]).spawn().unwrap();
+    let child = harness_cmd(&ws, &["once"]).spawn().unwrap();
     let (code, err) = finish(child, Duration::from_secs(60));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("larger than 16 MiB"), "{err}");
@@ -333,7 +312,7 @@ fn a_huge_command_makes_a_bounded_report() {
         common::text("done")
     ]));
     let ws = Workspace::new(&llm.base_url(), |c| c);
-    let child = harness(&ws, &["once", "--demo"]).spawn().unwrap();
+    let child = harness_cmd(&ws, &["once", "--demo"]).spawn().unwrap();
     let (code, err) = finish(child, Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
     let report = ws.latest();
@@ -352,7 +331,7 @@ const URL_PASSWORD: &str = "pw-url-9d2f1c77";
 
 /// Output of one run: exit code, stdout, stderr.
 fn output(ws: &Workspace, args: &[&str]) -> (i32, String, String) {
-    let out = harness(ws, args).output().unwrap();
+    let out = harness_cmd(ws, args).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -442,7 +421,7 @@ fn a_result_that_cannot_reach_stdout_is_a_failure_but_a_closed_pipe_is_not() {
             .write(true)
             .open("/dev/full")
             .unwrap();
-        let out = harness(&ws, args).stdout(full).output().unwrap();
+        let out = harness_cmd(&ws, args).stdout(full).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(
@@ -454,7 +433,7 @@ fn a_result_that_cannot_reach_stdout_is_a_failure_but_a_closed_pipe_is_not() {
     assert!(ws.reports().join("REPORT-latest.md").is_file());
 
     // A reader that went away (`| head`) is not the run's failure.
-    let mut child = harness(&ws, &["once", "--demo"]).spawn().unwrap();
+    let mut child = harness_cmd(&ws, &["once", "--demo"]).spawn().unwrap();
     drop(child.stdout.take());
     let (code, err) = finish(child, Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
@@ -467,7 +446,7 @@ fn a_report_that_cannot_be_written_keeps_the_reply_on_stderr() {
     let llm =
         common::Llm::start(&serde_json::json!({"loop": true, "steps": [common::text(reply)]}));
     let ws = Workspace::new(&llm.base_url(), |c| c);
-    let mut cmd = harness(&ws, &["once", "--demo"]);
+    let mut cmd = harness_cmd(&ws, &["once", "--demo"]);
     // A file-size limit of 300 bytes: the preflight probe (a few bytes) passes, the REPORT
     // cannot be written, as on a full disk.
     // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs in the hook.

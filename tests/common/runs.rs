@@ -47,12 +47,20 @@ impl Rng {
     }
 }
 
-/// The harness command for a workspace, with the canaries in its environment and no stdin.
+/// The harness command for a workspace: the subcommand (`args[0]`), the workspace's
+/// `--config` (not for `version`), the rest of `args`; the canaries in its environment and no
+/// stdin. The config comes before the rest, so `gate -- ''` stays a command after `--`.
 pub fn harness_cmd(ws: &Workspace, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
-    cmd.args(args)
-        .arg("--config")
-        .arg(ws.config())
+    let (sub, rest) = match args.split_first() {
+        Some((sub, rest)) => (Some(*sub), rest),
+        None => (None, args),
+    };
+    cmd.args(sub);
+    if sub != Some("version") {
+        cmd.arg("--config").arg(ws.config());
+    }
+    cmd.args(rest)
         .current_dir(ws.path())
         .env_remove("RUST_LOG")
         .env_remove("HARNESS_CONFIG")
