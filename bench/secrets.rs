@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use harness::secrets::{Redactor, Secret};
 use harness::signals::Interrupt;
-use harness::tools::{bash, sandbox};
+use harness::tools::{bash, sandbox, spawner};
 
 const KEY: &str = "sk-bench-canary-0f3a9c1e5b2d4f6071a8";
 
@@ -110,6 +110,7 @@ fn main() {
         .unwrap();
     let env = bash::scrubbed_env(std::env::vars());
     let interrupt = Interrupt::default();
+    let spawner = runtime.block_on(async { spawner::Spawner::start_here() });
     let start = |confine: Option<&sandbox::Landlock>| {
         runtime.block_on(async {
             bash::run(
@@ -121,6 +122,7 @@ fn main() {
                     env: &env,
                     landlock: confine,
                     interrupt: &interrupt,
+                    spawner: &spawner,
                 },
             )
             .await

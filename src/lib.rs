@@ -62,14 +62,16 @@ pub(crate) fn emit(text: &str) -> Result<(), Failure> {
 }
 
 /// Runs one parsed command line. `redactor` learns every secret the run meets (the stderr
-/// narration holds a clone of it). Errors are already free of secrets.
+/// narration holds a clone of it); `spawner` starts the commands of `harness once`. Errors
+/// are already free of secrets.
 pub async fn run(
     cli: cli::Cli,
     interrupt: Arc<Interrupt>,
     mut redactor: Redactor,
+    spawner: tools::spawner::Spawner,
 ) -> Result<Success, Failure> {
     let result = match cli.command {
-        Command::Once(args) => return run_once(args, interrupt, redactor).await,
+        Command::Once(args) => return run_once(args, interrupt, redactor, spawner).await,
         Command::Gate(args) => commands::gate_command(args, &mut redactor),
         Command::Writeback(args) => commands::writeback_command(args, &mut redactor).await,
         Command::Check(args) => commands::check_command(args, &mut redactor).await,
@@ -86,6 +88,7 @@ async fn run_once(
     args: cli::OnceArgs,
     interrupt: Arc<Interrupt>,
     mut redactor: Redactor,
+    spawner: tools::spawner::Spawner,
 ) -> Result<Success, Failure> {
     let events = Events::open(args.events.as_deref(), "once").stage(Stage::Usage)?;
     let last_words = events.clone();
@@ -97,7 +100,7 @@ async fn run_once(
             error: Some(format!("exited at once on a second signal {signal}")),
         })
     }));
-    let result = once::once(args, &interrupt, &mut redactor, &events).await;
+    let result = once::once(args, &interrupt, &mut redactor, &events, &spawner).await;
     let result = masked(result, &redactor);
     events.mask_with(&redactor);
     events.finish(&match &result {

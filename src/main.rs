@@ -38,6 +38,10 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // The command spawner is forked now, while the process is small and single-threaded and
+    // holds neither config nor key (tools/spawner): only `once` runs commands.
+    let spawner_fd =
+        matches!(cli.command, harness::cli::Command::Once(_)).then(harness::tools::spawner::start);
     // One redactor for the run and its narration: every stderr line passes it.
     let redactor = harness::secrets::Redactor::default();
     init_logging(cli.verbose, redactor.clone());
@@ -58,7 +62,13 @@ fn main() -> ExitCode {
             eprintln!("harness: cannot install signal handlers: {e}");
             return 1;
         }
-        match harness::run(cli, interrupt, redactor.clone()).await {
+        use harness::tools::spawner::Spawner;
+        let spawner = match spawner_fd {
+            Some(Ok(fd)) => Spawner::connect(fd),
+            Some(Err(e)) => Spawner::unavailable(format!("cannot start the command spawner: {e}")),
+            None => Spawner::unavailable("this command runs no commands"),
+        };
+        match harness::run(cli, interrupt, redactor.clone(), spawner).await {
             Ok(success) => success.code(),
             Err(failure) => {
                 // Masked already; masked again here, as every stderr line is.

@@ -29,6 +29,7 @@ use crate::secrets::Redactor;
 use crate::session::history::Opening;
 use crate::session::Opened;
 use crate::signals::Interrupt;
+use crate::tools::spawner::Spawner;
 use crate::tools::{gate, sandbox, BashTool};
 use crate::{
     config, intake, llm, plan, preflight, prompt, redmine, report, routing, session, tools, turn,
@@ -41,6 +42,7 @@ pub async fn once(
     interrupt: &Interrupt,
     redactor: &mut Redactor,
     events: &Events,
+    spawner: &Spawner,
 ) -> Result<Success, Failure> {
     let started = events.start_time();
     let run_id = events.run_id();
@@ -142,7 +144,7 @@ pub async fn once(
 
     // turn
     let ready = unless_signalled(interrupt, async {
-        let ready = ready_turn(&cfg, backend, &taken.route, sandbox, redactor).await?;
+        let ready = ready_turn(&cfg, backend, &taken.route, sandbox, redactor, spawner).await?;
         checkpoint().await?;
         Ok(ready)
     });
@@ -507,6 +509,7 @@ async fn ready_turn(
     route: &Route,
     sandbox: sandbox::Status,
     redactor: &Redactor,
+    spawner: &Spawner,
 ) -> Result<Ready, Failure> {
     let (route, skipped) = match &backend {
         Backend::Http(client) if cfg.litellm.preflight => {
@@ -525,6 +528,7 @@ async fn ready_turn(
                 tools::bash::scrubbed_env(std::env::vars()),
                 sandbox,
                 redactor.clone(),
+                spawner.clone(),
             )
             .and_then(|b| b.with_files(&cfg.files))
         })

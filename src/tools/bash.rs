@@ -3,17 +3,16 @@
 //! and stdout+stderr interleaved through one pipe into a bounded [`Capture`] (pure).
 
 use std::collections::VecDeque;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tokio::io::AsyncReadExt;
 
-use super::sandbox::exec::DEFAULT_PATH;
+use super::sandbox::exec::{resolve, DEFAULT_PATH};
 use super::sandbox::Landlock;
-use super::watchdog;
+use super::spawner::{Child, Job, JobStage, Spawner};
 use crate::secrets::Redactor;
 use crate::signals::Interrupt;
 
@@ -85,37 +84,11 @@ pub struct Setting<'a> {
     pub landlock: Option<&'a Landlock>,
     /// A handled signal to the harness stops the command.
     pub interrupt: &'a Interrupt,
+    /// Starts the command's processes.
+    pub spawner: &'a Spawner,
 }
 
 impl Setting<'_> {
-    /// A command for `program` in the work root with `env` and stdio `io` (stdin, stdout,
-    /// stderr), in process group `pgid` (0: a group of its own), killed on drop, under the
-    /// watchdog and then the sandbox (in that order: only the command itself is confined).
-    /// The caller adds the arguments.
-    pub(super) fn command(
-        &self,
-        program: &Path,
-        env: &[(String, String)],
-        io: [Stdio; 3],
-        pgid: i32,
-    ) -> tokio::process::Command {
-        let [stdin, stdout, stderr] = io;
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.current_dir(self.work_root)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(stdin)
-            .stdout(stdout)
-            .stderr(stderr)
-            .process_group(pgid)
-            .kill_on_drop(true);
-        watchdog::install(&mut cmd, self.timeout);
-        if let Some(landlock) = self.landlock {
-            landlock.confine(&mut cmd);
-        }
-        cmd
-    }
-
     /// A setting without sandbox for tests.
     #[cfg(test)]
     pub(super) fn plain<'a>(
@@ -123,6 +96,7 @@ impl Setting<'_> {
         timeout: Duration,
         env: &'a [(String, String)],
         interrupt: &'a Interrupt,
+        spawner: &'a Spawner,
     ) -> Setting<'a> {
         Setting {
             work_root,
@@ -131,6 +105,7 @@ impl Setting<'_> {
             env,
             landlock: None,
             interrupt,
+            spawner,
         }
     }
 }
@@ -138,22 +113,37 @@ impl Setting<'_> {
 /// Runs `command` with `bash -c` in the work root, confined by the setting's sandbox.
 pub async fn run(command: &str, at: &Setting<'_>) -> Result<Finished> {
     let (reader, writer) = std::io::pipe().context("cannot create the output pipe")?;
-    let writer_err = writer
-        .try_clone()
-        .context("cannot duplicate the output pipe")?;
-    let io = [
-        Stdio::null(),
-        Stdio::from(OwnedFd::from(writer)),
-        Stdio::from(OwnedFd::from(writer_err)),
-    ];
-    let mut cmd = at.command(Path::new("bash"), at.env, io, 0);
-    cmd.arg("-c").arg(command);
-    let child = cmd
-        .spawn()
-        .with_context(|| format!("cannot start bash in {}", at.work_root.display()))?;
-    // The parent's copies of the write end must close, or the read side never sees EOF.
-    drop(cmd);
-    let pgid = child.id().map(|p| p as i32);
+    let cannot = || format!("cannot start bash in {}", at.work_root.display());
+    // Found on the commands' own PATH, as an exec of `bash` by name would.
+    let path = at
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map_or(DEFAULT_PATH, |(_, v)| v.as_str());
+    let bash = resolve("bash", path, at.work_root)
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+        .with_context(cannot)?;
+    let job = Job {
+        cwd: at.work_root,
+        timeout: at.timeout,
+        confine: at.landlock,
+        stages: vec![JobStage {
+            program: &bash,
+            argv: vec![b"bash", b"-c", command.as_bytes()],
+            env: at.env,
+            stdio: [None, Some(writer.as_fd()), Some(writer.as_fd())],
+        }],
+    };
+    let started = at.spawner.spawn(job).await.with_context(cannot)?;
+    // Only the command may hold the write end now, or the read side never sees EOF.
+    drop(writer);
+    let child = started
+        .into_iter()
+        .next()
+        .ok_or_else(|| std::io::Error::other("no process"))
+        .and_then(|c| c)
+        .with_context(cannot)?;
+    let pgid = Some(child.id());
     supervise(vec![child], pgid, None, reader, at).await
 }
 
@@ -162,7 +152,7 @@ pub async fn run(command: &str, at: &Setting<'_>) -> Result<Finished> {
 /// interrupted. The command's ending is the last child's, or `last_failed` when its last
 /// stage could not start (the children then are the earlier stages).
 pub(super) async fn supervise(
-    mut children: Vec<tokio::process::Child>,
+    mut children: Vec<Child>,
     pgid: Option<i32>,
     last_failed: Option<i32>,
     reader: std::io::PipeReader,
@@ -190,7 +180,14 @@ pub(super) async fn supervise(
                 Ok(n) => capture.push(&buf[..n]),
             },
             last = wait_all(&mut children), if ending.is_none() => {
-                let last = last.context("cannot wait for the command")?;
+                let last = match last {
+                    Ok(last) => last,
+                    Err(e) => {
+                        // The spawner is gone: what is left of the group goes too.
+                        kill_group(pgid);
+                        return Err(e).context("cannot wait for the command");
+                    }
+                };
                 ending = Some(match (last_failed, last) {
                     (Some(code), _) => Ending::Exited(code),
                     (None, Some(status)) => ending_of(status),
@@ -227,9 +224,7 @@ pub(super) async fn supervise(
 
 /// Waits for every child (cancel-safe: an ended child keeps its status) and returns the last
 /// one's status, as bash reports a pipeline's.
-async fn wait_all(
-    children: &mut [tokio::process::Child],
-) -> std::io::Result<Option<std::process::ExitStatus>> {
+async fn wait_all(children: &mut [Child]) -> std::io::Result<Option<std::process::ExitStatus>> {
     let mut last = None;
     for child in children.iter_mut() {
         last = Some(child.wait().await?);
@@ -454,9 +449,10 @@ mod tests {
     async fn run_in(command: &str, dir: &Path, timeout: Duration, max_output: usize) -> Finished {
         let env = scrubbed_env(std::env::vars());
         let interrupt = Interrupt::default();
+        let spawner = Spawner::start_here();
         let at = Setting {
             max_output,
-            ..Setting::plain(dir, timeout, &env, &interrupt)
+            ..Setting::plain(dir, timeout, &env, &interrupt, &spawner)
         };
         run(command, &at).await.unwrap()
     }

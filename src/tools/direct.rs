@@ -8,14 +8,14 @@
 //! stage bash would refuse with a message of its own, except a command PATH does not hold at
 //! all, which gets bash's `command not found` and status 127.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use anyhow::{Context, Result};
 
 use super::bash::{supervise, Finished, Setting};
 use super::sandbox::exec::resolve;
+use super::spawner::{Job, JobStage};
 
 /// What harness does for one stage of a pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,78 +107,107 @@ fn stage_env(
     out
 }
 
+/// One stage that is started, with the pipe ends it gets.
+struct Planned<'a> {
+    path: &'a Path,
+    argv: &'a [String],
+    env: Vec<(String, String)>,
+    stdin: Option<OwnedFd>,
+    /// `None`: the output pipe.
+    stdout: Option<OwnedFd>,
+    last: bool,
+}
+
 /// Runs `stages` as one pipeline in `work_root` (see the module doc). The ending is the last
 /// stage's, as bash's without `pipefail`.
 pub async fn run(stages: &[Stage], at: &Setting<'_>) -> Result<Finished> {
+    use std::io::Write;
     let work_root = at.work_root;
     let (reader, writer) = std::io::pipe().context("cannot create the output pipe")?;
-    let mut children = Vec::with_capacity(stages.len());
-    let mut pgid: Option<i32> = None;
+    let mut planned = Vec::with_capacity(stages.len());
     let mut stdin: Option<OwnedFd> = None;
     let mut last_failed = None;
     let pipeline = stages.len() > 1;
     for (i, stage) in stages.iter().enumerate() {
         let last = i + 1 == stages.len();
         let (next_stdin, stdout) = if last {
-            let w = writer
-                .try_clone()
-                .context("cannot duplicate the output pipe")?;
-            (None, OwnedFd::from(w))
+            (None, None)
         } else {
             let (r, w) = std::io::pipe().context("cannot create a pipe between commands")?;
-            (Some(OwnedFd::from(r)), OwnedFd::from(w))
+            (Some(OwnedFd::from(r)), Some(OwnedFd::from(w)))
         };
         let input = stdin.take();
         stdin = next_stdin;
-        let (path, argv) = match stage {
-            Stage::Run { path, argv } => (path, argv),
+        match stage {
+            Stage::Run { path, argv } => planned.push(Planned {
+                path,
+                argv,
+                env: stage_env(at.env, work_root, &argv[0], path, pipeline),
+                stdin: input,
+                stdout,
+                last,
+            }),
             Stage::Fails { message, code } => {
-                use std::io::Write;
                 // The pipe holds far more than one line: nobody needs to read it yet.
                 let _ = (&writer).write_all(message.as_bytes());
                 if last {
                     last_failed = Some(*code);
                 }
-                continue;
             }
-        };
-        let io = [
-            input.map_or_else(Stdio::null, Stdio::from),
-            Stdio::from(stdout),
-            Stdio::from(OwnedFd::from(
-                writer
-                    .try_clone()
-                    .context("cannot duplicate the output pipe")?,
-            )),
-        ];
-        let env = stage_env(at.env, work_root, &argv[0], path, pipeline);
-        let mut cmd = at.command(path, &env, io, pgid.unwrap_or(0));
-        cmd.arg0(&argv[0]).args(&argv[1..]);
-        match cmd.spawn() {
+        }
+    }
+    drop(stdin);
+    let job = Job {
+        cwd: work_root,
+        timeout: at.timeout,
+        confine: at.landlock,
+        stages: planned
+            .iter()
+            .map(|p| JobStage {
+                program: p.path,
+                argv: p.argv.iter().map(|a| a.as_bytes()).collect(),
+                env: &p.env,
+                stdio: [
+                    p.stdin.as_ref().map(|f| f.as_fd()),
+                    Some(p.stdout.as_ref().map_or(writer.as_fd(), |f| f.as_fd())),
+                    Some(writer.as_fd()),
+                ],
+            })
+            .collect(),
+    };
+    let started = if planned.is_empty() {
+        Vec::new()
+    } else {
+        at.spawner
+            .spawn(job)
+            .await
+            .with_context(|| format!("cannot start {}", planned[0].argv[0]))?
+    };
+    let mut children = Vec::with_capacity(started.len());
+    let mut pgid: Option<i32> = None;
+    for (p, outcome) in planned.iter().zip(started) {
+        match outcome {
             Ok(child) => {
-                if pgid.is_none() {
-                    pgid = child.id().map(|p| p as i32);
-                }
+                pgid.get_or_insert(child.id());
                 children.push(child);
             }
             Err(e) => {
-                use std::io::Write;
                 let code = if e.kind() == std::io::ErrorKind::NotFound {
                     127
                 } else {
                     126
                 };
-                let msg = format!("bash: line 1: {}: {}\n", argv[0], strerror(&e));
+                let msg = format!("bash: line 1: {}: {}\n", p.argv[0], strerror(&e));
                 let _ = (&writer).write_all(msg.as_bytes());
-                if last {
+                if p.last {
                     last_failed = Some(code);
                 }
             }
         }
     }
-    // Only the children may hold the write end now, or the read side never sees EOF.
+    // Only the children may hold the pipes now, or the read side never sees EOF.
+    drop(planned);
     drop(writer);
-    drop(stdin);
     supervise(children, pgid, last_failed, reader, at).await
 }
 
@@ -219,7 +248,8 @@ mod tests {
         let t = Duration::from_secs(20);
         let r = Redactor::default();
         let i = Interrupt::default();
-        let at = Setting::plain(dir, t, &env, &i);
+        let spawner = crate::tools::spawner::Spawner::start_here();
+        let at = Setting::plain(dir, t, &env, &i, &spawner);
         let b = bash::run(command, &at).await.unwrap();
         let policy = Policy {
             default: Verdict::Allow,
@@ -308,6 +338,7 @@ mod tests {
         ];
         let stages = plan(&argv, &path_var(&env), dir.path()).unwrap();
         let start = std::time::Instant::now();
+        let spawner = crate::tools::spawner::Spawner::start_here();
         let f = run(
             &stages,
             &Setting::plain(
@@ -315,6 +346,7 @@ mod tests {
                 Duration::from_millis(300),
                 &env,
                 &Interrupt::default(),
+                &spawner,
             ),
         )
         .await

@@ -9,7 +9,7 @@ pub mod direct;
 pub mod files;
 pub mod gate;
 pub mod sandbox;
-pub mod watchdog;
+pub mod spawner;
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +42,8 @@ pub struct BashTool {
     pub tmp: tempfile::TempDir,
     /// `read_file`, `write_file`, `edit_file`, when `[tools.files] enabled`.
     pub files: Option<files::FileTools>,
+    /// Starts every command's processes.
+    pub spawner: spawner::Spawner,
 }
 
 /// One handled tool call.
@@ -237,6 +239,7 @@ impl BashTool {
         mut env: Vec<(String, String)>,
         status: sandbox::Status,
         redactor: Redactor,
+        spawner: spawner::Spawner,
     ) -> anyhow::Result<BashTool> {
         sweep_dead_temp_dirs(&std::env::temp_dir());
         let tmp = tempfile::Builder::new()
@@ -268,6 +271,7 @@ impl BashTool {
             check_landlock,
             tmp,
             files: None,
+            spawner,
         })
     }
 
@@ -401,6 +405,7 @@ impl BashTool {
             env: &self.env,
             landlock: self.landlock.as_ref(),
             interrupt,
+            spawner: &self.spawner,
         };
         let finished = match direct {
             Some(stages) => direct::run(&stages, &at).await,

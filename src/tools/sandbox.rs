@@ -20,7 +20,7 @@ pub mod exec;
 pub mod reads;
 pub mod seccomp;
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -165,12 +165,13 @@ pub fn kernel_abi() -> Result<i32, String> {
     })
 }
 
-/// A built Landlock ruleset and seccomp filter, shared by every command of the run.
+/// A built Landlock ruleset and seccomp filter, shared by every command of the run. The
+/// spawner receives both with each command and the child applies them ([`apply_in_child`]).
 #[derive(Debug, Clone)]
 pub struct Landlock {
     ruleset: Arc<OwnedFd>,
-    /// With `network = false`: the socket filter.
-    seccomp: Option<Arc<seccompiler::BpfProgram>>,
+    /// With `network = false`: the socket filter's instructions as bytes; else empty.
+    filter: Arc<Vec<u8>>,
 }
 
 impl Landlock {
@@ -277,44 +278,60 @@ impl Landlock {
         let fd: Option<OwnedFd> = created.into();
         let ruleset =
             fd.ok_or_else(|| anyhow!("landlock: this kernel does not enforce rulesets"))?;
-        let seccomp = if bash.network {
-            None
+        let filter = if bash.network {
+            Vec::new()
         } else {
-            Some(Arc::new(seccomp::socket_filter(
-                !bash.unix_sockets.is_empty(),
-            )?))
+            seccomp::to_bytes(&seccomp::socket_filter(!bash.unix_sockets.is_empty())?)
         };
         Ok(Landlock {
             ruleset: Arc::new(ruleset),
-            seccomp,
+            filter: Arc::new(filter),
         })
     }
 
-    /// Makes `cmd`'s child confine itself before it runs bash.
-    pub fn confine(&self, cmd: &mut tokio::process::Command) {
-        let ruleset = Arc::clone(&self.ruleset);
-        let seccomp = self.seccomp.clone();
-        // SAFETY: between fork and exec the closure makes raw syscalls and nothing else: no
-        // allocation, no lock (io::Error::last_os_error stores the errno inline; the filter
-        // was compiled in the parent and is only pointed to). The ruleset fd is CLOEXEC and
-        // stays open in the parent (the Arc) until the spawn returns.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let flags: libc::c_uint = 0;
-                if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), flags) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(filter) = &seccomp {
-                    seccomp::install(filter)?;
-                }
-                Ok(())
-            });
+    /// The ruleset's descriptor, passed to the spawner with each command.
+    pub fn ruleset(&self) -> BorrowedFd<'_> {
+        self.ruleset.as_fd()
+    }
+
+    /// The seccomp program's bytes ([`seccomp::to_bytes`]); empty when there is none.
+    pub fn filter(&self) -> &[u8] {
+        &self.filter
+    }
+}
+
+/// The command's own confinement, applied by the child between fork and exec, after its
+/// process group, stdio and work dir are set: `PR_SET_NO_NEW_PRIVS`, the Landlock ruleset
+/// `ruleset` (a descriptor, or negative for none), the seccomp program `filter` (empty for
+/// none). This is the one place of the child-side sequence: every confinement step a command
+/// gets is added here. Returns the errno of the step that failed.
+///
+/// # Safety
+/// Only in a freshly forked child: it makes raw system calls and nothing else (no allocation,
+/// no lock), so it is async-signal-safe.
+pub unsafe fn apply_in_child(ruleset: i32, filter: &[libc::sock_filter]) -> Result<(), i32> {
+    if ruleset < 0 && filter.is_empty() {
+        return Ok(());
+    }
+    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+        return Err(errno());
+    }
+    if ruleset >= 0 {
+        let flags: libc::c_uint = 0;
+        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, flags) != 0 {
+            return Err(errno());
         }
     }
+    if !filter.is_empty() {
+        seccomp::install(filter)?;
+    }
+    Ok(())
+}
+
+/// The calling thread's errno (async-signal-safe).
+pub(crate) fn errno() -> i32 {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
 }
 
 #[cfg(test)]

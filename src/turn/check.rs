@@ -75,6 +75,7 @@ pub async fn run(
         env: &tool.env,
         landlock: tool.check_landlock.as_ref(),
         interrupt,
+        spawner: &tool.spawner,
     };
     let finished = bash::run(&spec.command, &at).await;
     let attempt = match finished {

@@ -69,19 +69,66 @@ pub fn socket_filter(allow_unix: bool) -> Result<BpfProgram> {
         .map_err(|e: seccompiler::BackendError| anyhow!("seccomp: {e}"))
 }
 
-/// Installs `filter` on the calling thread. For the child between fork and exec: no
-/// allocation on success, and the error carries only an errno. Needs `PR_SET_NO_NEW_PRIVS`,
-/// which the caller has set.
-pub fn install(filter: &BpfProgram) -> std::io::Result<()> {
-    seccompiler::apply_filter(filter).map_err(|_| std::io::Error::last_os_error())
+/// The program's instructions as bytes (native endian), as the spawner receives them.
+pub fn to_bytes(filter: &BpfProgram) -> Vec<u8> {
+    let mut out = Vec::with_capacity(filter.len() * 8);
+    for ins in filter {
+        out.extend_from_slice(&ins.code.to_ne_bytes());
+        out.push(ins.jt);
+        out.push(ins.jf);
+        out.extend_from_slice(&ins.k.to_ne_bytes());
+    }
+    out
+}
+
+/// [`to_bytes`]'s bytes back as instructions (a trailing partial instruction is dropped).
+pub fn from_bytes(bytes: &[u8]) -> Vec<libc::sock_filter> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| libc::sock_filter {
+            code: u16::from_ne_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+        })
+        .collect()
+}
+
+/// Installs `filter` on the calling thread (`SECCOMP_SET_MODE_FILTER`). For the child between
+/// fork and exec: one system call, no allocation; the error is the errno. Needs
+/// `PR_SET_NO_NEW_PRIVS`, which the caller has set.
+///
+/// # Safety
+/// `filter` must be a valid program (one [`socket_filter`] built).
+pub unsafe fn install(filter: &[libc::sock_filter]) -> Result<(), i32> {
+    let Ok(len) = libc::c_ushort::try_from(filter.len()) else {
+        return Err(libc::EINVAL);
+    };
+    let prog = libc::sock_fprog {
+        len,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    let flags: libc::c_ulong = 0;
+    if libc::syscall(
+        libc::SYS_seccomp,
+        libc::SECCOMP_SET_MODE_FILTER,
+        flags,
+        &prog as *const libc::sock_fprog,
+    ) != 0
+    {
+        return Err(super::errno());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Runs `f` in a forked child with `filter` installed; returns the child's exit code.
+    /// Runs `f` in a forked child with `filter` installed (through its bytes, as the spawner
+    /// gets it); returns the child's exit code.
     fn in_child(filter: &BpfProgram, f: fn() -> i32) -> i32 {
+        let filter = from_bytes(&to_bytes(filter));
         // SAFETY: the child only makes system calls and exits; it never returns into the test
         // harness's threads.
         unsafe {
@@ -89,7 +136,7 @@ mod tests {
             assert!(pid >= 0);
             if pid == 0 {
                 libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-                let code = if install(filter).is_ok() { f() } else { 99 };
+                let code = if install(&filter).is_ok() { f() } else { 99 };
                 libc::_exit(code);
             }
             let mut status = 0;

@@ -1,0 +1,487 @@
+//! Tools adapter: the command spawner's own side ([`super`]): a small single-threaded process
+//! that forks, confines and execs every command of the run, reaps them and reports, and kills
+//! their groups when the harness is gone or a backstop deadline passes. In: requests on its
+//! socket. Out: replies. I/O: fork, exec, waitpid, kill, poll, signalfd.
+//!
+//! Between fork and exec the child calls only async-signal-safe functions on values prepared
+//! before the fork (C strings, pointer arrays, the filter), so it would be sound even in a
+//! fork of a multi-threaded process (the unit tests start a spawner from one).
+
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use super::socket::{recv_frame, send_frame};
+use super::wire::{decode_request, encode_reply, Reply, Request, StageSpec, NO_FD};
+use crate::tools::sandbox::{self, seccomp};
+
+/// `CLOSE_RANGE_CLOEXEC` (Linux 5.11): mark instead of close.
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+
+/// One spawn whose group may still hold a process of ours.
+struct Job {
+    id: u64,
+    pgid: libc::pid_t,
+    /// Stages started and not yet reaped. While one is unreaped, `pgid` cannot name another
+    /// group: the kernel does not reuse a pid still in use as a group id.
+    live: usize,
+    deadline: Duration,
+    killed: bool,
+}
+
+/// One started process.
+struct Proc {
+    pid: libc::pid_t,
+    id: u64,
+    stage: u32,
+}
+
+struct Spawner {
+    sock: OwnedFd,
+    signals: OwnedFd,
+    harness: libc::pid_t,
+    jobs: Vec<Job>,
+    procs: Vec<Proc>,
+}
+
+/// The spawner's life: set up, then serve until the harness is gone. Never returns.
+///
+/// # Safety
+/// Only in the freshly forked spawner process, which owns `sock`.
+pub(super) unsafe fn serve(sock: OwnedFd, harness: libc::pid_t) -> ! {
+    libc::prctl(
+        libc::PR_SET_NAME,
+        c"harness-spawn".as_ptr() as libc::c_ulong,
+        0,
+        0,
+        0,
+    );
+    // SIGCHLD and the parent-death signal arrive through the signalfd. The harness's stop
+    // signals (a terminal's Ctrl-C reaches the whole foreground group) are the harness's to
+    // handle: the spawner keeps serving until the harness goes.
+    let mut mask: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut mask);
+    for s in [
+        libc::SIGCHLD,
+        libc::SIGUSR1,
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+    ] {
+        libc::sigaddset(&mut mask, s);
+    }
+    libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
+    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR1, 0, 0, 0);
+    if libc::getppid() != harness {
+        libc::_exit(0);
+    }
+    // Nothing of the harness's but the socket: stdio is /dev/null (a command's unset stdio
+    // slot stays that), every other inherited descriptor goes.
+    let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+    if null >= 0 {
+        for fd in 0..3 {
+            libc::dup2(null, fd);
+        }
+        libc::close(null);
+    }
+    let keep = sock.as_raw_fd() as libc::c_uint;
+    if keep > 3 {
+        libc::syscall(libc::SYS_close_range, 3u32, keep - 1, 0u32);
+    }
+    libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
+    let mut watched: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut watched);
+    libc::sigaddset(&mut watched, libc::SIGCHLD);
+    libc::sigaddset(&mut watched, libc::SIGUSR1);
+    let sfd = libc::signalfd(-1, &watched, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+    if sfd < 0 {
+        libc::_exit(1);
+    }
+    let mut spawner = Spawner {
+        sock,
+        signals: OwnedFd::from_raw_fd(sfd),
+        harness,
+        jobs: Vec::new(),
+        procs: Vec::new(),
+    };
+    spawner.run()
+}
+
+impl Spawner {
+    fn run(&mut self) -> ! {
+        loop {
+            let now = now();
+            let wait = self
+                .jobs
+                .iter()
+                .filter(|j| !j.killed)
+                .map(|j| j.deadline.saturating_sub(now))
+                .min()
+                .map_or(-1, |d| d.as_millis().min(60_000) as libc::c_int + 1);
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.sock.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.signals.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: two pollfds, as declared.
+            let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
+            if r < 0 && sandbox::errno() != libc::EINTR {
+                self.bail();
+            }
+            if self.drain_signals() {
+                self.bail();
+            }
+            // SAFETY: getppid has no preconditions.
+            if unsafe { libc::getppid() } != self.harness {
+                self.bail();
+            }
+            self.reap();
+            self.enforce_deadlines();
+            if r > 0 && fds[0].revents != 0 {
+                match recv_frame(self.sock.as_fd()) {
+                    Ok(Some((body, passed))) => self.handle(&body, passed),
+                    Ok(None) | Err(_) => self.bail(),
+                }
+            }
+        }
+    }
+
+    /// Empties the signalfd; true when the parent-death signal was among them.
+    fn drain_signals(&self) -> bool {
+        let mut parent_died = false;
+        loop {
+            // SAFETY: signalfd_siginfo is plain data.
+            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<libc::signalfd_siginfo>();
+            // SAFETY: reads one siginfo into `info`.
+            let n = unsafe {
+                libc::read(
+                    self.signals.as_raw_fd(),
+                    (&mut info as *mut libc::signalfd_siginfo).cast(),
+                    size,
+                )
+            };
+            if n != size as isize {
+                return parent_died;
+            }
+            parent_died |= info.ssi_signo == libc::SIGUSR1 as u32;
+        }
+    }
+
+    /// Reaps every ended child and reports it.
+    fn reap(&mut self) {
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes the status.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid <= 0 {
+                if pid < 0 && sandbox::errno() == libc::EINTR {
+                    continue;
+                }
+                return;
+            }
+            let Some(i) = self.procs.iter().position(|p| p.pid == pid) else {
+                continue;
+            };
+            let p = self.procs.swap_remove(i);
+            if let Some(j) = self.jobs.iter().position(|j| j.id == p.id) {
+                self.jobs[j].live -= 1;
+                if self.jobs[j].live == 0 {
+                    self.jobs.swap_remove(j);
+                }
+            }
+            self.reply(&Reply::Exited {
+                id: p.id,
+                stage: p.stage,
+                status,
+            });
+        }
+    }
+
+    /// The backstop: a group still running past its deadline is killed (the harness normally
+    /// kills it first, at the command's own timeout).
+    fn enforce_deadlines(&mut self) {
+        let now = now();
+        for job in self.jobs.iter_mut().filter(|j| !j.killed) {
+            if now >= job.deadline {
+                kill_group(job.pgid);
+                job.killed = true;
+            }
+        }
+    }
+
+    fn reply(&mut self, reply: &Reply) {
+        if send_frame(self.sock.as_fd(), &encode_reply(reply), &[]).is_err() {
+            self.bail();
+        }
+    }
+
+    fn handle(&mut self, body: &[u8], passed: Vec<OwnedFd>) {
+        // A request the harness would never send: the protocol is broken, so stop.
+        let Ok(request) = decode_request(body, passed.len()) else {
+            self.bail();
+        };
+        match request {
+            Request::Kill { id } => {
+                if let Some(job) = self.jobs.iter_mut().find(|j| j.id == id) {
+                    kill_group(job.pgid);
+                    job.killed = true;
+                }
+            }
+            Request::Spawn {
+                id,
+                backstop_ms,
+                cwd,
+                ruleset,
+                filter,
+                stages,
+            } => {
+                let raw = |i: i32| {
+                    if i == NO_FD {
+                        NO_FD
+                    } else {
+                        passed[i as usize].as_raw_fd()
+                    }
+                };
+                let filter = seccomp::from_bytes(&filter);
+                let cwd = CString::new(cwd).unwrap_or_default();
+                let common = Common {
+                    spawner: std::process::id() as libc::pid_t,
+                    cwd: &cwd,
+                    ruleset: raw(ruleset),
+                    filter: &filter,
+                };
+                let mut pgid = 0;
+                let mut pids = Vec::with_capacity(stages.len());
+                for (i, stage) in stages.iter().enumerate() {
+                    let stdio = stage.stdio.map(raw);
+                    match Prepared::new(stage).and_then(|p| p.start(&common, pgid, stdio)) {
+                        Ok(pid) => {
+                            if pgid == 0 {
+                                pgid = pid;
+                            }
+                            self.procs.push(Proc {
+                                pid,
+                                id,
+                                stage: i as u32,
+                            });
+                            pids.push(pid);
+                        }
+                        Err(errno) => pids.push(-errno.max(1)),
+                    }
+                }
+                // The passed descriptors close here: only the commands hold them now, so the
+                // harness sees end-of-file on their output when they end.
+                drop(passed);
+                let live = pids.iter().filter(|p| **p > 0).count();
+                if live > 0 {
+                    self.jobs.push(Job {
+                        id,
+                        pgid,
+                        live,
+                        deadline: now().saturating_add(Duration::from_millis(backstop_ms)),
+                        killed: false,
+                    });
+                }
+                self.reply(&Reply::Started { id, pids });
+            }
+        }
+    }
+
+    /// The harness is gone (or the protocol broke): every group that still holds a process of
+    /// ours is killed, then the spawner exits.
+    fn bail(&self) -> ! {
+        for job in &self.jobs {
+            kill_group(job.pgid);
+        }
+        // SAFETY: _exit ends the process without running anything of the harness's.
+        unsafe { libc::_exit(0) }
+    }
+}
+
+fn kill_group(pgid: libc::pid_t) {
+    if pgid > 1 {
+        // SAFETY: kill only sends a signal; a group that is gone gives ESRCH.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// What every stage of one spawn shares.
+struct Common<'a> {
+    spawner: libc::pid_t,
+    cwd: &'a CString,
+    ruleset: RawFd,
+    filter: &'a [libc::sock_filter],
+}
+
+/// One stage with its C strings and pointer arrays built before the fork.
+struct Prepared {
+    program: CString,
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+impl Prepared {
+    fn new(stage: &StageSpec) -> Result<Prepared, i32> {
+        let c = |b: &Vec<u8>| CString::new(b.clone()).map_err(|_| libc::EINVAL);
+        let program = c(&stage.program)?;
+        let argv_s = stage.argv.iter().map(c).collect::<Result<Vec<_>, _>>()?;
+        let env_s = stage.env.iter().map(c).collect::<Result<Vec<_>, _>>()?;
+        let ptrs = |v: &[CString]| {
+            v.iter()
+                .map(|s| s.as_ptr())
+                .chain([std::ptr::null()])
+                .collect::<Vec<_>>()
+        };
+        let argv = ptrs(&argv_s);
+        let envp = ptrs(&env_s);
+        let mut strings = argv_s;
+        strings.extend(env_s);
+        Ok(Prepared {
+            program,
+            _strings: strings,
+            argv,
+            envp,
+        })
+    }
+
+    /// Forks the stage's process and waits until it has exec'd (or failed to): its pid, or
+    /// the errno of the step that failed.
+    fn start(&self, common: &Common, pgid: libc::pid_t, stdio: [RawFd; 3]) -> Result<i32, i32> {
+        let mut status_pipe = [0; 2];
+        // SAFETY: pipe2 writes two descriptors.
+        if unsafe { libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(sandbox::errno());
+        }
+        // SAFETY: both descriptors were just made and are ours.
+        let (rd, wr) = unsafe {
+            (
+                OwnedFd::from_raw_fd(status_pipe[0]),
+                OwnedFd::from_raw_fd(status_pipe[1]),
+            )
+        };
+        // SAFETY: the child runs only `exec_child` (async-signal-safe) and exits.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(sandbox::errno());
+        }
+        if pid == 0 {
+            // SAFETY: in the new child; everything it touches was built before the fork.
+            unsafe {
+                let errno = self.exec_child(common, pgid, stdio);
+                libc::write(
+                    wr.as_raw_fd(),
+                    (&errno as *const i32).cast(),
+                    std::mem::size_of::<i32>(),
+                );
+                libc::_exit(127);
+            }
+        }
+        drop(wr);
+        // Also from this side, so the group exists whatever runs first (an error after the
+        // child's exec is expected and harmless).
+        // SAFETY: setpgid on our own child.
+        unsafe {
+            libc::setpgid(pid, pgid);
+        }
+        let errno = read_status(rd.as_fd());
+        match errno {
+            None => Ok(pid),
+            Some(e) => {
+                let mut status = 0;
+                // SAFETY: reaps the child that failed before exec.
+                while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
+                    && sandbox::errno() == libc::EINTR
+                {}
+                Err(e)
+            }
+        }
+    }
+
+    /// The child's side: its group, signals, stdio, work dir, confinement, exec. Returns only
+    /// on failure, with the errno.
+    ///
+    /// # Safety
+    /// Only in the forked child: raw system calls on values built before the fork.
+    unsafe fn exec_child(&self, common: &Common, pgid: libc::pid_t, stdio: [RawFd; 3]) -> i32 {
+        // Gone with the spawner, so that no command outlives it (its group is killed by the
+        // spawner; a spawner SIGKILLed itself still takes every command's first process).
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        if libc::getppid() != common.spawner {
+            libc::_exit(137);
+        }
+        if libc::setpgid(0, pgid) != 0 {
+            return sandbox::errno();
+        }
+        // The mask and SIGPIPE as a fresh process has them (the Rust runtime ignores SIGPIPE;
+        // `yes | head` needs it back). Other dispositions are inherited, as with any spawn.
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        for (slot, fd) in stdio.iter().enumerate() {
+            if *fd != NO_FD && libc::dup2(*fd, slot as i32) < 0 {
+                return sandbox::errno();
+            }
+        }
+        if libc::chdir(common.cwd.as_ptr()) != 0 {
+            return sandbox::errno();
+        }
+        if let Err(e) = sandbox::apply_in_child(common.ruleset, common.filter) {
+            return e;
+        }
+        // Every descriptor of the spawner's is close-on-exec already; this keeps it so for
+        // any that is not (the status pipe must stay open until the exec).
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
+        libc::execve(
+            self.program.as_ptr(),
+            self.argv.as_ptr(),
+            self.envp.as_ptr(),
+        );
+        sandbox::errno()
+    }
+}
+
+/// The status pipe: end-of-file when the child exec'd, its errno when it failed.
+fn read_status(rd: BorrowedFd<'_>) -> Option<i32> {
+    let mut buf = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        // SAFETY: reads into `buf`'s remaining bytes.
+        let n = unsafe { libc::read(rd.as_raw_fd(), buf[got..].as_mut_ptr().cast(), 4 - got) };
+        match n {
+            0 => break,
+            n if n > 0 => got += n as usize,
+            _ if sandbox::errno() == libc::EINTR => {}
+            _ => break,
+        }
+    }
+    (got == 4).then(|| i32::from_ne_bytes(buf))
+}
+
+/// CLOCK_MONOTONIC.
+fn now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the given timespec.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
