@@ -193,19 +193,7 @@ fn wait_for_descendant(root: i32, needle: &str, child: &mut Child) -> i32 {
     let start = Instant::now();
     loop {
         let procs = processes();
-        let mut family = BTreeSet::from([root]);
-        // Parents precede children often but not always: iterate to a fixed point.
-        loop {
-            let before = family.len();
-            for (pid, ppid, _) in &procs {
-                if family.contains(ppid) {
-                    family.insert(*pid);
-                }
-            }
-            if family.len() == before {
-                break;
-            }
-        }
+        let family = family(root, &procs);
         for (pid, _, pgid) in &procs {
             if *pid != root && family.contains(pid) && cmdline(*pid).contains(needle) {
                 return *pgid;
@@ -241,15 +229,51 @@ fn assert_group_gone(pgid: i32) {
 /// A run whose model asks for a long `sleep`; returns the running harness, the server, the
 /// workspace and the sleep's process group once it is running.
 fn start_sleeping_run(seconds: &str) -> (Child, Llm, Workspace, i32) {
+    start_run_of(&format!("sleep {seconds}"), &format!("sleep {seconds}"))
+}
+
+/// A run whose model asks for `command`; returns as [`start_sleeping_run`] once a process
+/// running `needle` is there.
+fn start_run_of(command: &str, needle: &str) -> (Child, Llm, Workspace, i32) {
     let llm = Llm::start(&json!([
-        {"type": "tool_call", "id": "c1", "command": format!("sleep {seconds}"),
+        {"type": "tool_call", "id": "c1", "command": command,
          "content": "Let me wait a while."},
         text("never reached"),
     ]));
-    let ws = Workspace::new(&llm.base_url(), |c| with_redmine(allow(c, &["sleep *"])));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        with_redmine(allow(c, &["sleep *", "cat", "tail *"]))
+    });
     let mut child = harness_cmd(&ws, &["once", "--demo"]).spawn().unwrap();
-    let pgid = wait_for_descendant(child.id() as i32, &format!("sleep {seconds}"), &mut child);
+    let pgid = wait_for_descendant(child.id() as i32, needle, &mut child);
     (child, llm, ws, pgid)
+}
+
+/// `root` and its descendants among `procs`.
+fn family(root: i32, procs: &[(i32, i32, i32)]) -> BTreeSet<i32> {
+    let mut family = BTreeSet::from([root]);
+    // Parents precede children often but not always: iterate to a fixed point.
+    loop {
+        let before = family.len();
+        for (pid, ppid, _) in procs {
+            if family.contains(ppid) {
+                family.insert(*pid);
+            }
+        }
+        if family.len() == before {
+            return family;
+        }
+    }
+}
+
+/// The pids of the descendants of `root` (itself excluded) named `comm`.
+fn descendants_named(root: i32, comm: &str) -> Vec<i32> {
+    family(root, &processes())
+        .into_iter()
+        .filter(|p| *p != root)
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == comm)
+        })
+        .collect()
 }
 
 fn signal(child: &Child, sig: i32) {
@@ -290,13 +314,49 @@ fn a_signal_during_a_command_kills_its_group_and_writes_a_partial_report() {
 
 #[test]
 fn a_sigkilled_harness_leaves_no_command_running() {
-    // SIGKILL cannot be handled: the watchdog between the harness and bash sees its parent
-    // die and kills the command's whole group, grandchildren included.
+    // SIGKILL cannot be handled: the command spawner, the parent of bash, sees the harness
+    // go and kills the command's whole group, grandchildren included.
     let (child, llm, ws, pgid) = start_sleeping_run("39.25");
     signal(&child, libc::SIGKILL);
     let run = finish(child, "killed run");
     assert_eq!(run.code, 137, "{run:?}");
     assert_group_gone(pgid);
+    assert_all_reports_complete(&ws, None);
+    assert_no_canary(&ws, &run, &llm, &[]);
+}
+
+#[test]
+fn a_sigkilled_harness_leaves_no_process_of_a_pipeline_nor_its_spawner() {
+    // A plain pipeline runs without bash: both stages are the spawner's children, in the
+    // first stage's group. Killing the harness must take both, and the spawner itself.
+    let (child, llm, ws, pgid) = start_run_of("sleep 38.25 | tail -n 1", "tail -n 1");
+    let harness = child.id() as i32;
+    let spawners = descendants_named(harness, "harness-spawn");
+    assert_eq!(spawners.len(), 1, "one spawner per run");
+    let stages: Vec<i32> = processes()
+        .into_iter()
+        .filter(|(_, _, g)| *g == pgid)
+        .map(|(pid, ppid, _)| {
+            assert_eq!(ppid, spawners[0], "every stage is the spawner's child");
+            pid
+        })
+        .collect();
+    assert_eq!(stages.len(), 2, "both stages in one group: {stages:?}");
+    signal(&child, libc::SIGKILL);
+    let run = finish(child, "killed run");
+    assert_eq!(run.code, 137, "{run:?}");
+    assert_group_gone(pgid);
+    let start = Instant::now();
+    while Path::new(&format!("/proc/{}/comm", spawners[0])).exists()
+        && std::fs::read_to_string(format!("/proc/{}/stat", spawners[0]))
+            .is_ok_and(|s| !s.contains(") Z "))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the spawner outlived the harness"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_all_reports_complete(&ws, None);
     assert_no_canary(&ws, &run, &llm, &[]);
 }
