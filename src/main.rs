@@ -40,8 +40,12 @@ fn main() -> ExitCode {
     };
     // The command spawner is forked now, while the process is small and single-threaded and
     // holds neither config nor key (tools/spawner): only `once` runs commands.
-    let spawner_fd =
+    let spawner =
         matches!(cli.command, harness::cli::Command::Once(_)).then(harness::tools::spawner::start);
+    let spawner_pid = spawner
+        .as_ref()
+        .and_then(|s| s.as_ref().ok())
+        .map(|(_, pid)| *pid);
     // One redactor for the run and its narration: every stderr line passes it.
     let redactor = harness::secrets::Redactor::default();
     init_logging(cli.verbose, redactor.clone());
@@ -63,8 +67,8 @@ fn main() -> ExitCode {
             return 1;
         }
         use harness::tools::spawner::Spawner;
-        let spawner = match spawner_fd {
-            Some(Ok(fd)) => Spawner::connect(fd),
+        let spawner = match spawner {
+            Some(Ok((fd, _))) => Spawner::connect(fd),
             Some(Err(e)) => Spawner::unavailable(format!("cannot start the command spawner: {e}")),
             None => Spawner::unavailable("this command runs no commands"),
         };
@@ -82,6 +86,11 @@ fn main() -> ExitCode {
     });
     // Don't wait for blocking tasks (a stuck DNS lookup) on the way out.
     runtime.shutdown_background();
+    // The runtime's tasks went with it, and with them the last handle on the spawner's
+    // socket: the spawner exits now; waiting for it leaves no process of the run behind.
+    if let Some(pid) = spawner_pid {
+        harness::tools::spawner::reap(pid);
+    }
     ExitCode::from(code)
 }
 

@@ -169,9 +169,14 @@ fn lookup(name: &str, dirs: &[PathBuf], work_root: &Path) -> Vec<PathBuf> {
 /// Where `name` runs from for bash: the first executable regular file on PATH, or the path
 /// itself when it holds a `/`. PURE but for the file system look-ups.
 pub fn resolve(name: &str, path_var: &str, work_root: &Path) -> Option<PathBuf> {
-    lookup(name, &path_dirs(path_var, work_root), work_root)
-        .into_iter()
-        .next()
+    if name.contains('/') {
+        return lookup(name, &[], work_root).into_iter().next();
+    }
+    // The first hit ends the search (each miss is a stat, once per command).
+    path_dirs(path_var, work_root)
+        .iter()
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
 }
 
 fn is_executable(p: &Path) -> bool {

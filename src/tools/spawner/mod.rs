@@ -43,9 +43,10 @@ use wire::{Reply, Request, StageSpec, NO_FD};
 /// The spawner's own deadline beyond a command's timeout: the harness normally acts first.
 pub const BACKSTOP: Duration = Duration::from_secs(5);
 
-/// Forks the spawner process and returns the harness's end of its socket. Call it before any
-/// thread, config or key exists (first thing in `main`).
-pub fn start() -> io::Result<OwnedFd> {
+/// Forks the spawner process and returns the harness's end of its socket and the spawner's
+/// pid (for [`reap`]). Call it before any thread, config or key exists (first thing in
+/// `main`).
+pub fn start() -> io::Result<(OwnedFd, libc::pid_t)> {
     let mut pair = [0; 2];
     // SAFETY: socketpair writes two descriptors.
     if unsafe {
@@ -72,7 +73,39 @@ pub fn start() -> io::Result<OwnedFd> {
         // SAFETY: in the new spawner process, which owns `theirs`.
         unsafe { server::serve(theirs, harness) }
     }
-    Ok(ours)
+    Ok((ours, pid))
+}
+
+/// How long [`reap`] waits for the spawner to exit.
+const REAP_WAIT: Duration = Duration::from_secs(2);
+
+/// At the harness's exit, once every handle on the socket is closed: waits (bounded) for the
+/// spawner, which kills any group left and exits on end-of-file, so that no process of the
+/// run survives `harness once` and the commands' CPU time is accounted to the harness (its
+/// children's usage, as `wait4` on the harness reports it). A spawner that does not exit in
+/// time is SIGKILLed.
+pub fn reap(pid: libc::pid_t) {
+    let start = std::time::Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r != 0 {
+            if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        if start.elapsed() >= REAP_WAIT {
+            // SAFETY: kill and waitpid on our own, unreaped child.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
 }
 
 /// The harness's handle on its spawner (cheap to clone).
@@ -167,7 +200,7 @@ impl Spawner {
     /// [`start`] and [`Spawner::connect`] in one, for tests and benchmarks (inside a runtime).
     pub fn start_here() -> Spawner {
         match start() {
-            Ok(fd) => Spawner::connect(fd),
+            Ok((fd, _)) => Spawner::connect(fd),
             Err(e) => Spawner::unavailable(format!("cannot start the command spawner: {e}")),
         }
     }

@@ -1,14 +1,14 @@
 //! Tools adapter: the command spawner's own side ([`super`]): a small single-threaded process
-//! that forks, confines and execs every command of the run, reaps them and reports, and kills
+//! that starts (clone), confines and execs every command of the run, reaps them and reports, and kills
 //! their groups when the harness is gone or a backstop deadline passes. In: requests on its
-//! socket. Out: replies. I/O: fork, exec, waitpid, kill, poll, signalfd.
+//! socket. Out: replies. I/O: clone(CLONE_VM | CLONE_VFORK), exec, waitpid, kill, poll, signalfd.
 //!
-//! Between fork and exec the child calls only async-signal-safe functions on values prepared
-//! before the fork (C strings, pointer arrays, the filter), so it would be sound even in a
-//! fork of a multi-threaded process (the unit tests start a spawner from one).
+//! Between clone and exec the child calls only async-signal-safe functions on values prepared
+//! before (C strings, pointer arrays, the filter), so it would be sound even in a fork of a
+//! multi-threaded process (the unit tests start a spawner from one).
 
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use super::socket::{recv_frame, send_frame};
@@ -42,7 +42,12 @@ struct Spawner {
     harness: libc::pid_t,
     jobs: Vec<Job>,
     procs: Vec<Proc>,
+    /// The stack each child runs on until its exec.
+    stack: Vec<u8>,
 }
+
+/// The child's stack until its exec: the confinement and exec calls need little.
+const CHILD_STACK: usize = 256 * 1024;
 
 /// The spawner's life: set up, then serve until the harness is gone. Never returns.
 ///
@@ -104,6 +109,7 @@ pub(super) unsafe fn serve(sock: OwnedFd, harness: libc::pid_t) -> ! {
         harness,
         jobs: Vec::new(),
         procs: Vec::new(),
+        stack: vec![0u8; CHILD_STACK],
     };
     spawner.run()
 }
@@ -263,7 +269,8 @@ impl Spawner {
                 let mut pids = Vec::with_capacity(stages.len());
                 for (i, stage) in stages.iter().enumerate() {
                     let stdio = stage.stdio.map(raw);
-                    match Prepared::new(stage).and_then(|p| p.start(&common, pgid, stdio)) {
+                    let stack = &mut self.stack;
+                    match Prepared::new(stage).and_then(|p| p.start(&common, pgid, stdio, stack)) {
                         Ok(pid) => {
                             if pgid == 0 {
                                 pgid = pid;
@@ -324,7 +331,7 @@ struct Common<'a> {
     filter: &'a [libc::sock_filter],
 }
 
-/// One stage with its C strings and pointer arrays built before the fork.
+/// One stage with its C strings and pointer arrays built before the clone.
 struct Prepared {
     program: CString,
     _strings: Vec<CString>,
@@ -356,64 +363,61 @@ impl Prepared {
         })
     }
 
-    /// Forks the stage's process and waits until it has exec'd (or failed to): its pid, or
+    /// Starts the stage's process and returns once it has exec'd (or failed to): its pid, or
     /// the errno of the step that failed.
-    fn start(&self, common: &Common, pgid: libc::pid_t, stdio: [RawFd; 3]) -> Result<i32, i32> {
-        let mut status_pipe = [0; 2];
-        // SAFETY: pipe2 writes two descriptors.
-        if unsafe { libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(sandbox::errno());
-        }
-        // SAFETY: both descriptors were just made and are ours.
-        let (rd, wr) = unsafe {
-            (
-                OwnedFd::from_raw_fd(status_pipe[0]),
-                OwnedFd::from_raw_fd(status_pipe[1]),
+    ///
+    /// The child shares the spawner's memory until its exec, and the spawner is suspended
+    /// meanwhile (`CLONE_VM | CLONE_VFORK`, as `posix_spawn` does it): no page table is
+    /// copied and none torn down at the exec, which made up most of a fork's cost. The child
+    /// runs on `stack`, writes nothing of the spawner's but its `errno` slot, and gets its own
+    /// copy of the signal dispositions (no `CLONE_SIGHAND`).
+    fn start(
+        &self,
+        common: &Common,
+        pgid: libc::pid_t,
+        stdio: [RawFd; 3],
+        stack: &mut [u8],
+    ) -> Result<i32, i32> {
+        let mut args = ChildArgs {
+            stage: self,
+            common,
+            pgid,
+            stdio,
+            errno: 0,
+        };
+        // The stack grows down from its 16-byte aligned top.
+        let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
+        // SAFETY: `child_main` only runs `exec_child` (raw system calls on values built before
+        // the clone) and exits; `stack` and `args` outlive it, as the spawner is suspended
+        // until the child's exec or exit.
+        let pid = unsafe {
+            libc::clone(
+                child_main,
+                top as *mut libc::c_void,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&mut args as *mut ChildArgs).cast(),
             )
         };
-        // SAFETY: the child runs only `exec_child` (async-signal-safe) and exits.
-        let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(sandbox::errno());
         }
-        if pid == 0 {
-            // SAFETY: in the new child; everything it touches was built before the fork.
-            unsafe {
-                let errno = self.exec_child(common, pgid, stdio);
-                libc::write(
-                    wr.as_raw_fd(),
-                    (&errno as *const i32).cast(),
-                    std::mem::size_of::<i32>(),
-                );
-                libc::_exit(127);
-            }
+        // SAFETY: the child wrote the slot, if at all, before the spawner resumed.
+        let errno = unsafe { std::ptr::read_volatile(&args.errno) };
+        if errno == 0 {
+            return Ok(pid);
         }
-        drop(wr);
-        // Also from this side, so the group exists whatever runs first (an error after the
-        // child's exec is expected and harmless).
-        // SAFETY: setpgid on our own child.
-        unsafe {
-            libc::setpgid(pid, pgid);
+        let mut status = 0;
+        // SAFETY: reaps the child that failed before its exec.
+        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && sandbox::errno() == libc::EINTR {
         }
-        let errno = read_status(rd.as_fd());
-        match errno {
-            None => Ok(pid),
-            Some(e) => {
-                let mut status = 0;
-                // SAFETY: reaps the child that failed before exec.
-                while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
-                    && sandbox::errno() == libc::EINTR
-                {}
-                Err(e)
-            }
-        }
+        Err(errno)
     }
 
     /// The child's side: its group, signals, stdio, work dir, confinement, exec. Returns only
     /// on failure, with the errno.
     ///
     /// # Safety
-    /// Only in the forked child: raw system calls on values built before the fork.
+    /// Only in the cloned child: raw system calls on values built before the clone.
     unsafe fn exec_child(&self, common: &Common, pgid: libc::pid_t, stdio: [RawFd; 3]) -> i32 {
         // Gone with the spawner, so that no command outlives it (its group is killed by the
         // spawner; a spawner SIGKILLed itself still takes every command's first process).
@@ -453,21 +457,25 @@ impl Prepared {
     }
 }
 
-/// The status pipe: end-of-file when the child exec'd, its errno when it failed.
-fn read_status(rd: BorrowedFd<'_>) -> Option<i32> {
-    let mut buf = [0u8; 4];
-    let mut got = 0;
-    while got < 4 {
-        // SAFETY: reads into `buf`'s remaining bytes.
-        let n = unsafe { libc::read(rd.as_raw_fd(), buf[got..].as_mut_ptr().cast(), 4 - got) };
-        match n {
-            0 => break,
-            n if n > 0 => got += n as usize,
-            _ if sandbox::errno() == libc::EINTR => {}
-            _ => break,
-        }
+/// What the cloned child gets: its stage, the spawn's common values, and where to leave the
+/// errno of a failed start.
+struct ChildArgs<'a> {
+    stage: &'a Prepared,
+    common: &'a Common<'a>,
+    pgid: libc::pid_t,
+    stdio: [RawFd; 3],
+    errno: i32,
+}
+
+/// The cloned child's entry: exec, or leave the errno and exit.
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the spawner's `ChildArgs`, alive while the spawner is suspended.
+    unsafe {
+        let args = &mut *arg.cast::<ChildArgs>();
+        let errno = args.stage.exec_child(args.common, args.pgid, args.stdio);
+        std::ptr::write_volatile(&mut args.errno, errno.max(1));
+        libc::_exit(127)
     }
-    (got == 4).then(|| i32::from_ne_bytes(buf))
 }
 
 /// CLOCK_MONOTONIC.
