@@ -39,9 +39,10 @@ fn main() -> ExitCode {
         }
     };
     // The command spawner is forked now, while the process is small and single-threaded and
-    // holds neither config nor key (tools/spawner): only `once` runs commands.
-    let spawner =
-        matches!(cli.command, harness::cli::Command::Once(_)).then(harness::tools::spawner::start);
+    // holds neither config nor key (tools/spawner): only `once` runs commands, and not with
+    // `--dry-run`.
+    let spawner = matches!(&cli.command, harness::cli::Command::Once(a) if !a.dry_run)
+        .then(harness::tools::spawner::start);
     let spawner_pid = spawner
         .as_ref()
         .and_then(|s| s.as_ref().ok())
@@ -70,7 +71,7 @@ fn main() -> ExitCode {
         let spawner = match spawner {
             Some(Ok((fd, _))) => Spawner::connect(fd),
             Some(Err(e)) => Spawner::unavailable(format!("cannot start the command spawner: {e}")),
-            None => Spawner::unavailable("this command runs no commands"),
+            None => Spawner::unavailable("no command spawner: this run starts no command"),
         };
         match harness::run(cli, interrupt, redactor.clone(), spawner).await {
             Ok(success) => success.code(),
