@@ -526,6 +526,75 @@ mod tests {
         assert_eq!(err.to_string(), "no spawner here");
     }
 
+    fn sleeper<'a>(env: &'a [(String, String)], timeout: Duration) -> Job<'a> {
+        Job {
+            cwd: Path::new("/"),
+            timeout,
+            confine: None,
+            stages: vec![stage(
+                Path::new("/bin/sh"),
+                &["sh", "-c", "sleep 30"],
+                env,
+                [None, None, None],
+            )],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_killed_spawner_wakes_every_waiter_and_takes_its_commands() {
+        let (fd, pid) = start().unwrap();
+        let spawner = Spawner::connect(fd);
+        let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
+        let mut started = spawner
+            .spawn(sleeper(&env, Duration::from_secs(60)))
+            .await
+            .unwrap();
+        let mut child = started.pop().unwrap().unwrap();
+        let leader = child.id();
+        // SAFETY: kill and waitpid on the spawner this test forked.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+        let waited = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+        let err = waited
+            .expect("a dead spawner must not hang a wait")
+            .unwrap_err();
+        assert_eq!(err.to_string(), "the command spawner exited");
+        // The command's first process dies with its parent (its parent-death signal).
+        let start = std::time::Instant::now();
+        while std::fs::read_to_string(format!("/proc/{leader}/stat"))
+            .is_ok_and(|s| !s.contains(") Z "))
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "the command outlived the spawner"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // And a later spawn is a clear error.
+        let err = spawner
+            .spawn(sleeper(&env, Duration::from_secs(1)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "the command spawner exited");
+    }
+
+    #[tokio::test]
+    async fn the_spawner_kills_a_group_at_its_backstop() {
+        let spawner = Spawner::start_here();
+        let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
+        // A zero timeout: the backstop alone (5 s) ends the command, as when the harness
+        // misses its own timeout.
+        let mut started = spawner.spawn(sleeper(&env, Duration::ZERO)).await.unwrap();
+        let mut child = started.pop().unwrap().unwrap();
+        let status = tokio::time::timeout(BACKSTOP * 3, child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+    }
+
     #[tokio::test]
     async fn no_descriptor_of_the_harness_reaches_a_command() {
         let spawner = Spawner::start_here();
