@@ -9,7 +9,7 @@ use crate::tools::gate::programs::interpreters::{
 use crate::tools::gate::programs::registry::{canonical, family};
 use crate::tools::gate::programs::wrappers::inner_command;
 use crate::tools::gate::programs::{dangerous_args, expansion_into_options};
-use crate::tools::gate::redirect::check_redirect;
+use crate::tools::gate::redirect::{check_redirect, program_write_refusal};
 use crate::tools::gate::rule::{
     allow_matches, deny, deny_matches, Judgement, Outcome, Policy, RuleKind, SegmentJudgement,
     Verdict,
@@ -274,6 +274,9 @@ pub(crate) fn judge_invocation(
         return deny(reason);
     }
     if let Some(reason) = dangerous_args(&base_lc, args) {
+        return deny(reason);
+    }
+    if let Some(reason) = program_write_refusal(policy, &base_lc, args, open_tail) {
         return deny(reason);
     }
     if !policy.deny.is_empty() {
