@@ -58,6 +58,12 @@ const CP: Grammar = Grammar {
     long_valued: &["no-preserve", "sparse", "suffix", "target-directory"],
 };
 
+const GIT_MV: Grammar = Grammar {
+    short_valued: "",
+    long: &["force", "dry-run", "verbose", "sparse"],
+    long_valued: &[],
+};
+
 const INSTALL: Grammar = Grammar {
     short_valued: "gmoSt",
     long: &[
@@ -295,6 +301,29 @@ fn unreadable(base: &str, w: &Word) -> Option<String> {
 /// What `base` (a canonical registry name) writes, given its arguments; `tail` when `xargs` or
 /// `find -exec … +` appends arguments the gate cannot see. Errors are denial reasons.
 pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, String> {
+    if base == "git" {
+        // The git check has already refused global options it does not know.
+        let mut i = 0;
+        while let Some(w) = args.get(i) {
+            if !w.value.starts_with('-') {
+                break;
+            }
+            i += if matches!(w.value.as_str(), "-C" | "--namespace") {
+                2
+            } else {
+                1
+            };
+        }
+        if args.get(i).is_some_and(|w| w.value == "mv") {
+            return copies(
+                "git mv",
+                args.get(i + 1..).unwrap_or_default(),
+                &GIT_MV,
+                false,
+            );
+        }
+        return Ok(Writes::Unknown);
+    }
     let copy_like = matches!(base, "cp" | "mv" | "ln" | "install");
     let known = copy_like
         || COMPRESSORS.contains(&base)
@@ -311,98 +340,7 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
     match base {
         "cp" | "mv" | "ln" | "install" => {
             let g = if base == "install" { &INSTALL } else { &CP };
-            let p = parse(base, args, g)?;
-            if base == "install" && p.value('\0', "strip-program").is_some() {
-                return Err(format!(
-                    "`{base}` `--strip-program` runs a program; denied whatever the rules say"
-                ));
-            }
-            if base == "install" && p.has('d', "directory") {
-                for w in &p.operands {
-                    if let Some(e) = unreadable(base, w) {
-                        return Err(e);
-                    }
-                    out.push(w.value.clone());
-                }
-                return Ok(Writes::Paths(out));
-            }
-            // ln's and `cp -s`/`cp -l` sources become link targets: a link to `.git` turns a
-            // harmless-looking path into a protected one, so they are checked like destinations.
-            let links = base == "ln" || p.has('s', "symbolic-link") || p.has('l', "link");
-            let target = opt_value(&p, 't', "target-directory");
-            let no_target = p.has('T', "no-target-directory");
-            let parents = p.has('\0', "parents");
-            let recursive = base == "mv"
-                || p.has('r', "recursive")
-                || p.has('R', "recursive")
-                || p.has('a', "archive");
-            let mut ops: Vec<&Word> = p.operands.clone();
-            let dest: String = match &target {
-                Some(t) => t.clone(),
-                None => {
-                    if base == "ln" && ops.len() == 1 {
-                        // `ln TARGET` links TARGET's name into the current directory.
-                        ".".to_string()
-                    } else {
-                        let Some(last) = ops.pop() else {
-                            return Ok(Writes::Paths(out));
-                        };
-                        if let Some(e) = unreadable(base, last) {
-                            return Err(e);
-                        }
-                        last.value.clone()
-                    }
-                }
-            };
-            out.push(dest.clone());
-            // With one source and a destination that does not say it is a directory (no
-            // `-t`, no trailing `/`, not the work root), DEST is most often the new name
-            // (`cp Makefile Makefile.bak`); the gate cannot know it is not a directory.
-            let into_dir = target.is_some()
-                || ops.len() > 1
-                || dest.ends_with('/')
-                || is_root(&dest)
-                || parents
-                || (base == "ln" && p.operands.len() == 1);
-            for src in ops {
-                if links {
-                    if let Some(e) = unreadable(base, src) {
-                        return Err(e);
-                    }
-                    out.push(src.value.clone());
-                }
-                let name = last_component(&src.value);
-                let whole = matches!(name, "" | "." | "..");
-                if no_target && target.is_none() {
-                    // `-T`: DEST is the copy itself; a directory's contents land in it.
-                    if recursive && is_root(&dest) {
-                        return Err(format!(
-                            "`{base}` copies a directory's contents into the work root itself, where they could replace .git or a build file; denied"
-                        ));
-                    }
-                    continue;
-                }
-                if whole && recursive && is_root(&dest) {
-                    return Err(format!(
-                        "`{base}` copies the contents of `{}` into the work root itself, where they could replace .git or a build file; denied",
-                        src.raw
-                    ));
-                }
-                if !into_dir {
-                    continue;
-                }
-                if src.glob || src.brace {
-                    // A glob source lands under its own names: the names a glob can match
-                    // in the work root are never dotfiles, but a build file could be one.
-                    out.push(join(&dest, last_component(&src.value)));
-                    continue;
-                }
-                if parents {
-                    out.push(join(&dest, src.value.trim_start_matches('/')));
-                } else if !whole {
-                    out.push(join(&dest, name));
-                }
-            }
+            return copies(base, args, g, base == "install");
         }
         "tee" => {
             let p = parse(base, args, &TEE)?;
@@ -515,6 +453,105 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
                     }
                 }
             }
+        }
+    }
+    Ok(Writes::Paths(out))
+}
+
+/// cp, mv, ln, install and `git mv`: the destination, each source's name inside it when it is
+/// a directory, link targets, and directory contents copied into the work root itself.
+fn copies(base: &str, args: &[Word], g: &Grammar, install: bool) -> Result<Writes, String> {
+    let mut out = Vec::new();
+    let p = parse(base, args, g)?;
+    if install && p.value('\0', "strip-program").is_some() {
+        return Err(format!(
+            "`{base}` `--strip-program` runs a program; denied whatever the rules say"
+        ));
+    }
+    if install && p.has('d', "directory") {
+        for w in &p.operands {
+            if let Some(e) = unreadable(base, w) {
+                return Err(e);
+            }
+            out.push(w.value.clone());
+        }
+        return Ok(Writes::Paths(out));
+    }
+    // ln's and `cp -s`/`cp -l` sources become link targets: a link to `.git` turns a
+    // harmless-looking path into a protected one, so they are checked like destinations.
+    let links = base == "ln" || p.has('s', "symbolic-link") || p.has('l', "link");
+    let target = opt_value(&p, 't', "target-directory");
+    let no_target = p.has('T', "no-target-directory");
+    let parents = p.has('\0', "parents");
+    let recursive = base.ends_with("mv")
+        || p.has('r', "recursive")
+        || p.has('R', "recursive")
+        || p.has('a', "archive");
+    let mut ops: Vec<&Word> = p.operands.clone();
+    let dest: String = match &target {
+        Some(t) => t.clone(),
+        None => {
+            if base == "ln" && ops.len() == 1 {
+                // `ln TARGET` links TARGET's name into the current directory.
+                ".".to_string()
+            } else {
+                let Some(last) = ops.pop() else {
+                    return Ok(Writes::Paths(out));
+                };
+                if let Some(e) = unreadable(base, last) {
+                    return Err(e);
+                }
+                last.value.clone()
+            }
+        }
+    };
+    out.push(dest.clone());
+    // With one source and a destination that does not say it is a directory (no
+    // `-t`, no trailing `/`, not the work root), DEST is most often the new name
+    // (`cp Makefile Makefile.bak`); the gate cannot know it is not a directory.
+    let into_dir = target.is_some()
+        || ops.len() > 1
+        || dest.ends_with('/')
+        || is_root(&dest)
+        || parents
+        || (base == "ln" && p.operands.len() == 1);
+    for src in ops {
+        if links {
+            if let Some(e) = unreadable(base, src) {
+                return Err(e);
+            }
+            out.push(src.value.clone());
+        }
+        let name = last_component(&src.value);
+        let whole = matches!(name, "" | "." | "..");
+        if no_target && target.is_none() {
+            // `-T`: DEST is the copy itself; a directory's contents land in it.
+            if recursive && is_root(&dest) {
+                return Err(format!(
+                    "`{base}` copies a directory's contents into the work root itself, where they could replace .git or a build file; denied"
+                ));
+            }
+            continue;
+        }
+        if whole && recursive && is_root(&dest) {
+            return Err(format!(
+                "`{base}` copies the contents of `{}` into the work root itself, where they could replace .git or a build file; denied",
+                src.raw
+            ));
+        }
+        if !into_dir {
+            continue;
+        }
+        if src.glob || src.brace {
+            // A glob source lands under its own names: the names a glob can match
+            // in the work root are never dotfiles, but a build file could be one.
+            out.push(join(&dest, last_component(&src.value)));
+            continue;
+        }
+        if parents {
+            out.push(join(&dest, src.value.trim_start_matches('/')));
+        } else if !whole {
+            out.push(join(&dest, name));
         }
     }
     Ok(Writes::Paths(out))
