@@ -33,12 +33,10 @@ fn custom_strategy(rest: &[Word]) -> Option<String> {
     for (k, v) in all.iter().enumerate() {
         let value = if *v == "-s" || *v == "--strategy" {
             all.get(k + 1).copied()
-        } else if let Some(x) = v.strip_prefix("--strategy=") {
-            Some(x)
-        } else if let Some(x) = v.strip_prefix("-s").filter(|_| !v.starts_with("--")) {
-            Some(x)
+        } else if v.starts_with("--") {
+            v.strip_prefix("--strategy=")
         } else {
-            None
+            v.strip_prefix("-s")
         };
         if let Some(name) = value {
             if !BUILTIN.contains(&name) {
