@@ -548,13 +548,22 @@ impl std::fmt::Display for ConfigErrors {
             if n == 1 { "" } else { "s" }
         )?;
         for p in &self.problems {
-            write!(f, "\n  - {p}")?;
+            // A problem may quote the file (a parse error shows its line): a 1 MiB line of
+            // brackets must not become a 1 MiB message.
+            let lines: Vec<String> = p
+                .lines()
+                .map(|l| crate::bounded::clip(l, MAX_PROBLEM_LINE))
+                .collect();
+            write!(f, "\n  - {}", lines.join("\n"))?;
         }
         Ok(())
     }
 }
 
 impl std::error::Error for ConfigErrors {}
+
+/// The longest line of a config problem as shown (bytes); longer lines keep head and tail.
+const MAX_PROBLEM_LINE: usize = 240;
 
 /// Parses and validates config text. `path` is used for messages, its parent directory to
 /// resolve relative paths and `file:` key refs.

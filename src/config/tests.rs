@@ -545,3 +545,15 @@ fn finish_session_and_outcome_keys_default_and_validate() {
         ]
     );
 }
+
+#[test]
+fn a_parse_error_on_a_huge_line_shows_a_clipped_line() {
+    let deep = format!(
+        "vertical = \"x\"\na = {}{}\n",
+        "[".repeat(200_000),
+        "]".repeat(200_000)
+    );
+    let err = parse(&deep, Path::new("h.toml")).unwrap_err().to_string();
+    assert!(err.len() < 2_000, "{} bytes", err.len());
+    assert!(err.contains("h.toml") && err.contains("line 2"), "{err}");
+}
