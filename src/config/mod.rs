@@ -37,6 +37,9 @@ pub struct Config {
     pub report_dir: PathBuf,
     /// Max LLM round trips per turn, tool calls included (default 8).
     pub max_rounds: u32,
+    /// Tool calls run per model reply; later calls of the reply get a "not run" result
+    /// (default 32).
+    pub max_tool_calls: u32,
     /// `[loop].finish`: how the model ends a turn (default `tool`).
     pub finish: FinishMode,
     /// `[session]`: the conversation carried across runs of one task.

@@ -139,6 +139,13 @@ impl Validator {
         let report_dir = self.path(raw.report_dir, "reports");
         let raw_loop = raw.loop_.unwrap_or_default();
         let max_rounds = self.int_in("[loop].max_rounds", raw_loop.max_rounds, 8, 1, 1000) as u32;
+        let max_tool_calls = self.int_in(
+            "[loop].max_tool_calls",
+            raw_loop.max_tool_calls,
+            32,
+            1,
+            1000,
+        ) as u32;
         let finish = match raw_loop.finish.as_deref() {
             None | Some("tool") => FinishMode::Tool,
             Some("message") => FinishMode::Message,
@@ -219,6 +226,7 @@ impl Validator {
             work_root,
             report_dir,
             max_rounds,
+            max_tool_calls,
             finish,
             session,
             redmine,
