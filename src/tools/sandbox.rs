@@ -111,7 +111,7 @@ impl Status {
 pub fn exec_line(bash: &BashConfig, work_root: &Path) -> String {
     match exec::unrestricted_reason(bash) {
         Some(why) => why.to_string(),
-        None => exec::exec_set(bash, work_root, &path_var())
+        None => exec::exec_set(bash, work_root, &path_var(), None)
             .map(|set| set.summary())
             .unwrap_or_default(),
     }
@@ -203,7 +203,7 @@ impl Landlock {
         let write = AccessFs::from_write(TARGET_ABI);
         let read = AccessFs::ReadFile | AccessFs::ReadDir;
         let exec_set = if confine_exec {
-            exec::exec_set(bash, work_root, &path_var())
+            exec::exec_set(bash, work_root, &path_var(), Some(tmp))
         } else {
             None
         };

@@ -61,8 +61,14 @@ pub fn unrestricted_reason(bash: &BashConfig) -> Option<&'static str> {
 }
 
 /// The exec set for commands run in `work_root` with `path_var` as PATH, or `None` when the
-/// policy lets any program run ([`unrestricted_reason`]).
-pub fn exec_set(bash: &BashConfig, work_root: &Path, path_var: &str) -> Option<ExecSet> {
+/// policy lets any program run ([`unrestricted_reason`]). `tmp`: the private TMPDIR of the
+/// ruleset being built; `None` for a description (PLAN, check), which creates nothing.
+pub fn exec_set(
+    bash: &BashConfig,
+    work_root: &Path,
+    path_var: &str,
+    tmp: Option<&Path>,
+) -> Option<ExecSet> {
     if unrestricted_reason(bash).is_some() {
         return None;
     }
@@ -131,10 +137,16 @@ pub fn exec_set(bash: &BashConfig, work_root: &Path, path_var: &str) -> Option<E
         for rel in helpers.work_dirs {
             let dir = work_root.join(rel);
             // The rule needs the directory to exist now; the program would create it anyway.
-            if std::fs::create_dir_all(&dir).is_ok() {
-                if let Ok(real) = dir.canonicalize() {
-                    set.paths.insert(real);
-                }
+            if tmp.is_some() {
+                let _ = std::fs::create_dir_all(&dir);
+            }
+            if let Ok(real) = dir.canonicalize() {
+                set.paths.insert(real);
+            }
+        }
+        if let (true, Some(t)) = (helpers.tmp, tmp) {
+            if let Ok(real) = t.canonicalize() {
+                set.paths.insert(real);
             }
         }
         set.names.insert(name);
@@ -405,9 +417,21 @@ mod tests {
     #[test]
     fn a_bare_star_or_default_allow_leaves_exec_open() {
         let root = tempfile::tempdir().unwrap();
-        assert!(exec_set(&bash(&["*"], "deny"), root.path(), "/usr/bin:/bin").is_none());
-        assert!(exec_set(&bash(&["cat *"], "allow"), root.path(), "/usr/bin:/bin").is_none());
-        assert!(exec_set(&bash(&["cat *"], "deny"), root.path(), "/usr/bin:/bin").is_some());
+        assert!(exec_set(&bash(&["*"], "deny"), root.path(), "/usr/bin:/bin", None).is_none());
+        assert!(exec_set(
+            &bash(&["cat *"], "allow"),
+            root.path(),
+            "/usr/bin:/bin",
+            None
+        )
+        .is_none());
+        assert!(exec_set(
+            &bash(&["cat *"], "deny"),
+            root.path(),
+            "/usr/bin:/bin",
+            None
+        )
+        .is_some());
     }
 
     #[test]
@@ -421,6 +445,7 @@ mod tests {
             ),
             root.path(),
             "/usr/bin:/bin",
+            None,
         )
         .unwrap();
         for name in ["bash", "make", "cat", "sh"] {
@@ -468,8 +493,13 @@ mod tests {
             let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
                 .canonicalize()
                 .unwrap();
-            let set =
-                exec_set(&bash(&["git status"], "deny"), root.path(), "/usr/bin:/bin").unwrap();
+            let set = exec_set(
+                &bash(&["git status"], "deny"),
+                root.path(),
+                "/usr/bin:/bin",
+                None,
+            )
+            .unwrap();
             assert!(set.paths.contains(&dir), "{set:?}");
             assert!(set.names.contains("sh"), "{set:?}");
         }
@@ -482,7 +512,7 @@ mod tests {
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let set = exec_set(&bash(&["git status"], "deny"), root.path(), ".").unwrap();
+        let set = exec_set(&bash(&["git status"], "deny"), root.path(), ".", None).unwrap();
         assert!(!root.path().join("ran").exists());
         assert!(!set.paths.contains(Path::new("/tmp")), "{set:?}");
     }
@@ -514,7 +544,12 @@ mod tests {
     fn cargo_brings_rustc_the_linker_and_its_target_dir_never_a_path_dir() {
         let root = tempfile::tempdir().unwrap();
         let path = std::env::var("PATH").unwrap_or_default();
-        let Some(set) = exec_set(&bash(&["cargo test *"], "deny"), root.path(), &path) else {
+        let Some(set) = exec_set(
+            &bash(&["cargo test *"], "deny"),
+            root.path(),
+            &path,
+            Some(root.path()),
+        ) else {
             panic!("a cargo rule restricts execution");
         };
         assert!(
@@ -528,6 +563,37 @@ mod tests {
                 assert!(!set.paths.contains(&d), "PATH dir {dir} opened: {set:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_description_creates_nothing_and_go_runs_what_it_builds_in_tmp() {
+        let root = tempfile::tempdir().unwrap();
+        let path = std::env::var("PATH").unwrap_or_default();
+        exec_set(&bash(&["cargo test *"], "deny"), root.path(), &path, None).unwrap();
+        assert!(!root.path().join("target").exists());
+        let tmp = tempfile::tempdir().unwrap();
+        let set = exec_set(
+            &bash(&["go test *"], "deny"),
+            root.path(),
+            &path,
+            Some(tmp.path()),
+        )
+        .unwrap();
+        assert!(
+            set.paths.contains(&tmp.path().canonicalize().unwrap()),
+            "{set:?}"
+        );
+        let set = exec_set(
+            &bash(&["cat *"], "deny"),
+            root.path(),
+            &path,
+            Some(tmp.path()),
+        )
+        .unwrap();
+        assert!(
+            !set.paths.contains(&tmp.path().canonicalize().unwrap()),
+            "{set:?}"
+        );
     }
 
     #[test]

@@ -772,6 +772,8 @@ pub struct ExecHelpers {
     /// runs itself (cargo's build scripts and test binaries in `target`): a rule for it
     /// already runs the project's code.
     pub work_dirs: &'static [&'static str],
+    /// It builds programs in the private TMPDIR and runs them (`go test`, `go run`).
+    pub tmp: bool,
 }
 
 /// The [`ExecHelpers`] of a program name (by family, so `gmake` is `make`).
@@ -813,6 +815,7 @@ pub fn exec_helpers(name: &str) -> ExecHelpers {
         Some("go") => ExecHelpers {
             programs: &["cc"],
             dir_query: Some(&["env", "GOTOOLDIR"]),
+            tmp: true,
             ..ExecHelpers::default()
         },
         // Package scripts run with `sh`, under node.
