@@ -818,9 +818,11 @@ pub fn exec_helpers(name: &str) -> ExecHelpers {
             tmp: true,
             ..ExecHelpers::default()
         },
-        // Package scripts run with `sh`, under node.
+        // Package scripts run with `sh`, under node, and the tools installed in node_modules
+        // (`jest`, `tsc`: node_modules/.bin links into the packages).
         Some("npm" | "yarn" | "pnpm" | "npx") => ExecHelpers {
             programs: &["sh", "node"],
+            work_dirs: &["node_modules"],
             ..ExecHelpers::default()
         },
         _ => ExecHelpers::default(),
