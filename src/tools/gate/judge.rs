@@ -249,6 +249,14 @@ pub(crate) fn judge_invocation(
             cmd.value
         ));
     }
+    if let Some(w) = args.iter().find(|w| {
+        !w.vars.is_empty() && w.brace && (w.value.contains(',') || w.value.contains(".."))
+    }) {
+        return deny(format!(
+            "`{}` joins a variable and a brace expansion: bash expands the braces first, into other variables (`$HOME1`, `$HOME2`) the gate cannot judge, which may expand to no word at all",
+            w.raw
+        ));
+    }
     if let Some(w) = args.iter().find(|w| unsafe_var(w).is_some()) {
         return deny(format!(
             "the argument `{}` expands a variable whose value the gate cannot judge",
