@@ -94,9 +94,7 @@ pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
 /// the config or the report dir fails, naming its key (Landlock can only allow).
 fn reads(cfg: &Config) -> Option<Check> {
     use crate::tools::sandbox;
-    let status = sandbox::decide(cfg.bash.sandbox, sandbox::kernel_abi(), cfg.bash.network);
-    // A missing work root is the `work root` entry's failure already.
-    if !matches!(status, Ok(sandbox::Status::Landlock { .. })) || !cfg.work_root.is_dir() {
+    if !confined(cfg) {
         return None;
     }
     Some(Check {
@@ -113,8 +111,7 @@ fn reads(cfg: &Config) -> Option<Check> {
 /// when this system cannot make them (no user namespaces).
 fn writes(cfg: &Config) -> Option<Check> {
     use crate::tools::sandbox;
-    let status = sandbox::decide(cfg.bash.sandbox, sandbox::kernel_abi(), cfg.bash.network);
-    if !matches!(status, Ok(sandbox::Status::Landlock { .. })) || !cfg.work_root.is_dir() {
+    if !confined(cfg) {
         return None;
     }
     Some(Check {
@@ -123,6 +120,14 @@ fn writes(cfg: &Config) -> Option<Check> {
         outcome: sandbox::writes_line(&cfg.bash, &cfg.work_root)
             .with_context(|| format!("config {}", cfg.path.display())),
     })
+}
+
+/// Whether commands run under Landlock in an existing work root (a missing one is the `work
+/// root` entry's failure already).
+fn confined(cfg: &Config) -> bool {
+    use crate::tools::sandbox;
+    let status = sandbox::decide(cfg.bash.sandbox, sandbox::kernel_abi(), cfg.bash.network);
+    matches!(status, Ok(sandbox::Status::Landlock { .. })) && cfg.work_root.is_dir()
 }
 
 /// The first failed check as the run's failure.
