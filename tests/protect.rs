@@ -245,3 +245,59 @@ fn without_user_namespaces_check_fails_and_once_refuses_to_start() {
     let run = without_user_namespaces(&apart, &["once", "--demo"]);
     assert_eq!(run.code, 0, "{run:?}");
 }
+
+#[test]
+fn a_harness_that_is_not_root_protects_the_paths_too() {
+    // Root's own files under /proc stay writable to it when harness makes itself
+    // non-dumpable; another user's do not: the maps must still be written.
+    // SAFETY: geteuid only returns a number.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to run harness as another user");
+        return;
+    }
+    if !landlock() || !user_namespaces() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let llm = Llm::start(&json!([
+        tool_call("a1", "echo x >> harness.toml"),
+        tool_call("a2", "echo x > reports/REPORT-forged.md"),
+        tool_call("a3", "id -u"),
+        text("done")
+    ]));
+    let ws = workspace(&llm);
+    let config = std::fs::read(ws.config()).unwrap();
+    let mut todo = vec![ws.path().to_path_buf()];
+    while let Some(d) = todo.pop() {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    // Writable by that user, so only the mount stands in the way.
+    std::fs::set_permissions(ws.config(), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["once", "--demo", "--config"])
+        .arg(ws.config())
+        .current_dir(ws.path())
+        .env_remove("RUST_LOG")
+        .env_remove("HARNESS_CONFIG")
+        .env("HARNESS_TEST_LLM_KEY", CANARY)
+        .uid(65534)
+        .gid(65534)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let run = Run::from(out);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert!(results[0].contains("Read-only file system"), "{results:?}");
+    assert!(results[1].contains("Read-only file system"), "{results:?}");
+    // The command keeps its own uid (mapped to itself).
+    assert!(results[2].starts_with("65534\n"), "{results:?}");
+    assert_eq!(std::fs::read(ws.config()).unwrap(), config);
+}

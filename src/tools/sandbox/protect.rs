@@ -284,10 +284,21 @@ impl Mounts {
         if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
             return Err((0, errno()));
         }
-        write_proc(c"/proc/self/setgroups", b"deny").map_err(|e| (1, e))?;
-        write_proc(c"/proc/self/uid_map", &self.uid_map).map_err(|e| (2, e))?;
-        write_proc(c"/proc/self/gid_map", &self.gid_map).map_err(|e| (3, e))?;
-        Ok(())
+        // The harness is non-dumpable, and so is this fork of it: the kernel then gives its
+        // /proc files to root, and a user that is not root cannot write its own maps. So the
+        // child is dumpable for the three writes only (exec makes bash dumpable anyway).
+        let dumpable = libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0);
+        if dumpable != 1 {
+            libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+        }
+        let written = write_proc(c"/proc/self/setgroups", b"deny")
+            .map_err(|e| (1, e))
+            .and_then(|()| write_proc(c"/proc/self/uid_map", &self.uid_map).map_err(|e| (2, e)))
+            .and_then(|()| write_proc(c"/proc/self/gid_map", &self.gid_map).map_err(|e| (3, e)));
+        if dumpable == 0 {
+            libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        }
+        written
     }
 
     /// Applies the mounts in a forked child that exits at once: whether commands can be
