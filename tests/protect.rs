@@ -21,23 +21,26 @@ const EARLIER: &str = "reports/REPORT-test-earlier.md";
 /// The layout of the issue: work root, config and report dir in one directory; every
 /// command allowed, redirects into the work tree too; an earlier REPORT and a session file.
 fn workspace(llm: &Llm) -> Workspace {
-    let ws = Workspace::new(&llm.base_url(), |c| {
-        let c = c
-            .replace("work_root = \"work\"", "work_root = \".\"")
-            .replace("max_rounds = 4", "max_rounds = 24");
-        let start = c.find("allow = [").unwrap();
-        let end = start + c[start..].find("[demo]").unwrap();
-        format!(
-            "{}allow = [\"*\"]\nwrite_redirects = true\n\n{}",
-            &c[..start],
-            &c[end..]
-        )
-    });
+    let ws = Workspace::new(&llm.base_url(), workspace_config);
     let p = ws.path();
     std::fs::create_dir_all(p.join("reports/sessions/test/demo")).unwrap();
     std::fs::write(p.join(EARLIER), "an earlier run\n").unwrap();
     std::fs::write(p.join(SESSION), "a stored session\n").unwrap();
     ws
+}
+
+/// The standard config in that layout.
+fn workspace_config(c: String) -> String {
+    let c = c
+        .replace("work_root = \"work\"", "work_root = \".\"")
+        .replace("max_rounds = 4", "max_rounds = 24");
+    let start = c.find("allow = [").unwrap();
+    let end = start + c[start..].find("[demo]").unwrap();
+    format!(
+        "{}allow = [\"*\"]\nwrite_redirects = true\n\n{}",
+        &c[..start],
+        &c[end..]
+    )
 }
 
 /// Every file's bytes under `dir`, by path.
@@ -300,4 +303,35 @@ fn a_harness_that_is_not_root_protects_the_paths_too() {
     // The command keeps its own uid (mapped to itself).
     assert!(results[2].starts_with("65534\n"), "{results:?}");
     assert_eq!(std::fs::read(ws.config()).unwrap(), config);
+}
+
+#[test]
+fn a_protected_command_that_times_out_is_killed_with_its_children() {
+    if !landlock() || !user_namespaces() {
+        return;
+    }
+    let llm = Llm::start(&json!([
+        tool_call("t1", "sleep 71.25 & sleep 71.5"),
+        text("done")
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        workspace_config(c).replace(
+            "timeout_secs = 10\nmax_output",
+            "timeout_secs = 1\nmax_output",
+        )
+    });
+    let started = std::time::Instant::now();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(8));
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert!(
+        results[0].contains("[killed: timed out after 1s]"),
+        "{results:?}"
+    );
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 71.(25|5)"])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "left running: {left:?}");
 }
