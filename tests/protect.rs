@@ -229,6 +229,16 @@ fn without_user_namespaces_check_fails_and_once_refuses_to_start() {
         "{}",
         check.stdout
     );
+    let dry = without_user_namespaces(&ws, &["once", "--demo", "--dry-run"]);
+    assert!(
+        dry.stdout.contains(
+            "; NOT protected from commands' writes (unshare(CLONE_NEWUSER | CLONE_NEWNS) failed: "
+        ) && dry
+            .stdout
+            .contains("): harness.toml (the config file), reports (the report dir); "),
+        "{}",
+        dry.stdout
+    );
     let before = llm.state()["connections"].clone();
     let run = without_user_namespaces(&ws, &["once", "--demo"]);
     assert_eq!(run.code, 1, "{run:?}");

@@ -100,9 +100,13 @@ impl Status {
         match (self, reads::read_set(bash, work_root, None)) {
             (Status::Landlock { .. }, Ok(set)) => {
                 let protected = match protected_writes(bash, work_root) {
-                    Ok(plan) if !plan.names.is_empty() => {
-                        format!("; read-only for commands: {}", plan.names.join(", "))
-                    }
+                    Ok(plan) if !plan.names.is_empty() => match probe(&plan) {
+                        Ok(()) => format!("; read-only for commands: {}", plan.names.join(", ")),
+                        Err(why) => format!(
+                            "; NOT protected from commands' writes ({why}): {}",
+                            plan.names.join(", ")
+                        ),
+                    },
                     _ => String::new(),
                 };
                 format!(
@@ -158,10 +162,7 @@ pub fn writes_line(bash: &BashConfig, work_root: &Path) -> Result<String> {
     let mut line = if plan.names.is_empty() {
         "no protected path (config, report dir, cassette) lies inside a write root".to_string()
     } else {
-        let probed = protect::Mounts::prepare(&plan)
-            .map_err(|e| e.to_string())
-            .and_then(|m| m.probe());
-        match probed {
+        match probe(&plan) {
             Ok(()) => format!(
                 "{}: inside a write root, read-only mounts for commands",
                 plan.names.join(", ")
@@ -181,6 +182,13 @@ pub fn writes_line(bash: &BashConfig, work_root: &Path) -> Result<String> {
         ));
     }
     Ok(line)
+}
+
+/// Whether `plan`'s mounts can be made here (a forked child tries), or why not.
+fn probe(plan: &protect::Plan) -> Result<(), String> {
+    protect::Mounts::prepare(plan)
+        .map_err(|e| e.to_string())
+        .and_then(|m| m.probe())
 }
 
 /// The PATH commands run with: the harness's own, or the default the scrubbed env gets.
