@@ -331,11 +331,17 @@ impl Mounts {
                 libc::close(read);
                 return Err(format!("cannot probe ({})", io::Error::last_os_error()));
             }
+            // A signal to the harness (handled) must not read as a failed probe.
             let mut out = [0u8; 5];
-            let n = libc::read(read, out.as_mut_ptr().cast(), out.len());
+            let n = loop {
+                let n = libc::read(read, out.as_mut_ptr().cast(), out.len());
+                if n >= 0 || errno() != libc::EINTR {
+                    break n;
+                }
+            };
             libc::close(read);
             let mut status = 0;
-            libc::waitpid(pid, &mut status, 0);
+            while libc::waitpid(pid, &mut status, 0) < 0 && errno() == libc::EINTR {}
             if n != 5 {
                 return Err("the probe child gave no answer".to_string());
             }
