@@ -9,7 +9,8 @@
 //! TMPDIR, the write roots and `read_roots`, by default the system's program dirs), never to
 //! the config, the key files or the report dir. Writes are allowed only beneath the write
 //! roots (the work root, the run's private temp dir, `[tools.bash].write_roots`) and to
-//! `/dev/null`. With `network = false`, TCP connect and bind are denied (Landlock ABI 4+),
+//! `/dev/null`, never to the config, the report dir or a cassette inside them ([`protect`]:
+//! read-only mounts in the command's own namespaces). With `network = false`, TCP connect and bind are denied (Landlock ABI 4+),
 //! connecting to abstract Unix sockets made outside the sandbox too (ABI 6+), and no socket
 //! but a Unix one can be created at all ([`seccomp`]). Signals to processes outside the
 //! sandbox are denied (ABI 6+). When the allow list names programs, execution is confined
@@ -156,7 +157,7 @@ pub fn protected_writes(bash: &BashConfig, work_root: &Path) -> Result<protect::
 
 /// The `writes` entry of the preflight list: the protected paths inside a write root and how
 /// they are kept from commands, or why they cannot be (user namespaces unavailable: the
-/// mounts are probed in a forked child). PURE but for the look-ups and the probe.
+/// mounts are probed in a forked child).
 pub fn writes_line(bash: &BashConfig, work_root: &Path) -> Result<String> {
     let plan = protected_writes(bash, work_root).map_err(|p| anyhow!("{}", p.join("; ")))?;
     let mut line = if plan.names.is_empty() {
@@ -368,8 +369,8 @@ impl Landlock {
         let protect = self.protect.clone();
         // SAFETY: between fork and exec the closure makes raw syscalls and nothing else: no
         // allocation, no lock (io::Error::last_os_error stores the errno inline; the filter
-        // and the mounts were prepared in the parent and are only pointed to). The ruleset fd is CLOEXEC and
-        // stays open in the parent (the Arc) until the spawn returns.
+        // and the mounts were prepared in the parent and are only pointed to). The ruleset
+        // fd is CLOEXEC and stays open in the parent (the Arc) until the spawn returns.
         unsafe {
             cmd.pre_exec(move || {
                 // First, while the child may still mount: Landlock forbids it afterwards.
