@@ -345,3 +345,34 @@ fn a_protected_command_that_times_out_is_killed_with_its_children() {
         .unwrap();
     assert!(left.stdout.is_empty(), "left running: {left:?}");
 }
+
+#[test]
+fn a_cassette_recorded_inside_the_work_root_is_harness_s_own() {
+    if !landlock() || !user_namespaces() {
+        return;
+    }
+    // The cassette does not exist while commands run: what a command puts there first is
+    // replaced by the recording at the end.
+    let llm = Llm::start(&json!([
+        tool_call("c1", "echo forged > cassette.json"),
+        text("recorded reply")
+    ]));
+    let ws = workspace(&llm);
+    let cassette = ws.path().join("cassette.json");
+    let check = ws.run(&["check"]);
+    assert!(
+        check
+            .stdout
+            .contains("ok    writes: harness.toml (the config file)"),
+        "{}",
+        check.stdout
+    );
+    let run = ws.run(&["once", "--demo", "--record", cassette.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let text = std::fs::read_to_string(&cassette).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(parsed["harness_cassette"], 1, "{text}");
+    assert!(text.contains("recorded reply"), "{text}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert!(results[0].ends_with("[exit status: 0]"), "{results:?}");
+}
