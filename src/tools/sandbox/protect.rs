@@ -129,7 +129,10 @@ pub fn plan(write_roots: &[PathBuf], never: &[NeverRead]) -> Result<Plan, Vec<St
             kind: Kind::ReadOnly,
         });
     }
-    out.targets.sort_by_key(|t| t.path.components().count());
+    // Parents before children; the same pin from two paths side by side, then once.
+    out.targets.sort_by(|a, b| {
+        (a.path.components().count(), &a.path).cmp(&(b.path.components().count(), &b.path))
+    });
     out.targets.dedup();
     if problems.is_empty() {
         Ok(out)
@@ -480,11 +483,13 @@ mod tests {
         std::fs::create_dir_all(r.join("out/reports")).unwrap();
         std::fs::create_dir_all(r.join("src")).unwrap();
         std::fs::write(r.join("out/reports/c.json"), "").unwrap();
+        std::fs::write(r.join("out/harness.toml"), "").unwrap();
         let got = plan(
             &[r.join("src"), r.clone()],
             &[
                 never(&r.join("out/reports/c.json"), "the cassette being recorded"),
                 never(&r.join("out/reports"), "the report dir"),
+                never(&r.join("out/harness.toml"), "the config file"),
             ],
         )
         .unwrap();
@@ -494,6 +499,10 @@ mod tests {
                 Target {
                     path: r.join("out"),
                     kind: Kind::Pin
+                },
+                Target {
+                    path: r.join("out/harness.toml"),
+                    kind: Kind::ReadOnly
                 },
                 Target {
                     path: r.join("out/reports"),
@@ -555,6 +564,54 @@ mod child_tests {
     use super::*;
     use std::os::unix::process::CommandExt;
 
+    /// Runs `script` with `sh` in `dir` under the mounts of `never`; its stdout, or `None`
+    /// where this system has no user namespaces.
+    fn run_under(dir: &Path, never: &[NeverRead], script: &str) -> Option<String> {
+        let mounts = Mounts::prepare(&plan(&[dir.to_path_buf()], never).unwrap()).unwrap();
+        if let Err(why) = mounts.probe() {
+            eprintln!("skipped: user namespaces unavailable here ({why})");
+            return None;
+        }
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c").arg(script).current_dir(dir);
+        let m = std::sync::Arc::new(mounts);
+        // SAFETY: the closure only makes raw syscalls (see `apply_in_child`).
+        unsafe {
+            cmd.pre_exec(move || m.apply_in_child());
+        }
+        let out = cmd.output().unwrap();
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn never(path: PathBuf, what: &str) -> NeverRead {
+        NeverRead {
+            path,
+            what: what.to_string(),
+            may_share_work_root: true,
+        }
+    }
+
+    #[test]
+    fn a_directory_on_the_way_stays_put_and_writable() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path().canonicalize().unwrap();
+        std::fs::create_dir_all(r.join("out/reports")).unwrap();
+        let script = r#"
+            mv out out2 2>/dev/null && echo "CHANGED: mv"
+            rm -rf out 2>/dev/null; [ -d out/reports ] || echo "CHANGED: rm"
+            touch out/new && rm out/new && echo ok-inside
+        "#;
+        let Some(stdout) = run_under(
+            &r,
+            &[never(r.join("out/reports"), "the report dir")],
+            script,
+        ) else {
+            return;
+        };
+        assert_eq!(stdout.trim(), "ok-inside");
+        assert!(r.join("out/reports").is_dir());
+    }
+
     #[test]
     fn a_child_cannot_change_protected_paths_but_can_change_the_rest() {
         let d = tempfile::tempdir().unwrap();
@@ -563,22 +620,9 @@ mod child_tests {
         std::fs::write(r.join("harness.toml"), "allow = []\n").unwrap();
         std::fs::write(r.join("reports/REPORT-1.md"), "report\n").unwrap();
         let never = [
-            NeverRead {
-                path: r.join("harness.toml"),
-                what: "the config file".to_string(),
-                may_share_work_root: true,
-            },
-            NeverRead {
-                path: r.join("reports"),
-                what: "the report dir".to_string(),
-                may_share_work_root: true,
-            },
+            never(r.join("harness.toml"), "the config file"),
+            never(r.join("reports"), "the report dir"),
         ];
-        let mounts = Mounts::prepare(&plan(std::slice::from_ref(&r), &never).unwrap()).unwrap();
-        if let Err(why) = mounts.probe() {
-            eprintln!("skipped: user namespaces unavailable here ({why})");
-            return;
-        }
         let script = r#"
             fail() { echo "CHANGED: $*"; }
             echo x >> harness.toml 2>/dev/null && fail append
@@ -597,16 +641,10 @@ mod child_tests {
             mount -o remount,bind,rw reports 2>/dev/null && fail remount
             mkdir newdir && touch newdir/f newfile && rm -r newdir newfile && echo ok-top-level
         "#;
-        let mut cmd = std::process::Command::new("sh");
-        cmd.arg("-c").arg(script).current_dir(&r);
-        let m = std::sync::Arc::new(mounts);
-        // SAFETY: the closure only makes raw syscalls (see `apply_in_child`).
-        unsafe {
-            cmd.pre_exec(move || m.apply_in_child());
-        }
-        let out = cmd.output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(stdout.trim(), "ok-top-level", "{out:?}");
+        let Some(stdout) = run_under(&r, &never, script) else {
+            return;
+        };
+        assert_eq!(stdout.trim(), "ok-top-level");
         assert_eq!(
             std::fs::read_to_string(r.join("harness.toml")).unwrap(),
             "allow = []\n"
