@@ -9,7 +9,8 @@
 //! TMPDIR, the write roots and `read_roots`, by default the system's program dirs), never to
 //! the config, the key files or the report dir. Writes are allowed only beneath the write
 //! roots (the work root, the run's private temp dir, `[tools.bash].write_roots`) and to
-//! `/dev/null`. With `network = false`, TCP connect and bind are denied (Landlock ABI 4+),
+//! `/dev/null`, never to the config, the report dir or a cassette inside them ([`protect`]:
+//! read-only mounts in the command's own namespaces). With `network = false`, TCP connect and bind are denied (Landlock ABI 4+),
 //! connecting to abstract Unix sockets made outside the sandbox too (ABI 6+), and no socket
 //! but a Unix one can be created at all ([`seccomp`]). Signals to processes outside the
 //! sandbox are denied (ABI 6+). When the allow list names programs, execution is confined
@@ -17,6 +18,7 @@
 //! the dynamic loader and `exec_roots` can be executed.
 
 pub mod exec;
+pub mod protect;
 pub mod reads;
 pub mod seccomp;
 
@@ -97,11 +99,23 @@ impl Status {
     pub fn plan_line_with_reads(&self, bash: &BashConfig, work_root: &Path) -> String {
         let line = self.plan_line(bash.write_roots.len());
         match (self, reads::read_set(bash, work_root, None)) {
-            (Status::Landlock { .. }, Ok(set)) => format!(
-                "{line}; read set: {}; {}",
-                reads::summary(bash, &set.hidden),
-                exec_line(bash, work_root)
-            ),
+            (Status::Landlock { .. }, Ok(set)) => {
+                let protected = match protected_writes(bash, work_root) {
+                    Ok(plan) if !plan.names.is_empty() => match probe(&plan) {
+                        Ok(()) => format!("; read-only for commands: {}", plan.names.join(", ")),
+                        Err(why) => format!(
+                            "; NOT protected from commands' writes ({why}): {}",
+                            plan.names.join(", ")
+                        ),
+                    },
+                    _ => String::new(),
+                };
+                format!(
+                    "{line}; read set: {}{protected}; {}",
+                    reads::summary(bash, &set.hidden),
+                    exec_line(bash, work_root)
+                )
+            }
             _ => line,
         }
     }
@@ -131,6 +145,51 @@ pub fn decide(mode: SandboxMode, kernel: Result<i32, String>, network: bool) -> 
             Ok(Status::Landlock { abi, network })
         }
     }
+}
+
+/// What the commands of a run in `work_root` must not change although it lies inside a write
+/// root (the private TMPDIR holds none of it), or why it cannot be protected.
+pub fn protected_writes(bash: &BashConfig, work_root: &Path) -> Result<protect::Plan, Vec<String>> {
+    let mut roots = vec![work_root.to_path_buf()];
+    roots.extend(bash.write_roots.iter().cloned());
+    protect::plan(&roots, &bash.never_read)
+}
+
+/// The `writes` entry of the preflight list: the protected paths inside a write root and how
+/// they are kept from commands, or why they cannot be (user namespaces unavailable: the
+/// mounts are probed in a forked child).
+pub fn writes_line(bash: &BashConfig, work_root: &Path) -> Result<String> {
+    let plan = protected_writes(bash, work_root).map_err(|p| anyhow!("{}", p.join("; ")))?;
+    let mut line = if plan.names.is_empty() {
+        "no protected path (config, report dir, cassette) lies inside a write root".to_string()
+    } else {
+        match probe(&plan) {
+            Ok(()) => format!(
+                "{}: inside a write root, read-only mounts for commands",
+                plan.names.join(", ")
+            ),
+            Err(why) => {
+                return Err(anyhow!(
+                    "commands could rewrite {}: they lie inside a write root and cannot be made read-only here (NOT protected: {why}; user namespaces unavailable?); move them out of work_root (report_dir, the config file, --record) or give commands a work tree of its own",
+                    plan.names.join(", ")
+                ))
+            }
+        }
+    };
+    if !plan.later.is_empty() {
+        line.push_str(&format!(
+            "; {} not there yet: harness writes it at the end of the run, replacing whatever a command put there",
+            plan.later.join(", ")
+        ));
+    }
+    Ok(line)
+}
+
+/// Whether `plan`'s mounts can be made here (a forked child tries), or why not.
+fn probe(plan: &protect::Plan) -> Result<(), String> {
+    protect::Mounts::prepare(plan)
+        .map_err(|e| e.to_string())
+        .and_then(|m| m.probe())
 }
 
 /// The PATH commands run with: the harness's own, or the default the scrubbed env gets.
@@ -171,6 +230,9 @@ pub struct Landlock {
     ruleset: Arc<OwnedFd>,
     /// With `network = false`: the socket filter.
     seccomp: Option<Arc<seccompiler::BpfProgram>>,
+    /// When the config, the report dir or a cassette lies inside a write root: the
+    /// read-only mounts that keep commands from changing them ([`protect`]).
+    protect: Option<Arc<protect::Mounts>>,
 }
 
 impl Landlock {
@@ -198,6 +260,15 @@ impl Landlock {
     ) -> Result<Landlock> {
         let read_set = reads::read_set(bash, work_root, Some(tmp))
             .map_err(|problems| anyhow!("{}", problems.join("\n")))?;
+        let protect = protected_writes(bash, work_root)
+            .map_err(|problems| anyhow!("{}", problems.join("\n")))?;
+        let protect = if protect.is_empty() {
+            None
+        } else {
+            Some(Arc::new(protect::Mounts::prepare(&protect).context(
+                "cannot prepare the read-only mounts of the protected paths",
+            )?))
+        };
         let mut write_roots = vec![work_root.to_path_buf(), tmp.to_path_buf()];
         write_roots.extend(bash.write_roots.iter().cloned());
         let write = AccessFs::from_write(TARGET_ABI);
@@ -287,6 +358,7 @@ impl Landlock {
         Ok(Landlock {
             ruleset: Arc::new(ruleset),
             seccomp,
+            protect,
         })
     }
 
@@ -294,12 +366,17 @@ impl Landlock {
     pub fn confine(&self, cmd: &mut tokio::process::Command) {
         let ruleset = Arc::clone(&self.ruleset);
         let seccomp = self.seccomp.clone();
+        let protect = self.protect.clone();
         // SAFETY: between fork and exec the closure makes raw syscalls and nothing else: no
         // allocation, no lock (io::Error::last_os_error stores the errno inline; the filter
-        // was compiled in the parent and is only pointed to). The ruleset fd is CLOEXEC and
-        // stays open in the parent (the Arc) until the spawn returns.
+        // and the mounts were prepared in the parent and are only pointed to). The ruleset
+        // fd is CLOEXEC and stays open in the parent (the Arc) until the spawn returns.
         unsafe {
             cmd.pre_exec(move || {
+                // First, while the child may still mount: Landlock forbids it afterwards.
+                if let Some(mounts) = &protect {
+                    mounts.apply_in_child()?;
+                }
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
