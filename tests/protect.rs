@@ -376,3 +376,42 @@ fn a_cassette_recorded_inside_the_work_root_is_harness_s_own() {
     let results = tool_results(llm.chat_bodies().last().unwrap());
     assert!(results[0].ends_with("[exit status: 0]"), "{results:?}");
 }
+
+#[test]
+fn a_config_on_a_read_only_file_system_needs_no_mount_even_without_user_namespaces() {
+    if !landlock() || !user_namespaces() {
+        return;
+    }
+    // A container's `:ro` volume: the work root holds the config but no command can write it.
+    let llm = Llm::start(&json!([text("done")]));
+    let reports = tempfile::tempdir().unwrap();
+    let out = reports.path().display().to_string();
+    let ws = Workspace::new(&llm.base_url(), move |c| {
+        c.replace("work_root = \"work\"", "work_root = \".\"")
+            .replace("report_dir = \"reports\"", &format!("report_dir = {out:?}"))
+    });
+    let dir = ws.path().display().to_string();
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-Urm", "sh", "-c"])
+        .arg(
+            "mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" \
+             && echo 0 > /proc/sys/user/max_user_namespaces && shift && exec \"$@\"",
+        )
+        .arg("sh")
+        .arg(&dir)
+        .arg(env!("CARGO_BIN_EXE_harness"))
+        .args(["once", "--demo", "--config"])
+        .arg(ws.config())
+        .current_dir(ws.path())
+        .env_remove("RUST_LOG")
+        .env_remove("HARNESS_CONFIG")
+        .env("HARNESS_TEST_LLM_KEY", CANARY)
+        .stdin(std::process::Stdio::null());
+    let run = Run::from(cmd.output().unwrap());
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !run.stderr.contains("commands could rewrite"),
+        "{}",
+        run.stderr
+    );
+}

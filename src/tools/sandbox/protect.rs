@@ -104,6 +104,11 @@ pub fn plan(write_roots: &[PathBuf], never: &[NeverRead]) -> Result<Plan, Vec<St
             out.later.push(name);
             continue;
         }
+        // On a read-only file system (a container's `:ro` volume), with its directory too,
+        // no command can change, remove or replace it: nothing to mount.
+        if read_only_fs(&real) && real.parent().is_none_or(read_only_fs) {
+            continue;
+        }
         out.names.push(name);
         protected.push((real, root));
     }
@@ -358,6 +363,18 @@ impl Mounts {
                 io::Error::from_raw_os_error(e)
             ))
         }
+    }
+}
+
+/// Whether `path` lies on a file system mounted read-only.
+fn read_only_fs(path: &Path) -> bool {
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: statvfs into a zeroed local struct.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        libc::statvfs(c.as_ptr(), &mut st) == 0 && st.f_flag & libc::ST_RDONLY != 0
     }
 }
 
