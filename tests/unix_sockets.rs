@@ -1,0 +1,187 @@
+//! End-to-end tests of `[tools.bash] unix_sockets` under `network = false`: an allowed
+//! program connects to the named socket and its data arrives; the unnamed socket next to it
+//! (by absolute path, relative path or symlink), an unnamed abstract socket and a datagram
+//! socket are refused as tool errors, and nothing reaches them. On this kernel (Landlock ABI
+//! below 9) the seccomp supervisor holds commands to the names. Needs Landlock and python3.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::Read;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::path::Path;
+
+use common::*;
+use serde_json::json;
+
+/// Connects to a Unix socket (`@name`: abstract) and sends the second argument; with
+/// `--dgram`, only tries to make a datagram socket.
+const CONNECT_PY: &str = r#"#!/usr/bin/env python3
+import socket, sys
+if sys.argv[1] == "--dgram":
+    try:
+        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    except OSError as e:
+        print(f"refused: {e}")
+        sys.exit(1)
+    print("made a datagram socket")
+    sys.exit(0)
+addr = sys.argv[1]
+if addr.startswith("@"):
+    addr = "\0" + addr[1:]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(addr)
+except OSError as e:
+    print(f"refused: {e}")
+    sys.exit(1)
+s.sendall(sys.argv[2].encode())
+s.close()
+print("sent")
+"#;
+
+fn python3() -> bool {
+    std::process::Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn listener(path: &Path) -> UnixListener {
+    let l = UnixListener::bind(path).unwrap();
+    l.set_nonblocking(true).unwrap();
+    l
+}
+
+fn abstract_listener(name: &str) -> UnixListener {
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let l = UnixListener::bind_addr(&addr).unwrap();
+    l.set_nonblocking(true).unwrap();
+    l
+}
+
+/// Everything the listener's pending connections sent.
+fn received(l: &UnixListener) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Ok((mut stream, _)) = l.accept() {
+        stream.set_nonblocking(false).unwrap();
+        let mut got = String::new();
+        stream.read_to_string(&mut got).unwrap();
+        out.push(got);
+    }
+    out
+}
+
+#[test]
+fn only_named_unix_sockets_can_be_reached() {
+    if !landlock() || !python3() {
+        return;
+    }
+    let tag = std::process::id();
+    let named_abstract = format!("harness-test-named-{tag}");
+    let other_abstract = format!("harness-test-other-{tag}");
+    // The sockets live outside the work root; `work/socks` links to their directory.
+    let dir = tempfile::tempdir().unwrap();
+    let socks = dir.path().join("socks");
+    std::fs::create_dir(&socks).unwrap();
+    let named = listener(&socks.join("named.sock"));
+    let other = listener(&socks.join("other.sock"));
+    let named_abs = abstract_listener(&named_abstract);
+    let other_abs = abstract_listener(&other_abstract);
+    let abs = |name: &str| socks.join(name).display().to_string();
+    let llm = Llm::start(&json!([
+        tool_call("c1", "./scripts/connect.py socks/named.sock via-relative"),
+        tool_call(
+            "c2",
+            &format!("./scripts/connect.py {} via-absolute", abs("named.sock"))
+        ),
+        tool_call(
+            "c3",
+            &format!("./scripts/connect.py {} leak-absolute", abs("other.sock"))
+        ),
+        tool_call("c4", "./scripts/connect.py socks/other.sock leak-relative"),
+        tool_call("c5", "./scripts/connect.py other-link.sock leak-symlink"),
+        tool_call(
+            "c6",
+            &format!("./scripts/connect.py @{other_abstract} leak-abstract")
+        ),
+        tool_call(
+            "c7",
+            &format!("./scripts/connect.py @{named_abstract} via-abstract")
+        ),
+        tool_call("c8", "./scripts/connect.py --dgram"),
+        text("done"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace("allow = [\"ls *\",", "allow = [\"./scripts/**\", \"ls *\",")
+            .replace("max_rounds = 4", "max_rounds = 10")
+            .replace(
+                "deny = [\"rm *\"]",
+                &format!(
+                    "deny = [\"rm *\"]\nnetwork = false\nsandbox = \"landlock\"\nunix_sockets = [{:?}, \"@{named_abstract}\"]",
+                    abs("named.sock")
+                ),
+            )
+    });
+    let work = ws.path().join("work");
+    std::os::unix::fs::symlink(&socks, work.join("socks")).unwrap();
+    std::os::unix::fs::symlink(socks.join("other.sock"), work.join("other-link.sock")).unwrap();
+    std::fs::create_dir(work.join("scripts")).unwrap();
+    let py = work.join("scripts/connect.py");
+    std::fs::write(&py, CONNECT_PY).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let dry = ws.run(&["once", "--demo", "--dry-run"]);
+    assert!(
+        dry.stdout
+            .contains("unix sockets: named only, by a seccomp supervisor ("),
+        "{}",
+        dry.stdout
+    );
+    let check = ws.run(&["check"]);
+    assert!(
+        check
+            .stdout
+            .contains("unix sockets: named only, by a seccomp supervisor"),
+        "{}",
+        check.stdout
+    );
+
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert_eq!(results.len(), 8, "{results:#?}");
+    assert_eq!(results[0], "sent\n[exit status: 0]");
+    assert_eq!(results[1], "sent\n[exit status: 0]");
+    for (i, r) in results.iter().enumerate().skip(2).take(4) {
+        assert!(
+            r.contains("refused: [Errno 13] Permission denied") && r.ends_with("[exit status: 1]"),
+            "round {}: {r}",
+            i + 1
+        );
+    }
+    assert_eq!(results[6], "sent\n[exit status: 0]");
+    assert!(
+        results[7].contains("refused: [Errno 13] Permission denied"),
+        "{}",
+        results[7]
+    );
+    let mut got = received(&named);
+    got.sort();
+    assert_eq!(
+        got,
+        vec!["via-absolute".to_string(), "via-relative".to_string()]
+    );
+    assert_eq!(received(&other), Vec::<String>::new());
+    assert_eq!(received(&named_abs), vec!["via-abstract".to_string()]);
+    assert_eq!(received(&other_abs), Vec::<String>::new());
+    assert!(
+        run.stderr.contains("refused a command's connect"),
+        "{}",
+        run.stderr
+    );
+}
