@@ -279,6 +279,21 @@ mod tests {
         assert_eq!(Guard::None.describe(), "none");
     }
 
+    #[test]
+    fn the_landlock_layer_is_refused_below_abi_9() {
+        // The layer itself needs a Linux 7.1 kernel; below it, the kernel must refuse the
+        // unknown right (EINVAL) rather than build a layer that ignores it.
+        let names = [path("/nonexistent/a.sock")];
+        match crate::tools::sandbox::kernel_abi() {
+            Ok(abi) if abi < RESOLVE_UNIX_ABI => {
+                let err = resolve_unix_layer(&names).unwrap_err();
+                assert!(format!("{err:#}").contains("Invalid argument"), "{err:#}");
+            }
+            Ok(_) => assert!(resolve_unix_layer(&names).is_ok()),
+            Err(_) => {}
+        }
+    }
+
     fn sockaddr(path: &[u8]) -> Vec<u8> {
         let mut v = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
         v.extend_from_slice(path);
