@@ -127,13 +127,18 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
         )
     });
     items.extend(read_items(cfg, confined));
-    if let (true, Ok(abi)) = (confined, crate::tools::sandbox::kernel_abi()) {
-        items.push(item(
+    items.push(match (confined, crate::tools::sandbox::kernel_abi()) {
+        (true, Ok(abi)) => item(
             Status::Ok,
             "sockets",
             crate::tools::sandbox::sockets_line(&cfg.bash, abi),
-        ));
-    }
+        ),
+        _ => item(
+            Status::Skip,
+            "sockets",
+            "commands run unconfined: Unix sockets (and the network) are not confined",
+        ),
+    });
     if !cfg.bash.network {
         for name in &cfg.bash.unix_sockets {
             if let crate::config::SocketName::Path(p) = name {
