@@ -54,6 +54,40 @@ else:
     main()
 "#;
 
+/// Races the checked address: a second thread rewrites the `sockaddr_un` the first one passes
+/// to `connect` between the named and the unnamed socket, while the call waits for the
+/// harness (ctypes releases the GIL for the call). A supervisor that let the call go on after
+/// its check would connect some of them to the unnamed socket.
+const RACE_PY: &str = r#"#!/usr/bin/env python3
+import ctypes, socket, struct, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+named, other = sys.argv[1].encode(), sys.argv[2].encode()
+buf = ctypes.create_string_buffer(110)
+def put(path):
+    data = struct.pack("H", socket.AF_UNIX) + path + b"\0"
+    ctypes.memmove(buf, data, len(data))
+put(named)
+done = False
+def flip():
+    while not done:
+        put(other)
+        put(named)
+t = threading.Thread(target=flip)
+t.start()
+ok = refused = 0
+for _ in range(40):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if libc.connect(s.fileno(), buf, 110) == 0:
+        s.sendall(b"race")
+        ok += 1
+    else:
+        refused += 1
+    s.close()
+done = True
+t.join()
+print(f"connected {ok}, refused {refused}")
+"#;
+
 fn python3() -> bool {
     let found = std::process::Command::new("python3")
         .arg("-c")
@@ -140,11 +174,19 @@ fn only_named_unix_sockets_can_be_reached() {
                 abs("named.sock")
             )
         ),
+        tool_call(
+            "c10",
+            &format!(
+                "./scripts/race.py {} {}",
+                abs("named.sock"),
+                abs("other.sock")
+            )
+        ),
         text("done"),
     ]));
     let ws = Workspace::new(&llm.base_url(), |c| {
         c.replace("allow = [\"ls *\",", "allow = [\"./scripts/**\", \"ls *\",")
-            .replace("max_rounds = 4", "max_rounds = 12")
+            .replace("max_rounds = 4", "max_rounds = 14")
             .replace(
                 "deny = [\"rm *\"]",
                 &format!(
@@ -157,10 +199,12 @@ fn only_named_unix_sockets_can_be_reached() {
     std::os::unix::fs::symlink(&socks, work.join("socks")).unwrap();
     std::os::unix::fs::symlink(socks.join("other.sock"), work.join("other-link.sock")).unwrap();
     std::fs::create_dir(work.join("scripts")).unwrap();
-    let py = work.join("scripts/connect.py");
-    std::fs::write(&py, CONNECT_PY).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (name, text) in [("connect.py", CONNECT_PY), ("race.py", RACE_PY)] {
+        let py = work.join("scripts").join(name);
+        std::fs::write(&py, text).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
 
     let dry = ws.run(&["once", "--demo", "--dry-run"]);
     assert!(
@@ -181,7 +225,7 @@ fn only_named_unix_sockets_can_be_reached() {
     let run = ws.run(&["once", "--demo"]);
     assert_eq!(run.code, 0, "{run:?}");
     let results = tool_results(llm.chat_bodies().last().unwrap());
-    assert_eq!(results.len(), 9, "{results:#?}");
+    assert_eq!(results.len(), 10, "{results:#?}");
     assert_eq!(results[0], "sent\n[exit status: 0]");
     assert_eq!(results[1], "sent\n[exit status: 0]");
     for (i, r) in results.iter().enumerate().skip(2).take(4) {
@@ -198,9 +242,18 @@ fn only_named_unix_sockets_can_be_reached() {
         results[7]
     );
     assert_eq!(results[8], "sent\n[exit status: 0]");
+    // Every racing connect that succeeded reached the named socket.
+    let connected: usize = results[9]
+        .strip_prefix("connected ")
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", results[9]));
     let mut got = received(&named);
     got.sort();
+    let races = got.iter().filter(|g| *g == "race").count();
+    got.retain(|g| g != "race");
     assert_eq!(got, ["via-absolute", "via-relative", "via-thread"]);
+    assert_eq!(races, connected, "{}", results[9]);
     assert_eq!(received(&other), Vec::<String>::new());
     assert_eq!(received(&named_abs), vec!["via-abstract".to_string()]);
     assert_eq!(received(&other_abs), Vec::<String>::new());
