@@ -104,6 +104,11 @@ fn main() {
     );
 
     let landlock = sandbox::Landlock::build(&cfg.bash, &work, &tmp).unwrap();
+    // unix_sockets set: on a kernel below Landlock ABI 9, each command also installs the
+    // notifying filter and sends its listener to the supervisor thread.
+    let mut with_sockets = cfg.bash.clone();
+    with_sockets.unix_sockets = vec![harness::config::SocketName::Path(dir.path().join("s.sock"))];
+    let supervised = sandbox::Landlock::build(&with_sockets, &work, &tmp).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -131,6 +136,7 @@ fn main() {
     // disturbed by other load.
     let mut plain = Vec::new();
     let mut confined = Vec::new();
+    let mut sockets = Vec::new();
     for _ in 0..150 {
         let s = Instant::now();
         black_box(start(None));
@@ -138,6 +144,9 @@ fn main() {
         let s = Instant::now();
         black_box(start(Some(&landlock)));
         confined.push(s.elapsed());
+        let s = Instant::now();
+        black_box(start(Some(&supervised)));
+        sockets.push(s.elapsed());
     }
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let (plain_min, confined_min) = (
@@ -145,9 +154,22 @@ fn main() {
         ms(*confined.iter().min().unwrap()),
     );
     let (plain, confined) = (ms(median(plain)), ms(median(confined)));
+    let sockets_min = ms(*sockets.iter().min().unwrap());
+    let sockets = ms(median(sockets));
     println!(
         "command_start\t+{:.3} ms (min), +{:.3} ms (median)\t(bash -c true: {confined_min:.3}/{confined:.3} ms confined, {plain_min:.3}/{plain:.3} ms not, min/median)",
         confined_min - plain_min,
         confined - plain
+    );
+    println!(
+        "command_start_unix_sockets\t+{:.3} ms (min), +{:.3} ms (median)\t(the same with unix_sockets set, over confined: {})",
+        sockets_min - confined_min,
+        sockets - confined,
+        sandbox::unix::decide(
+            false,
+            &with_sockets.unix_sockets,
+            sandbox::kernel_abi().unwrap_or(0)
+        )
+        .describe()
     );
 }
