@@ -245,7 +245,9 @@ fn act(listener: &OwnedFd, req: &libc::seccomp_notif, names: &[SocketName]) -> R
             connect(&sock, &to)
         }
         Decision::Path(path) => {
-            let pin = open_in_root(&root, &path).map_err(|_| errno())?;
+            // A missing file gets ENOENT, as from the kernel: stat() tells a command as much.
+            let pin = open_in_root(&root, &path)
+                .map_err(|e| Refusal::Errno(e.raw_os_error().unwrap_or(libc::EACCES)))?;
             let named = named_socket(&pin, names).map_err(|()| {
                 Refusal::Named(format!(
                     "{} is not a socket in [tools.bash].unix_sockets",
