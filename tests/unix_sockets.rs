@@ -1,8 +1,10 @@
 //! End-to-end tests of `[tools.bash] unix_sockets` under `network = false`: an allowed
 //! program connects to the named socket and its data arrives; the unnamed socket next to it
 //! (by absolute path, relative path or symlink), an unnamed abstract socket and a datagram
-//! socket are refused as tool errors, and nothing reaches them. On this kernel (Landlock ABI
-//! below 9) the seccomp supervisor holds commands to the names. Needs Landlock and python3.
+//! socket are refused as tool errors, and nothing reaches them, even when another thread
+//! rewrites the address during the check. On this kernel (Landlock ABI below 9) the seccomp
+//! supervisor holds commands to the names. Without names no Unix socket can be made; with
+//! `network = true` any can. Needs Landlock and python3.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -129,6 +131,31 @@ fn received(l: &UnixListener) -> Vec<String> {
     out
 }
 
+/// The standard config with `./scripts/**` allowed, Landlock required and these
+/// `[tools.bash]` keys; `work/socks` links to `socks`, `work/other-link.sock` to its
+/// `other.sock`, and the scripts are in `work/scripts`.
+fn workspace(llm: &Llm, socks: &Path, bash_keys: &str) -> Workspace {
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace("allow = [\"ls *\",", "allow = [\"./scripts/**\", \"ls *\",")
+            .replace("max_rounds = 4", "max_rounds = 14")
+            .replace(
+                "deny = [\"rm *\"]",
+                &format!("deny = [\"rm *\"]\nsandbox = \"landlock\"\n{bash_keys}"),
+            )
+    });
+    let work = ws.path().join("work");
+    std::os::unix::fs::symlink(socks, work.join("socks")).unwrap();
+    std::os::unix::fs::symlink(socks.join("other.sock"), work.join("other-link.sock")).unwrap();
+    std::fs::create_dir(work.join("scripts")).unwrap();
+    for (name, text) in [("connect.py", CONNECT_PY), ("race.py", RACE_PY)] {
+        let py = work.join("scripts").join(name);
+        std::fs::write(&py, text).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    ws
+}
+
 #[test]
 fn only_named_unix_sockets_can_be_reached() {
     if !landlock() || !python3() {
@@ -184,27 +211,14 @@ fn only_named_unix_sockets_can_be_reached() {
         ),
         text("done"),
     ]));
-    let ws = Workspace::new(&llm.base_url(), |c| {
-        c.replace("allow = [\"ls *\",", "allow = [\"./scripts/**\", \"ls *\",")
-            .replace("max_rounds = 4", "max_rounds = 14")
-            .replace(
-                "deny = [\"rm *\"]",
-                &format!(
-                    "deny = [\"rm *\"]\nnetwork = false\nsandbox = \"landlock\"\nunix_sockets = [{:?}, \"@{named_abstract}\"]",
-                    abs("named.sock")
-                ),
-            )
-    });
-    let work = ws.path().join("work");
-    std::os::unix::fs::symlink(&socks, work.join("socks")).unwrap();
-    std::os::unix::fs::symlink(socks.join("other.sock"), work.join("other-link.sock")).unwrap();
-    std::fs::create_dir(work.join("scripts")).unwrap();
-    for (name, text) in [("connect.py", CONNECT_PY), ("race.py", RACE_PY)] {
-        let py = work.join("scripts").join(name);
-        std::fs::write(&py, text).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let ws = workspace(
+        &llm,
+        &socks,
+        &format!(
+            "network = false\nunix_sockets = [{:?}, \"@{named_abstract}\"]",
+            abs("named.sock")
+        ),
+    );
 
     let dry = ws.run(&["once", "--demo", "--dry-run"]);
     assert!(
@@ -262,4 +276,43 @@ fn only_named_unix_sockets_can_be_reached() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn without_names_no_unix_socket_and_with_network_any() {
+    if !landlock() || !python3() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let socks = dir.path().join("socks");
+    std::fs::create_dir(&socks).unwrap();
+    let other = listener(&socks.join("other.sock"));
+    let command = "./scripts/connect.py socks/other.sock plain";
+
+    let llm = Llm::start(&json!([tool_call("c1", command), text("done")]));
+    let ws = workspace(&llm, &socks, "network = false");
+    let check = ws.run(&["check"]);
+    assert!(
+        check.stdout.contains("ok    sockets: unix sockets: none\n"),
+        "{}",
+        check.stdout
+    );
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert!(
+        results[0].contains("Permission denied") && results[0].ends_with("[exit status: 1]"),
+        "{}",
+        results[0]
+    );
+    assert_eq!(received(&other), Vec::<String>::new());
+
+    // network = true keeps Unix sockets unconfined: the test proves the switch.
+    let llm = Llm::start(&json!([tool_call("c1", command), text("done")]));
+    let ws = workspace(&llm, &socks, "network = true");
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert_eq!(results[0], "sent\n[exit status: 0]");
+    assert_eq!(received(&other), ["plain"]);
 }
