@@ -297,9 +297,7 @@ fn without_names_no_unix_socket_and_with_network_any() {
         "{}",
         check.stdout
     );
-    let run = ws.run(&["once", "--demo"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    let results = tool_results(llm.chat_bodies().last().unwrap());
+    let results = once_tool_results(&ws, &llm);
     assert!(
         results[0].contains("Permission denied") && results[0].ends_with("[exit status: 1]"),
         "{}",
@@ -310,9 +308,7 @@ fn without_names_no_unix_socket_and_with_network_any() {
     // network = true keeps Unix sockets unconfined: the test proves the switch.
     let llm = Llm::start(&json!([tool_call("c1", command), text("done")]));
     let ws = workspace(&llm, &socks, "network = true");
-    let run = ws.run(&["once", "--demo"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    let results = tool_results(llm.chat_bodies().last().unwrap());
+    let results = once_tool_results(&ws, &llm);
     assert_eq!(results[0], "sent\n[exit status: 0]");
     assert_eq!(received(&other), ["plain"]);
 }

@@ -319,6 +319,14 @@ pub fn tool_results(body: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// Runs `harness once --demo` in `ws` (it must exit 0) and returns the tool results the
+/// model saw last.
+pub fn once_tool_results(ws: &Workspace, llm: &Llm) -> Vec<String> {
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    tool_results(llm.chat_bodies().last().unwrap())
+}
+
 /// Script steps.
 pub fn tool_call(id: &str, command: &str) -> Value {
     serde_json::json!({"type": "tool_call", "id": id, "command": command})
