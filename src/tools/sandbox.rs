@@ -11,8 +11,10 @@
 //! roots (the work root, the run's private temp dir, `[tools.bash].write_roots`) and to
 //! `/dev/null`. With `network = false`, TCP connect and bind are denied (Landlock ABI 4+),
 //! connecting to abstract Unix sockets made outside the sandbox too (ABI 6+), and no socket
-//! but a Unix one can be created at all ([`seccomp`]). Signals to processes outside the
-//! sandbox are denied (ABI 6+). When the allow list names programs, execution is confined
+//! but a Unix one can be created at all ([`seccomp`]); a Unix one connects only to the
+//! sockets `unix_sockets` names ([`unix`]: Landlock ABI 9+, else a seccomp supervisor).
+//! Signals to processes outside the sandbox are denied (ABI 6+). When the allow list names
+//! programs, execution is confined
 //! too ([`exec`]: Landlock EXECUTE, ABI 1): only bash, the allowed programs, their helpers,
 //! the dynamic loader and `exec_roots` can be executed.
 
