@@ -19,7 +19,7 @@
 pub mod notify;
 pub mod supervisor;
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -160,21 +160,40 @@ impl ChildStep {
     /// The step itself, in the child between fork and exec, after `PR_SET_NO_NEW_PRIVS`: raw
     /// system calls only, no allocation.
     pub fn apply_in_child(&self) -> std::io::Result<()> {
-        match self {
-            ChildStep::Landlock(ruleset) => {
-                let flags: libc::c_uint = 0;
-                // SAFETY: restrict_self takes a ruleset fd this process holds open.
-                let r = unsafe {
-                    libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), flags)
-                };
-                if r != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            }
-            ChildStep::Supervisor(end) => notify::install_and_send(end),
+        let result = match self {
+            ChildStep::Landlock(ruleset) => apply_raw(ruleset.as_raw_fd(), -1, &[]),
+            ChildStep::Supervisor(end) => apply_raw(-1, end.fd(), end.program()),
+        };
+        result.map_err(std::io::Error::from_raw_os_error)
+    }
+}
+
+/// [`ChildStep::apply_in_child`] on raw values, for a child that holds only descriptors (a
+/// spawner's): restrict to the `RESOLVE_UNIX` layer `layer` (negative: none); install the
+/// notifying filter `program` ([`notify::filter`]) and send its listener over `listener_to`
+/// (negative: none). Raw system calls only, no allocation. Err: the errno.
+pub fn apply_raw(
+    layer: RawFd,
+    listener_to: RawFd,
+    program: &[libc::sock_filter],
+) -> Result<(), i32> {
+    let errno = || {
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EPERM)
+    };
+    if layer >= 0 {
+        let flags: libc::c_uint = 0;
+        // SAFETY: restrict_self takes a ruleset fd this process holds open.
+        if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, layer, flags) } != 0 {
+            return Err(errno());
         }
     }
+    if listener_to >= 0 {
+        notify::install_and_send(listener_to, program)
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EPERM))?;
+    }
+    Ok(())
 }
 
 /// The extra Landlock layer of [`Guard::Landlock`]: handles `RESOLVE_UNIX` (and `REFER`,

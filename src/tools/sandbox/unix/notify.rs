@@ -134,6 +134,18 @@ pub struct ChildEnd {
     program: Program,
 }
 
+impl ChildEnd {
+    /// The descriptor the child sends its listener over.
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// The filter the child installs.
+    pub fn program(&self) -> &[libc::sock_filter] {
+        &self.program
+    }
+}
+
 /// A socketpair for one command: the harness's end and the child's. Both are close-on-exec:
 /// the command never holds either.
 pub fn pair(program: &Program) -> std::io::Result<(OwnedFd, ChildEnd)> {
@@ -161,12 +173,12 @@ pub fn pair(program: &Program) -> std::io::Result<(OwnedFd, ChildEnd)> {
     ))
 }
 
-/// In the child between fork and exec (after `PR_SET_NO_NEW_PRIVS`): installs the filter
-/// with a new listener and sends the listener over `end`, then closes it. Raw system calls
+/// In the child between fork and exec (after `PR_SET_NO_NEW_PRIVS`): installs `program`
+/// with a new listener and sends the listener over `sock`, then closes it. Raw system calls
 /// only, no allocation.
-pub fn install_and_send(end: &ChildEnd) -> std::io::Result<()> {
-    let listener = install(&end.program)?;
-    let sent = send_fd(end.fd.as_raw_fd(), listener);
+pub fn install_and_send(sock: RawFd, program: &[libc::sock_filter]) -> std::io::Result<()> {
+    let listener = install(program)?;
+    let sent = send_fd(sock, listener);
     // SAFETY: the listener is ours; the harness holds its own copy now.
     unsafe { libc::close(listener) };
     sent
@@ -283,7 +295,7 @@ pub(crate) mod tests {
             // SAFETY: in the forked child.
             unsafe {
                 libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-                let code = if install_and_send(&end).is_ok() {
+                let code = if install_and_send(end.fd(), end.program()).is_ok() {
                     f()
                 } else {
                     99
