@@ -142,14 +142,17 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
     if !cfg.bash.network {
         for name in &cfg.bash.unix_sockets {
             if let crate::config::SocketName::Path(p) = name {
-                if !p.exists() {
+                use std::os::unix::fs::FileTypeExt;
+                let problem = match std::fs::metadata(p) {
+                    Err(_) => Some("does not exist (yet)"),
+                    Ok(m) if !m.file_type().is_socket() => Some("is not a socket"),
+                    Ok(_) => None,
+                };
+                if let Some(problem) = problem {
                     items.push(item(
                         Status::Warn,
                         "sockets",
-                        format!(
-                            "unix_sockets names {}, which does not exist (yet)",
-                            p.display()
-                        ),
+                        format!("unix_sockets names {}, which {problem}", p.display()),
                     ));
                 }
             }

@@ -290,6 +290,22 @@ fn without_names_no_unix_socket_and_with_network_any() {
     let command = "./scripts/connect.py socks/other.sock plain";
 
     let llm = Llm::start(&json!([tool_call("c1", command), text("done")]));
+    let ws = workspace(
+        &llm,
+        &socks,
+        "network = false\nunix_sockets = [\"harness.toml\", \"missing.sock\"]",
+    );
+    let check = ws.run(&["check"]);
+    for warning in [
+        "harness.toml, which is not a socket",
+        "missing.sock, which does not exist (yet)",
+    ] {
+        assert!(
+            check.stdout.contains(warning),
+            "{warning}\n{}",
+            check.stdout
+        );
+    }
     let ws = workspace(&llm, &socks, "network = false");
     let check = ws.run(&["check"]);
     assert!(
