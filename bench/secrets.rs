@@ -124,6 +124,11 @@ fn main() {
         t.as_secs_f64() * 1e3,
         if protectable { "user namespaces available" } else { "NO user namespaces here" }
     );
+    // unix_sockets set: on a kernel below Landlock ABI 9, each command also installs the
+    // notifying filter and sends its listener to the supervisor thread.
+    let mut with_sockets = cfg.bash.clone();
+    with_sockets.unix_sockets = vec![harness::config::SocketName::Path(dir.path().join("s.sock"))];
+    let supervised = sandbox::Landlock::build(&with_sockets, &work, &tmp).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -152,6 +157,7 @@ fn main() {
     let mut plain = Vec::new();
     let mut confined = Vec::new();
     let mut mounted = Vec::new();
+    let mut sockets = Vec::new();
     for _ in 0..150 {
         let s = Instant::now();
         black_box(start(None, &work));
@@ -164,6 +170,9 @@ fn main() {
             black_box(start(Some(&protected), &inside));
             mounted.push(s.elapsed());
         }
+        let s = Instant::now();
+        black_box(start(Some(&supervised), &work));
+        sockets.push(s.elapsed());
     }
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let (plain_min, confined_min) = (
@@ -171,6 +180,8 @@ fn main() {
         ms(*confined.iter().min().unwrap()),
     );
     let (plain, confined) = (ms(median(plain)), ms(median(confined)));
+    let sockets_min = ms(*sockets.iter().min().unwrap());
+    let sockets = ms(median(sockets));
     println!(
         "command_start\t+{:.3} ms (min), +{:.3} ms (median)\t(bash -c true: {confined_min:.3}/{confined:.3} ms confined, {plain_min:.3}/{plain:.3} ms not, min/median)",
         confined_min - plain_min,
@@ -185,4 +196,15 @@ fn main() {
             mounted - confined
         );
     }
+    println!(
+        "command_start_unix_sockets\t+{:.3} ms (min), +{:.3} ms (median)\t(the same with unix_sockets set, over confined: {})",
+        sockets_min - confined_min,
+        sockets - confined,
+        sandbox::unix::decide(
+            false,
+            &with_sockets.unix_sockets,
+            sandbox::kernel_abi().unwrap_or(0)
+        )
+        .describe()
+    );
 }

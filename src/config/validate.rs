@@ -565,7 +565,7 @@ impl Validator {
                 .collect(),
         };
         let exec_roots = self.path_list("[tools.bash].exec_roots", raw.exec_roots);
-        let unix_sockets = self.path_list("[tools.bash].unix_sockets", raw.unix_sockets);
+        let unix_sockets = self.socket_names(raw.unix_sockets);
         BashConfig {
             enabled: raw.enabled.unwrap_or(true),
             timeout: secs(self.int_in("[tools.bash].timeout_secs", raw.timeout_secs, 60, 1, 86400)),
@@ -597,6 +597,22 @@ impl Validator {
                 continue;
             }
             out.push(self.path(Some(entry), "."));
+        }
+        out
+    }
+
+    /// `[tools.bash].unix_sockets`: `@name` for an abstract socket, else a path resolved
+    /// against the config's directory.
+    fn socket_names(&mut self, raw: Option<Vec<String>>) -> Vec<SocketName> {
+        let mut out = Vec::new();
+        for (i, entry) in raw.unwrap_or_default().into_iter().enumerate() {
+            let key = format!("[tools.bash].unix_sockets[{i}]");
+            match entry.strip_prefix('@') {
+                _ if entry.trim().is_empty() => self.problem(&key, "must not be empty"),
+                Some("") => self.problem(&key, "`@` needs an abstract socket name after it"),
+                Some(name) => out.push(SocketName::Abstract(name.to_string())),
+                None => out.push(SocketName::Path(self.path(Some(entry), "."))),
+            }
         }
         out
     }

@@ -12,8 +12,10 @@
 //! `/dev/null`, never to the config, the report dir or a cassette inside them ([`protect`]:
 //! read-only mounts in the command's own namespaces). With `network = false`, TCP connect and bind are denied (Landlock ABI 4+),
 //! connecting to abstract Unix sockets made outside the sandbox too (ABI 6+), and no socket
-//! but a Unix one can be created at all ([`seccomp`]). Signals to processes outside the
-//! sandbox are denied (ABI 6+). When the allow list names programs, execution is confined
+//! but a Unix one can be created at all ([`seccomp`]); a Unix one connects only to the
+//! sockets `unix_sockets` names ([`unix`]: Landlock ABI 9+, else a seccomp supervisor).
+//! Signals to processes outside the sandbox are denied (ABI 6+). When the allow list names
+//! programs, execution is confined
 //! too ([`exec`]: Landlock EXECUTE, ABI 1): only bash, the allowed programs, their helpers,
 //! the dynamic loader and `exec_roots` can be executed.
 
@@ -21,6 +23,7 @@ pub mod exec;
 pub mod protect;
 pub mod reads;
 pub mod seccomp;
+pub mod unix;
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
@@ -99,7 +102,7 @@ impl Status {
     pub fn plan_line_with_reads(&self, bash: &BashConfig, work_root: &Path) -> String {
         let line = self.plan_line(bash.write_roots.len());
         match (self, reads::read_set(bash, work_root, None)) {
-            (Status::Landlock { .. }, Ok(set)) => {
+            (Status::Landlock { abi, .. }, Ok(set)) => {
                 let protected = match protected_writes(bash, work_root) {
                     Ok(plan) if !plan.names.is_empty() => match probe(&plan) {
                         Ok(()) => format!("; read-only for commands: {}", plan.names.join(", ")),
@@ -111,13 +114,27 @@ impl Status {
                     _ => String::new(),
                 };
                 format!(
-                    "{line}; read set: {}{protected}; {}",
+                    "{line}; read set: {}{protected}; {}; {}",
                     reads::summary(bash, &set.hidden),
-                    exec_line(bash, work_root)
+                    exec_line(bash, work_root),
+                    sockets_line(bash, *abi)
                 )
             }
             _ => line,
         }
+    }
+}
+
+/// Which Unix sockets a confined command may connect to and who holds it to them, in one
+/// line ([`unix`]), on a kernel of Landlock ABI `abi`. PURE.
+pub fn sockets_line(bash: &BashConfig, abi: i32) -> String {
+    let guard = unix::decide(bash.network, &bash.unix_sockets, abi);
+    let names: Vec<String> = bash.unix_sockets.iter().map(|n| n.to_string()).collect();
+    match guard {
+        unix::Guard::Landlock | unix::Guard::Supervisor => {
+            format!("unix sockets: {} ({})", guard.describe(), names.join(", "))
+        }
+        unix::Guard::Open | unix::Guard::None => format!("unix sockets: {}", guard.describe()),
     }
 }
 
@@ -233,6 +250,25 @@ pub struct Landlock {
     /// When the config, the report dir or a cassette lies inside a write root: the
     /// read-only mounts that keep commands from changing them ([`protect`]).
     protect: Option<Arc<protect::Mounts>>,
+    /// With `network = false` and `unix_sockets`: how the names are held ([`unix`]).
+    unix: Option<UnixSockets>,
+}
+
+/// The run-wide half of [`unix::Guard::Landlock`] or [`unix::Guard::Supervisor`].
+#[derive(Debug, Clone)]
+enum UnixSockets {
+    Landlock(Arc<OwnedFd>),
+    Supervisor(Arc<unix::supervisor::Supervisor>),
+}
+
+impl UnixSockets {
+    /// The child's step for one command (the supervisor's needs a socketpair of its own).
+    fn step(&self) -> std::io::Result<unix::ChildStep> {
+        Ok(match self {
+            UnixSockets::Landlock(fd) => unix::ChildStep::Landlock(Arc::clone(fd)),
+            UnixSockets::Supervisor(s) => unix::ChildStep::Supervisor(s.child_end()?),
+        })
+    }
 }
 
 impl Landlock {
@@ -355,10 +391,20 @@ impl Landlock {
                 !bash.unix_sockets.is_empty(),
             )?))
         };
+        let unix = match unix::decide(bash.network, &bash.unix_sockets, kernel_abi().unwrap_or(0)) {
+            unix::Guard::Open | unix::Guard::None => None,
+            unix::Guard::Landlock => Some(UnixSockets::Landlock(Arc::new(
+                unix::resolve_unix_layer(&bash.unix_sockets)?,
+            ))),
+            unix::Guard::Supervisor => Some(UnixSockets::Supervisor(Arc::new(
+                unix::supervisor::Supervisor::start(bash.unix_sockets.clone())?,
+            ))),
+        };
         Ok(Landlock {
             ruleset: Arc::new(ruleset),
             seccomp,
             protect,
+            unix,
         })
     }
 
@@ -367,6 +413,11 @@ impl Landlock {
         let ruleset = Arc::clone(&self.ruleset);
         let seccomp = self.seccomp.clone();
         let protect = self.protect.clone();
+        // Made here, in the parent: the child may not allocate. A failure fails the spawn.
+        let unix_step = self.unix.as_ref().map(|u| {
+            u.step()
+                .map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))
+        });
         // SAFETY: between fork and exec the closure makes raw syscalls and nothing else: no
         // allocation, no lock (io::Error::last_os_error stores the errno inline; the filter
         // and the mounts were prepared in the parent and are only pointed to). The ruleset
@@ -387,6 +438,11 @@ impl Landlock {
                 }
                 if let Some(filter) = &seccomp {
                     seccomp::install(filter)?;
+                }
+                match &unix_step {
+                    Some(Ok(step)) => step.apply_in_child()?,
+                    Some(Err(errno)) => return Err(std::io::Error::from_raw_os_error(*errno)),
+                    None => {}
                 }
                 Ok(())
             });
@@ -439,6 +495,28 @@ mod tests {
         );
         assert_eq!(Status::Off.describe(), "off");
         assert_eq!(Status::Unavailable.describe(), "unavailable");
+        let mut bash = crate::config::parse(
+            "vertical = \"t\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n",
+            Path::new("/nonexistent/harness.toml"),
+        )
+        .unwrap()
+        .bash;
+        assert_eq!(sockets_line(&bash, 7), "unix sockets: none");
+        bash.unix_sockets = vec![
+            crate::config::SocketName::Path("/run/a.sock".into()),
+            crate::config::SocketName::Abstract("r".into()),
+        ];
+        assert_eq!(
+            sockets_line(&bash, 7),
+            "unix sockets: named only, by a seccomp supervisor (/run/a.sock, @r)"
+        );
+        bash.unix_sockets.pop();
+        assert_eq!(
+            sockets_line(&bash, 9),
+            "unix sockets: named only, by the kernel (Landlock) (/run/a.sock)"
+        );
+        bash.network = true;
+        assert_eq!(sockets_line(&bash, 9), "unix sockets: any (network = true)");
         assert_eq!(
             Status::Landlock { abi: 7, network: false }.plan_line(1),
             "landlock (ABI 7): reads only under work_root, a private TMPDIR and read_roots (never the config, key files or reports); writes only under work_root, 1 write_roots entry and a private TMPDIR; network denied (no socket but a Unix one)"

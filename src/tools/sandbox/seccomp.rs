@@ -9,7 +9,8 @@
 //!   `AF_PACKET`, `AF_NETLINK` (no command needs the kernel's routing tables or audit log when
 //!   it has no network, and some netlink families reach beyond the process), `AF_VSOCK` (the
 //!   hypervisor), Bluetooth, CAN, `AF_XDP` and the rest;
-//! - `socket(AF_UNIX)` too, unless `[tools.bash].unix_sockets` names a socket;
+//! - `socket(AF_UNIX)` too, unless `[tools.bash].unix_sockets` names a socket (which ones a
+//!   command may then connect to is [`super::unix`]'s to hold);
 //! - `io_uring_setup()`: an io_uring can create sockets without the `socket()` call.
 //!
 //! `socketpair()` stays allowed: it only makes a connected pair inside the process (shells and
