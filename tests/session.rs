@@ -316,3 +316,81 @@ fn fresh_resume_and_unreadable_sessions() {
         "{reason}"
     );
 }
+
+#[test]
+fn a_huge_session_is_read_as_a_window_and_saved_bounded() {
+    // 200,001 stored messages: the task, then 100,000 rounds of a tool call and its result.
+    let rounds = 100_000;
+    let llm = strict(json!([finish(
+        "f1",
+        json!({"status": "done", "summary": "Read the window."})
+    )]));
+    let ws = sessions(&llm, |c| {
+        c.replace(
+            "[session]\nenabled = true",
+            "[session]\nenabled = true\nmax_history_tokens = 2000",
+        )
+    });
+    let path = ws.reports().join("sessions/test/demo/demo-1.jsonl.gz");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    let mut line = |v: Value| {
+        use std::io::Write;
+        writeln!(gz, "{v}").unwrap();
+    };
+    line(json!({"type": "header", "harness_session": 1, "key": "test/demo/demo-1"}));
+    line(json!({"type": "run", "run": {
+        "run_id": "r1", "parent_run_id": null, "model": "m", "tier": "t",
+        "stop_reason": "max_rounds", "outcome": null, "system_hash": "0",
+        "seen_journal": null, "started": "2026-12-01T10:00:00Z"}}));
+    let message = |m: Value| json!({"type": "message", "run_id": "r1", "message": m});
+    line(message(json!({"role": "user", "content": "Say hello."})));
+    for i in 0..rounds {
+        let id = format!("c{i}");
+        line(message(
+            json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": id, "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"echo hi\"}"}}]}),
+        ));
+        line(message(
+            json!({"role": "tool", "tool_call_id": id, "content": format!("hi {i}")}),
+        ));
+    }
+    gz.finish().unwrap();
+
+    let r = ws.run(&["once", "--demo"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let session = front(&ws.latest(), "session");
+    let loaded = session["messages_loaded"].as_u64().unwrap();
+    let kept = (loaded - 2) / 2;
+    assert!(kept > 5 && kept < 100, "{session}");
+    assert_eq!(
+        session["rounds_dropped"].as_u64().unwrap(),
+        rounds - kept,
+        "{session}"
+    );
+    assert!(
+        session["tokens_loaded"].as_u64().unwrap() <= 2000,
+        "{session}"
+    );
+    let sent = messages(&llm.chat_bodies()[0]);
+    assert_eq!(sent[1], json!({"role": "user", "content": "Say hello."}));
+    let note = sent[2]["content"].as_str().unwrap();
+    assert!(
+        note.contains(&format!("{} earlier rounds", rounds - kept)),
+        "{note}"
+    );
+    assert_eq!(
+        sent[3]["tool_calls"][0]["id"],
+        format!("c{}", rounds - kept)
+    );
+
+    // Saved: the task, the window and this run, with the count in the header; small.
+    let lines = stored(&ws);
+    assert!(lines.len() < 200, "{}", lines.len());
+    let dropped = lines[0]["rounds_dropped"].as_u64().unwrap();
+    assert!(dropped >= rounds - kept, "{}", lines[0]);
+    assert_eq!(lines.iter().filter(|l| l["type"] == "run").count(), 2);
+}
