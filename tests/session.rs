@@ -394,3 +394,78 @@ fn a_huge_session_is_read_as_a_window_and_saved_bounded() {
     assert!(dropped >= rounds - kept, "{}", lines[0]);
     assert_eq!(lines.iter().filter(|l| l["type"] == "run").count(), 2);
 }
+
+#[test]
+fn streamed_reasoning_is_sent_back_stored_masked_and_replayed() {
+    let thinking = format!("I will list. The key is {CANARY}.");
+    let reasoning = json!({
+        "reasoning_content": thinking,
+        "thinking_blocks": [{"type": "thinking", "thinking": thinking, "signature": "SIG=="}],
+    });
+    let steps = json!([
+        {"type": "tool_call", "command": "echo one", "id": "c1", "reasoning": reasoning, "chunk_size": 4},
+        finish("f1", json!({"status": "done", "summary": "Listed."})),
+    ]);
+    let llm = strict(steps.clone());
+    let ws = sessions(&llm, |c| {
+        c.replace("[litellm]\n", "[litellm]\nstreaming = true\n")
+    });
+    let cassette = ws.path().join("cassette.json");
+    let r = ws.run(&["once", "--demo", "--record", cassette.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let bodies = llm.chat_bodies();
+    assert_eq!(bodies[0]["stream"], true);
+    // The next request carries the assembled fields on the assistant message, as sent.
+    let sent = messages(&bodies[1]);
+    let assistant = sent.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["reasoning_content"], thinking.as_str());
+    assert_eq!(
+        assistant["thinking_blocks"],
+        json!([{"type": "thinking", "thinking": thinking, "signature": "SIG=="}])
+    );
+    // The session keeps them, masked.
+    let lines = stored(&ws);
+    let kept = lines
+        .iter()
+        .find(|l| {
+            l["message"]["role"] == "assistant" && l["message"]["tool_calls"][0]["id"] == "c1"
+        })
+        .unwrap();
+    let masked = "I will list. The key is [redacted].";
+    assert_eq!(kept["message"]["reasoning_content"], masked);
+    assert_eq!(kept["message"]["thinking_blocks"][0]["thinking"], masked);
+    assert_eq!(kept["message"]["thinking_blocks"][0]["signature"], "SIG==");
+    assert!(!serde_json::to_string(&lines).unwrap().contains(CANARY));
+
+    let recorded = std::fs::read_to_string(&cassette).unwrap();
+    assert!(
+        recorded.contains("SIG==") && !recorded.contains(CANARY),
+        "{recorded}"
+    );
+
+    // Replayed from the cassette (fresh), twice: the same requests' reasoning, the same REPORT.
+    drop(llm);
+    let mut reports = Vec::new();
+    for _ in 0..2 {
+        let r = ws.run_env(
+            &[
+                "once",
+                "--demo",
+                "--fresh",
+                "--replay",
+                cassette.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert_eq!(r.code, 0, "{r:?}");
+        reports.push(body(&ws.latest()));
+        let lines = stored(&ws);
+        let kept = lines
+            .iter()
+            .find(|l| l["message"]["tool_calls"][0]["id"] == "c1")
+            .unwrap();
+        assert_eq!(kept["message"]["reasoning_content"], masked);
+        assert_eq!(kept["message"]["thinking_blocks"][0]["signature"], "SIG==");
+    }
+    assert_eq!(reports[0], reports[1]);
+}
