@@ -2,7 +2,7 @@
 //! scripted OpenAI-compatible server in strict mode: it refuses any request whose tool
 //! calls are not each answered exactly once, so every continued history is proven
 //! well-formed by the server itself. The Redmine side (two hosts, attachments) is in
-//! tests/redmine.rs.
+//! tests/redmine_sessions.rs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
