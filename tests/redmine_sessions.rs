@@ -162,44 +162,74 @@ fn two_hosts_carry_one_issue_conversation_through_its_attachment() {
     }
 }
 
-#[test]
-fn a_corrupt_session_attachment_starts_fresh_with_the_reason() {
-    let _g = real_redmine!();
-    let llm = Llm::start(&json!([finish_step(
-        "f1",
-        json!({"status": "done", "summary": "Fresh."})
-    )]));
-    let n = id("CODE");
-    // The admin attaches garbage under a session's name.
-    let (status, body) = http(
+/// The admin attaches `body` to issue `n` under a session's name; returns the name.
+fn attach_as_session(n: u64, body: &str) -> String {
+    let (status, answer) = http(
         "POST",
         &format!("{}/uploads.json?filename=x.jsonl.gz", var("REDMINE_URL")),
         &[
             ("X-Redmine-API-Key", &var("REDMINE_ADMIN_API_KEY")),
             ("Content-Type", "application/octet-stream"),
         ],
-        Some("this is not gzip"),
+        Some(body),
     );
-    assert_eq!(status, 201, "{body}");
-    let token = serde_json::from_str::<Value>(&body).unwrap()["upload"]["token"].clone();
+    assert_eq!(status, 201, "{answer}");
+    let token = serde_json::from_str::<Value>(&answer).unwrap()["upload"]["token"].clone();
     let name = format!("session-test-{n}-20200101T000000Z-1-deadbeef.jsonl.gz");
     admin_put(
         n,
         json!({"notes": "here", "uploads": [{"token": token, "filename": name, "content_type": "application/gzip"}]}),
     );
+    name
+}
+
+/// Runs issue `n` with sessions on (`extra` appended to `[session]`); returns the REPORT's
+/// `session` front matter.
+fn run_with_session(n: u64, extra: &str) -> Value {
+    let llm = Llm::start(&json!([finish_step(
+        "f1",
+        json!({"status": "done", "summary": "Fresh."})
+    )]));
     let ws = workspace(
         &llm.base_url(),
         &format!("{SCOPE_NEW}\n[redmine.claim]\nenabled = false\n"),
     );
-    let text = finishing(std::fs::read_to_string(ws.config()).unwrap(), true);
+    let text = finishing(std::fs::read_to_string(ws.config()).unwrap(), true).replace(
+        "[session]\nenabled = true",
+        &format!("[session]\nenabled = true\n{extra}"),
+    );
     std::fs::write(ws.config(), text).unwrap();
     let r = run(&ws, &["once", "--task-id", &n.to_string()]);
     assert_eq!(r.code, 0, "{r:?}");
-    let session = front(&ws.latest(), "session");
+    front(&ws.latest(), "session")
+}
+
+#[test]
+fn a_corrupt_session_attachment_starts_fresh_with_the_reason() {
+    let _g = real_redmine!();
+    let n = id("CODE");
+    // The admin attaches garbage under a session's name.
+    let name = attach_as_session(n, "this is not gzip");
+    let session = run_with_session(n, "");
     let reason = session["fresh_reason"].as_str().unwrap();
     assert!(
         reason.contains(&format!("attachment {name} of issue #{n}"))
             && reason.contains("cannot be read"),
+        "{reason}"
+    );
+    assert_eq!(session["parent_run"], Value::Null);
+}
+
+#[test]
+fn a_session_attachment_over_the_limit_is_not_read() {
+    let _g = real_redmine!();
+    let n = id("CODE");
+    let name = attach_as_session(n, &"x".repeat(5000));
+    let session = run_with_session(n, "max_attachment_bytes = 1024");
+    let reason = session["fresh_reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("attachment {name} of issue #{n}"))
+            && reason.contains("5000 bytes, more than [session].max_attachment_bytes (1024)"),
         "{reason}"
     );
     assert_eq!(session["parent_run"], Value::Null);
