@@ -439,6 +439,90 @@ mod tests {
         assert!(t.tokens <= 250, "{}", t.tokens);
     }
 
+    /// The rule as it was before trimming was streamed: everything in memory, then walk
+    /// back from the newest round while whole rounds fit.
+    fn whole_trim(messages: &[Stored], max_tokens: u64) -> Trimmed {
+        let all: Vec<Message> = messages.iter().map(|m| m.message.clone()).collect();
+        let total: u64 = all.iter().map(tokens).sum();
+        if total <= max_tokens || all.len() < 2 {
+            return Trimmed {
+                messages: all,
+                tokens: total,
+                rounds_dropped: 0,
+            };
+        }
+        let mut starts: Vec<usize> = (1..all.len())
+            .filter(|&i| !matches!(all[i], Message::Tool { .. }))
+            .collect();
+        starts.push(all.len());
+        let note = |n| {
+            tokens(&Message::User {
+                content: dropped_note(n),
+            })
+        };
+        let mut budget = max_tokens.saturating_sub(tokens(&all[0]) + note(starts.len()));
+        let mut kept_from = starts.len() - 1;
+        while kept_from > 0 {
+            let cost: u64 = all[starts[kept_from - 1]..starts[kept_from]]
+                .iter()
+                .map(tokens)
+                .sum();
+            if cost > budget {
+                break;
+            }
+            budget -= cost;
+            kept_from -= 1;
+        }
+        let mut out = vec![all[0].clone()];
+        if kept_from > 0 {
+            out.push(Message::User {
+                content: dropped_note(kept_from),
+            });
+        }
+        out.extend_from_slice(&all[starts[kept_from]..]);
+        Trimmed {
+            tokens: out.iter().map(tokens).sum(),
+            messages: out,
+            rounds_dropped: kept_from,
+        }
+    }
+
+    #[test]
+    fn the_streamed_window_keeps_what_the_whole_list_would() {
+        // A small deterministic generator: rounds of notes and of calls with 0-3 results
+        // of varied sizes, some far over the cap.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for case in 0..80 {
+            let mut messages = vec![user("r", &"t".repeat(next(300) as usize))];
+            for i in 0..next(60) {
+                if next(3) == 0 {
+                    messages.push(user("r", &"n".repeat(next(900) as usize)));
+                    continue;
+                }
+                let ids: Vec<String> = (0..next(4)).map(|j| format!("c{i}-{j}")).collect();
+                let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+                messages.push(call("r", &refs));
+                for id in &ids {
+                    let size = if next(10) == 0 { 6000 } else { next(700) };
+                    messages.push(result("r", id, &"x".repeat(size as usize)));
+                }
+            }
+            for max in [1000, 1500, 4000, 100_000] {
+                assert_eq!(
+                    trim(&messages, max),
+                    whole_trim(&messages, max),
+                    "case {case}, cap {max}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn a_run_opens_with_the_news_or_not_at_all() {
         let mut s = Session {
