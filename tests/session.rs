@@ -469,3 +469,43 @@ fn streamed_reasoning_is_sent_back_stored_masked_and_replayed() {
     }
     assert_eq!(reports[0], reports[1]);
 }
+
+#[test]
+fn a_session_line_over_the_bound_starts_fresh_unread() {
+    let llm = strict(json!([finish(
+        "f1",
+        json!({"status": "done", "summary": "Fresh."})
+    )]));
+    let ws = sessions(&llm, |c| c);
+    let path = ws.reports().join("sessions/test/demo/demo-1.jsonl.gz");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    // 17 MiB of one line gzip to ~17 KiB: the reader stops at 16 MiB, holding no more.
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    {
+        use std::io::Write;
+        writeln!(
+            gz,
+            "{}",
+            json!({"type": "header", "harness_session": 1, "key": "test/demo/demo-1"})
+        )
+        .unwrap();
+        let block = vec![b'x'; 1024 * 1024];
+        for _ in 0..17 {
+            gz.write_all(&block).unwrap();
+        }
+    }
+    gz.finish().unwrap();
+    let r = ws.run(&["once", "--demo"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let reason = front(&ws.latest(), "session")["fresh_reason"].clone();
+    assert!(
+        reason
+            .as_str()
+            .unwrap()
+            .contains("cannot be read: line 2 is longer than 16777216 bytes"),
+        "{reason}"
+    );
+}
