@@ -32,6 +32,15 @@ pub fn local_path(report_dir: &Path, vertical: &str, source: &str, task_id: &str
         .join(format!("{}.jsonl.gz", safe(task_id)))
 }
 
+/// The local session file, open for reading; `None` when there is none.
+pub fn open_local(path: &Path) -> Result<Option<std::fs::File>> {
+    match std::fs::File::open(path) {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
 /// The local session file's bytes; `None` when there is none.
 pub fn read_local(path: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::read(path) {
@@ -72,13 +81,14 @@ pub fn latest_attachment<'a>(issue: &'a Issue, vertical: &str) -> Option<&'a Att
         .max_by_key(|a| a.id)
 }
 
-/// Downloads a session attachment (at most `max_bytes`).
-pub async fn download(
+/// Streams a session attachment (at most `max_bytes`) into `sink`, piece by piece.
+pub async fn download_into(
     client: &RedmineClient,
     attachment: &Attachment,
     max_bytes: u64,
-) -> Result<Vec<u8>> {
-    attachments::download(client, attachment.id, &attachment.filename, max_bytes).await
+    sink: &mut (dyn FnMut(&[u8]) -> Result<()> + Send),
+) -> Result<()> {
+    attachments::download_into(client, attachment.id, &attachment.filename, max_bytes, sink).await
 }
 
 #[cfg(test)]
