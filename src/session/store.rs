@@ -32,13 +32,27 @@ pub fn local_path(report_dir: &Path, vertical: &str, source: &str, task_id: &str
         .join(format!("{}.jsonl.gz", safe(task_id)))
 }
 
-/// The local session file, open for reading; `None` when there is none.
+/// The local session file, open for reading; `None` when there is none. Only a regular file:
+/// a FIFO or a device put there is refused at once, never waited on (O_NONBLOCK at open,
+/// then checked).
 pub fn open_local(path: &Path) -> Result<Option<std::fs::File>> {
-    match std::fs::File::open(path) {
-        Ok(file) => Ok(Some(file)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path);
+    let file = match opened {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if !meta.is_file() {
+        anyhow::bail!("{} is not a regular file", path.display());
     }
+    Ok(Some(file))
 }
 
 /// The local session file's bytes; `None` when there is none.
@@ -121,5 +135,19 @@ mod tests {
         ];
         assert_eq!(latest_attachment(&issue, "v").map(|a| a.id), Some(5));
         assert_eq!(latest_attachment(&issue, "w").map(|a| a.id), None);
+    }
+
+    #[test]
+    fn a_fifo_or_a_directory_in_place_of_the_session_file_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("s.jsonl.gz");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = open_local(&fifo).unwrap_err().to_string();
+        assert!(err.contains("is not a regular file"), "{err}");
+        let err = open_local(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("is not a regular file"), "{err}");
+        assert!(open_local(&dir.path().join("none")).unwrap().is_none());
     }
 }
