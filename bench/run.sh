@@ -241,6 +241,33 @@ r=$($MEASURE -n "$RUNS" -- "$HARNESS" once --demo --resume "$SRUN" --config "$SC
 msgs=$(sed -n 's/^session: .*"messages_loaded":\([0-9]*\).*/\1/p' "$WORK/session/reports/REPORT-latest.md")
 row "session: 1 round, continuing $msgs messages" "$(field wall_ms "$r")" "$(field cpu_ms "$r")" "$(( $(field rss_max_kb "$r") / 1024 )) MiB" "vs fresh: +$(awk -v a="$(field wall_ms "$r")" -v b="$fresh_wall" 'BEGIN{printf "%.1f", a-b}') ms wall, +$(awk -v a="$(field cpu_ms "$r")" -v b="$fresh_cpu" 'BEGIN{printf "%.1f", a-b}') ms cpu"
 
+# Flatness: a one-round run continuing a stored session of N messages (the task, then
+# (N-1)/2 rounds of an `echo` call and its result; written straight as gzipped JSONL), with
+# the same max_history_tokens = 60000 (about 2,200 of these messages fit). The file is copied
+# back before each run (the run saves the capped window over it); `cp` and `sh` are small
+# next to the harness, whose peak RSS is what is reported.
+start_llm "$WORK/one.json"
+FCFG=$(config flat "$URL" 2 "")
+sed -i 's/^\[session\]$/[session]\nmax_history_tokens = 60000/; s/^enabled = false$/enabled = true/' "$FCFG"
+FDIR=$WORK/flat/reports/sessions/bench/demo
+mkdir -p "$FDIR"
+for n in 501 5001 50001 500001; do
+  awk -v rounds=$(( (n - 1) / 2 )) 'BEGIN {
+    print "{\"type\":\"header\",\"harness_session\":1,\"key\":\"bench/demo/bench-1\"}"
+    print "{\"type\":\"run\",\"run\":{\"run_id\":\"r1\",\"parent_run_id\":null,\"model\":\"glm-5.3\",\"tier\":\"mopac-primary\",\"stop_reason\":\"max_rounds\",\"outcome\":null,\"system_hash\":\"0\",\"seen_journal\":null,\"started\":\"2026-12-01T10:00:00Z\"}}"
+    print "{\"type\":\"message\",\"run_id\":\"r1\",\"message\":{\"role\":\"user\",\"content\":\"Run the commands you are given, then answer.\"}}"
+    for (i = 1; i <= rounds; i++) {
+      printf "{\"type\":\"message\",\"run_id\":\"r1\",\"message\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_%d\",\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"{\\\"command\\\": \\\"echo round-%d\\\"}\"}}]}}\n", i, i
+      printf "{\"type\":\"message\",\"run_id\":\"r1\",\"message\":{\"role\":\"tool\",\"tool_call_id\":\"call_%d\",\"content\":\"exit 0\\nround-%d\\n\"}}\n", i, i
+    }
+  }' | gzip -1 >"$WORK/flat-$n.jsonl.gz"
+  runs=$RUNS; (( n > 50001 )) && runs=3
+  r=$($MEASURE -n "$runs" -- sh -c "cp '$WORK/flat-$n.jsonl.gz' '$FDIR/bench-1.jsonl.gz' && exec '$HARNESS' once --demo --config '$FCFG'")
+  [[ $(field fails "$r") == 0 ]] || echo "warning: $(field fails "$r") failed runs continuing $n messages" >&2
+  loaded=$(sed -n 's/^session: .*"messages_loaded":\([0-9]*\).*"rounds_dropped":\([0-9]*\).*/\1 sent, \2 rounds dropped/p' "$WORK/flat/reports/REPORT-latest.md")
+  row "session: continuing $n messages, cap 60000" "$(field wall_ms "$r")" "$(field cpu_ms "$r")" "$(( $(field rss_max_kb "$r") / 1024 )) MiB" "$(( $(stat -c %s "$WORK/flat-$n.jsonl.gz") / 1024 )) KiB gz; $loaded; rss $(field rss_max_kb "$r") KiB"
+done
+
 # --- output flood ----------------------------------------------------------------------
 FLOOD_CMD='yes | head -c 1073741824'
 start_llm "$WORK/empty.json"

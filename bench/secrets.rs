@@ -104,6 +104,31 @@ fn main() {
     );
 
     let landlock = sandbox::Landlock::build(&cfg.bash, &work, &tmp).unwrap();
+    // The layout of issue 14: the config and the report dir inside the work root, so each
+    // command also gets its read-only mounts (a user and mount namespace, twice).
+    let inside = dir.path().join("inside");
+    std::fs::create_dir_all(inside.join("reports")).unwrap();
+    let text_inside = text.replace(
+        "work_root = \"work\"",
+        "work_root = \".\"\nreport_dir = \"reports\"",
+    );
+    std::fs::write(inside.join("harness.toml"), &text_inside).unwrap();
+    let cfg_inside = harness::config::parse(&text_inside, &inside.join("harness.toml")).unwrap();
+    let protected = sandbox::Landlock::build(&cfg_inside.bash, &inside, &tmp).unwrap();
+    let plan = sandbox::protected_writes(&cfg_inside.bash, &inside).unwrap();
+    let mounts = sandbox::protect::Mounts::prepare(&plan).unwrap();
+    let protectable = mounts.probe().is_ok();
+    let t = time(50, || mounts.probe());
+    println!(
+        "protect_probe\t{:.3} ms\t(preflight: a forked child makes the read-only mounts and exits; {})",
+        t.as_secs_f64() * 1e3,
+        if protectable { "user namespaces available" } else { "NO user namespaces here" }
+    );
+    // unix_sockets set: on a kernel below Landlock ABI 9, each command also installs the
+    // notifying filter and sends its listener to the supervisor thread.
+    let mut with_sockets = cfg.bash.clone();
+    with_sockets.unix_sockets = vec![harness::config::SocketName::Path(dir.path().join("s.sock"))];
+    let supervised = sandbox::Landlock::build(&with_sockets, &work, &tmp).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -111,12 +136,12 @@ fn main() {
     let env = bash::scrubbed_env(std::env::vars());
     let interrupt = Interrupt::default();
     let spawner = runtime.block_on(async { spawner::Spawner::start_here() });
-    let start = |confine: Option<&sandbox::Landlock>| {
+    let start = |confine: Option<&sandbox::Landlock>, root: &Path| {
         runtime.block_on(async {
             bash::run(
                 "true",
                 &bash::Setting {
-                    work_root: Path::new(&work),
+                    work_root: root,
                     timeout: Duration::from_secs(10),
                     max_output: 1000,
                     env: &env,
@@ -133,13 +158,23 @@ fn main() {
     // disturbed by other load.
     let mut plain = Vec::new();
     let mut confined = Vec::new();
+    let mut mounted = Vec::new();
+    let mut sockets = Vec::new();
     for _ in 0..150 {
         let s = Instant::now();
-        black_box(start(None));
+        black_box(start(None, &work));
         plain.push(s.elapsed());
         let s = Instant::now();
-        black_box(start(Some(&landlock)));
+        black_box(start(Some(&landlock), &work));
         confined.push(s.elapsed());
+        if protectable {
+            let s = Instant::now();
+            black_box(start(Some(&protected), &inside));
+            mounted.push(s.elapsed());
+        }
+        let s = Instant::now();
+        black_box(start(Some(&supervised), &work));
+        sockets.push(s.elapsed());
     }
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let (plain_min, confined_min) = (
@@ -147,9 +182,31 @@ fn main() {
         ms(*confined.iter().min().unwrap()),
     );
     let (plain, confined) = (ms(median(plain)), ms(median(confined)));
+    let sockets_min = ms(*sockets.iter().min().unwrap());
+    let sockets = ms(median(sockets));
     println!(
         "command_start\t+{:.3} ms (min), +{:.3} ms (median)\t(bash -c true: {confined_min:.3}/{confined:.3} ms confined, {plain_min:.3}/{plain:.3} ms not, min/median)",
         confined_min - plain_min,
         confined - plain
+    );
+    if protectable {
+        let mounted_min = ms(*mounted.iter().min().unwrap());
+        let mounted = ms(median(mounted));
+        println!(
+            "command_start_protected\t+{:.3} ms (min), +{:.3} ms (median)\t(over confined: config and report dir inside the work root, read-only mounts; {mounted_min:.3}/{mounted:.3} ms, min/median)",
+            mounted_min - confined_min,
+            mounted - confined
+        );
+    }
+    println!(
+        "command_start_unix_sockets\t+{:.3} ms (min), +{:.3} ms (median)\t(the same with unix_sockets set, over confined: {})",
+        sockets_min - confined_min,
+        sockets - confined,
+        sandbox::unix::decide(
+            false,
+            &with_sockets.unix_sockets,
+            sandbox::kernel_abi().unwrap_or(0)
+        )
+        .describe()
     );
 }

@@ -127,11 +127,42 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
         )
     });
     items.extend(read_items(cfg, confined));
+    items.push(match (confined, crate::tools::sandbox::kernel_abi()) {
+        (true, Ok(abi)) => item(
+            Status::Ok,
+            "sockets",
+            crate::tools::sandbox::sockets_line(&cfg.bash, abi),
+        ),
+        _ => item(
+            Status::Skip,
+            "sockets",
+            "commands run unconfined: Unix sockets (and the network) are not confined",
+        ),
+    });
+    if !cfg.bash.network {
+        for name in &cfg.bash.unix_sockets {
+            if let crate::config::SocketName::Path(p) = name {
+                use std::os::unix::fs::FileTypeExt;
+                let problem = match std::fs::metadata(p) {
+                    Err(_) => Some("does not exist (yet)"),
+                    Ok(m) if !m.file_type().is_socket() => Some("is not a socket"),
+                    Ok(_) => None,
+                };
+                if let Some(problem) = problem {
+                    items.push(item(
+                        Status::Warn,
+                        "sockets",
+                        format!("unix_sockets names {}, which {problem}", p.display()),
+                    ));
+                }
+            }
+        }
+    }
     items
 }
 
 /// Warnings about what commands may read: unconfined commands, paths hidden inside the work
-/// root, key files with hard links, Unix sockets the kernel cannot hold to their names.
+/// root, key files with hard links.
 fn read_items(cfg: &Config, confined: bool) -> Vec<Item> {
     use crate::tools::sandbox::reads;
     if !confined {
@@ -185,22 +216,6 @@ fn read_items(cfg: &Config, confined: bool) -> Vec<Item> {
                 ));
             }
         }
-    }
-    if !cfg.bash.network && !cfg.bash.unix_sockets.is_empty() {
-        let names: Vec<String> = cfg
-            .bash
-            .unix_sockets
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        items.push(item(
-            Status::Warn,
-            "sockets",
-            format!(
-                "unix_sockets = [{}]: commands may create Unix sockets and so connect to any socket file they can name, not only these (the kernel cannot check the name)",
-                names.join(", ")
-            ),
-        ));
     }
     items
 }

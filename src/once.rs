@@ -550,6 +550,7 @@ async fn ready_turn(
         bash,
         limits: turn::Limits {
             max_rounds: cfg.max_rounds,
+            max_tool_calls: cfg.max_tool_calls,
             budget: cfg.budget,
             prices,
             check,

@@ -68,6 +68,7 @@ pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
             checks.push(is_dir("write root", "[tools.bash].write_roots:", root));
         }
         checks.extend(reads(cfg));
+        checks.extend(writes(cfg));
     }
     if let Some(ws) = &cfg.workspace {
         checks.push(Check {
@@ -93,9 +94,7 @@ pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
 /// the config or the report dir fails, naming its key (Landlock can only allow).
 fn reads(cfg: &Config) -> Option<Check> {
     use crate::tools::sandbox;
-    let status = sandbox::decide(cfg.bash.sandbox, sandbox::kernel_abi(), cfg.bash.network);
-    // A missing work root is the `work root` entry's failure already.
-    if !matches!(status, Ok(sandbox::Status::Landlock { .. })) || !cfg.work_root.is_dir() {
+    if !confined(cfg) {
         return None;
     }
     Some(Check {
@@ -105,6 +104,30 @@ fn reads(cfg: &Config) -> Option<Check> {
             .map(|set| set.lines.join("; "))
             .map_err(|problems| anyhow!("{}", problems.join("; "))),
     })
+}
+
+/// Under Landlock, what commands must not change although it lies inside a write root (the
+/// config, the report dir, a cassette): read-only mounts, or a failure naming what to move
+/// when this system cannot make them (no user namespaces).
+fn writes(cfg: &Config) -> Option<Check> {
+    use crate::tools::sandbox;
+    if !confined(cfg) {
+        return None;
+    }
+    Some(Check {
+        what: "writes",
+        stage: Stage::Config,
+        outcome: sandbox::writes_line(&cfg.bash, &cfg.work_root)
+            .with_context(|| format!("config {}", cfg.path.display())),
+    })
+}
+
+/// Whether commands run under Landlock in an existing work root (a missing one is the `work
+/// root` entry's failure already).
+fn confined(cfg: &Config) -> bool {
+    use crate::tools::sandbox;
+    let status = sandbox::decide(cfg.bash.sandbox, sandbox::kernel_abi(), cfg.bash.network);
+    matches!(status, Ok(sandbox::Status::Landlock { .. })) && cfg.work_root.is_dir()
 }
 
 /// The first failed check as the run's failure.

@@ -251,6 +251,60 @@ fn a_later_run_on_the_same_task_continues_its_branch() {
 }
 
 #[test]
+fn a_worktree_whose_git_file_was_repointed_is_refused_before_harness_runs_git_in_it() {
+    let llm = Llm::start(&json!({"loop": true, "steps": [text("Nothing to do.")]}));
+    let ws = Workspace::new(&llm.base_url(), |c| format!("{c}{CODE_CONFIG}"));
+    repo_with_remote(ws.path());
+    // The check fails (the answer stays 41): exit 5, the worktree stays for the next run.
+    assert_eq!(ws.run(&["once", "--demo"]).code, 5);
+    let branch = front(&ws.latest(), "workspace")["branch"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let wt = std::fs::read_dir(ws.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten())
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy() == branch.replace('/', "-"))
+        .expect("the worktree");
+    // What a command of an earlier run could do: a git directory of its own (a copy of the
+    // repository's, on the task's branch, with a filter that runs a program), and the
+    // worktree's `.git` pointing at it.
+    let common = git(
+        &wt,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    );
+    let evil = ws.path().join("evil.git");
+    let copied = std::process::Command::new("cp")
+        .args(["-r", &common, evil.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::write(evil.join("HEAD"), format!("ref: refs/heads/{branch}\n")).unwrap();
+    let pwned = ws.path().join("PWNED");
+    let mut config = std::fs::read_to_string(evil.join("config")).unwrap();
+    config.push_str(&format!(
+        "[filter \"x\"]\n\tclean = touch {}\n",
+        pwned.display()
+    ));
+    std::fs::write(evil.join("config"), config).unwrap();
+    std::fs::write(wt.join(".gitattributes"), "* filter=x\n").unwrap();
+    std::fs::write(wt.join(".git"), format!("gitdir: {}\n", evil.display())).unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert!(
+        !pwned.exists(),
+        "harness's git ran the repointed directory's filter"
+    );
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr.contains("refusing to run git there"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
 fn a_check_that_never_passes_ends_with_check_failed_and_exit_5_and_sees_no_key() {
     let llm = Llm::start(&json!([text("Done."), text("Done, really.")]));
     let ws = Workspace::new(&llm.base_url(), |c| {

@@ -199,3 +199,28 @@ fn an_endpoint_that_rejects_tool_choice_gets_a_tool_less_last_round() {
     assert_eq!(front(&report, "stop_reason"), "max_rounds");
     assert_eq!(body(&report), "Final words.\n");
 }
+
+#[test]
+fn a_reply_with_more_tool_calls_than_max_tool_calls_runs_only_the_first() {
+    let calls: Vec<Value> = (1..=40)
+        .map(|i| json!({"id": format!("c{i}"), "name": "bash", "arguments": {"command": format!("echo call-{i}")}}))
+        .collect();
+    let llm = Llm::start(&json!([
+        {"type": "tool_call", "calls": calls},
+        {"type": "text", "content": "done"},
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace("[loop]\n", "[loop]\nmax_tool_calls = 3\n")
+    });
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(&llm.chat_bodies()[1]);
+    assert_eq!(results.len(), 40, "every call is answered");
+    for (i, r) in results.iter().enumerate() {
+        if i < 3 {
+            assert!(r.contains(&format!("call-{}", i + 1)), "{r}");
+        } else {
+            assert!(r.starts_with("not run: at most 3 tool calls"), "{r}");
+        }
+    }
+}

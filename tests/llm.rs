@@ -458,7 +458,7 @@ fn check_prints_a_checklist_and_sends_no_completion() {
         "{}",
         run.stdout
     );
-    assert_eq!(lines.last(), Some(&"all 13 checks passed"));
+    assert_eq!(lines.last(), Some(&"all 15 checks passed"));
     assert!(
         lines.iter().any(|l| l.starts_with("ok    sandbox: ")),
         "{}",
@@ -501,12 +501,12 @@ fn check_fails_on_every_broken_piece_and_exits_1() {
         assert!(run.stdout.contains(expected), "{expected}\n{}", run.stdout);
     }
     assert!(
-        run.stdout.ends_with("3 of 14 checks failed\n"),
+        run.stdout.ends_with("3 of 16 checks failed\n"),
         "{}",
         run.stdout
     );
     assert!(
-        run.stderr.contains("check: 3 of 14 checks failed"),
+        run.stderr.contains("check: 3 of 16 checks failed"),
         "{}",
         run.stderr
     );

@@ -201,6 +201,70 @@ fn the_kernel_runs_only_allowed_programs() {
 }
 
 #[test]
+fn cargo_test_runs_under_the_exec_set_but_a_build_script_cannot_run_other_programs() {
+    if !landlock() {
+        return;
+    }
+    // Where this machine's cargo lives (rustup or a distribution package): read roots for
+    // it, found at run time.
+    let Ok(sysroot) = std::process::Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+    else {
+        eprintln!("SKIPPED: no rustc");
+        return;
+    };
+    let sysroot = String::from_utf8_lossy(&sysroot.stdout).trim().to_string();
+    let cargo = std::process::Command::new("sh")
+        .args(["-c", "command -v cargo"])
+        .output()
+        .unwrap();
+    let cargo = std::path::PathBuf::from(String::from_utf8_lossy(&cargo.stdout).trim());
+    let cargo_dir = cargo.parent().unwrap().to_path_buf();
+    // rustup's home (settings, the toolchains) when the sysroot is one of its toolchains.
+    let home = match sysroot.find("/toolchains/") {
+        Some(i) => sysroot[..i].to_string(),
+        None => sysroot.clone(),
+    };
+    let roots = format!("read_roots = [\"@system\", {:?}, {:?}]", home, cargo_dir);
+    let llm = Llm::start(&json!([
+        tool_call("c1", "cargo test --offline"),
+        text("done"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), move |c| {
+        c.replace(
+            "allow = [\"ls *\", \"ls\", \"echo *\", \"cat *\", \"pwd\", \"printf *\", \"env\", \"wc *\"]",
+            &format!("allow = [\"cargo test *\"]\n{roots}"),
+        )
+        .replace("[tools.bash]\ntimeout_secs = 10", "[tools.bash]\ntimeout_secs = 600")
+    });
+    let work = ws.path().join("work");
+    std::fs::create_dir(work.join("src")).unwrap();
+    std::fs::write(
+        work.join("Cargo.toml"),
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    // A build script (built and run from target/) that tries to run a program no rule names.
+    std::fs::write(
+        work.join("build.rs"),
+        "fn main() { let r = std::process::Command::new(\"id\").status(); println!(\"cargo:warning=id: {}\", if r.is_ok() { \"RAN\" } else { \"refused\" }); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        work.join("src/lib.rs"),
+        "#[test]\nfn adds() { assert_eq!(1 + 1, 2); }\n",
+    )
+    .unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert!(results[0].contains("[exit status: 0]"), "{}", results[0]);
+    assert!(results[0].contains("id: refused"), "{}", results[0]);
+    assert!(!results[0].contains("RAN"), "{}", results[0]);
+}
+
+#[test]
 fn plain_commands_run_as_judged_with_bash_results() {
     // `cat …` and `cat … | wc -l` run without bash (the judged argv); a name PATH does not
     // hold gets bash's message and 127; `echo $HOME` (an expansion) still goes to bash.

@@ -2,7 +2,7 @@
 //! scripted OpenAI-compatible server in strict mode: it refuses any request whose tool
 //! calls are not each answered exactly once, so every continued history is proven
 //! well-formed by the server itself. The Redmine side (two hosts, attachments) is in
-//! tests/redmine.rs.
+//! tests/redmine_sessions.rs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -313,6 +313,206 @@ fn fresh_resume_and_unreadable_sessions() {
                 .as_str()
                 .unwrap()
                 .contains("cannot be read: not a gzipped UTF-8 text"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_huge_session_is_read_as_a_window_and_saved_bounded() {
+    // 200,001 stored messages: the task, then 100,000 rounds of a tool call and its result.
+    let rounds = 100_000;
+    let llm = strict(json!([finish(
+        "f1",
+        json!({"status": "done", "summary": "Read the window."})
+    )]));
+    let ws = sessions(&llm, |c| {
+        c.replace(
+            "[session]\nenabled = true",
+            "[session]\nenabled = true\nmax_history_tokens = 2000",
+        )
+    });
+    let path = ws.reports().join("sessions/test/demo/demo-1.jsonl.gz");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    let mut line = |v: Value| {
+        use std::io::Write;
+        writeln!(gz, "{v}").unwrap();
+    };
+    line(json!({"type": "header", "harness_session": 1, "key": "test/demo/demo-1"}));
+    line(json!({"type": "run", "run": {
+        "run_id": "r1", "parent_run_id": null, "model": "m", "tier": "t",
+        "stop_reason": "max_rounds", "outcome": null, "system_hash": "0",
+        "seen_journal": null, "started": "2026-12-01T10:00:00Z"}}));
+    let message = |m: Value| json!({"type": "message", "run_id": "r1", "message": m});
+    line(message(json!({"role": "user", "content": "Say hello."})));
+    // Plain text for the 200,000 lines (the same JSON as above, much faster to write).
+    let mut text = String::new();
+    for i in 0..rounds {
+        text.push_str(&format!(
+            concat!(
+                r#"{{"type":"message","run_id":"r1","message":{{"role":"assistant","content":null,"tool_calls":[{{"id":"c{i}","type":"function","function":{{"name":"bash","arguments":"{{\"command\":\"echo hi\"}}"}}}}]}}}}"#,
+                "\n",
+                r#"{{"type":"message","run_id":"r1","message":{{"role":"tool","tool_call_id":"c{i}","content":"hi {i}"}}}}"#,
+                "\n"
+            ),
+            i = i
+        ));
+    }
+    {
+        use std::io::Write;
+        gz.write_all(text.as_bytes()).unwrap();
+    }
+    gz.finish().unwrap();
+
+    let r = ws.run(&["once", "--demo"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let session = front(&ws.latest(), "session");
+    let loaded = session["messages_loaded"].as_u64().unwrap();
+    let kept = (loaded - 2) / 2;
+    assert!(kept > 5 && kept < 100, "{session}");
+    assert_eq!(
+        session["rounds_dropped"].as_u64().unwrap(),
+        rounds - kept,
+        "{session}"
+    );
+    assert!(
+        session["tokens_loaded"].as_u64().unwrap() <= 2000,
+        "{session}"
+    );
+    let sent = messages(&llm.chat_bodies()[0]);
+    assert_eq!(sent[1], json!({"role": "user", "content": "Say hello."}));
+    let note = sent[2]["content"].as_str().unwrap();
+    assert!(
+        note.contains(&format!("{} earlier rounds", rounds - kept)),
+        "{note}"
+    );
+    assert_eq!(
+        sent[3]["tool_calls"][0]["id"],
+        format!("c{}", rounds - kept)
+    );
+
+    // Saved: the task, the window and this run, with the count in the header; small.
+    let lines = stored(&ws);
+    assert!(lines.len() < 200, "{}", lines.len());
+    let dropped = lines[0]["rounds_dropped"].as_u64().unwrap();
+    assert!(dropped >= rounds - kept, "{}", lines[0]);
+    assert_eq!(lines.iter().filter(|l| l["type"] == "run").count(), 2);
+}
+
+#[test]
+fn streamed_reasoning_is_sent_back_stored_masked_and_replayed() {
+    let thinking = format!("I will list. The key is {CANARY}.");
+    let reasoning = json!({
+        "reasoning_content": thinking,
+        "thinking_blocks": [{"type": "thinking", "thinking": thinking, "signature": "SIG=="}],
+    });
+    let steps = json!([
+        {"type": "tool_call", "command": "echo one", "id": "c1", "reasoning": reasoning, "chunk_size": 4},
+        finish("f1", json!({"status": "done", "summary": "Listed."})),
+    ]);
+    let llm = strict(steps.clone());
+    let ws = sessions(&llm, |c| {
+        c.replace("[litellm]\n", "[litellm]\nstreaming = true\n")
+    });
+    let cassette = ws.path().join("cassette.json");
+    let r = ws.run(&["once", "--demo", "--record", cassette.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let bodies = llm.chat_bodies();
+    assert_eq!(bodies[0]["stream"], true);
+    // The next request carries the assembled fields on the assistant message, as sent.
+    let sent = messages(&bodies[1]);
+    let assistant = sent.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["reasoning_content"], thinking.as_str());
+    assert_eq!(
+        assistant["thinking_blocks"],
+        json!([{"type": "thinking", "thinking": thinking, "signature": "SIG=="}])
+    );
+    // The session keeps them, masked.
+    let lines = stored(&ws);
+    let kept = lines
+        .iter()
+        .find(|l| {
+            l["message"]["role"] == "assistant" && l["message"]["tool_calls"][0]["id"] == "c1"
+        })
+        .unwrap();
+    let masked = "I will list. The key is [redacted].";
+    assert_eq!(kept["message"]["reasoning_content"], masked);
+    assert_eq!(kept["message"]["thinking_blocks"][0]["thinking"], masked);
+    assert_eq!(kept["message"]["thinking_blocks"][0]["signature"], "SIG==");
+    assert!(!serde_json::to_string(&lines).unwrap().contains(CANARY));
+
+    let recorded = std::fs::read_to_string(&cassette).unwrap();
+    assert!(
+        recorded.contains("SIG==") && !recorded.contains(CANARY),
+        "{recorded}"
+    );
+
+    // Replayed from the cassette (fresh), twice: the same requests' reasoning, the same REPORT.
+    drop(llm);
+    let mut reports = Vec::new();
+    for _ in 0..2 {
+        let r = ws.run_env(
+            &[
+                "once",
+                "--demo",
+                "--fresh",
+                "--replay",
+                cassette.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert_eq!(r.code, 0, "{r:?}");
+        reports.push(body(&ws.latest()));
+        let lines = stored(&ws);
+        let kept = lines
+            .iter()
+            .find(|l| l["message"]["tool_calls"][0]["id"] == "c1")
+            .unwrap();
+        assert_eq!(kept["message"]["reasoning_content"], masked);
+        assert_eq!(kept["message"]["thinking_blocks"][0]["signature"], "SIG==");
+    }
+    assert_eq!(reports[0], reports[1]);
+}
+
+#[test]
+fn a_session_line_over_the_bound_starts_fresh_unread() {
+    let llm = strict(json!([finish(
+        "f1",
+        json!({"status": "done", "summary": "Fresh."})
+    )]));
+    let ws = sessions(&llm, |c| c);
+    let path = ws.reports().join("sessions/test/demo/demo-1.jsonl.gz");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    // 17 MiB of one line gzip to ~17 KiB: the reader stops at 16 MiB, holding no more.
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    {
+        use std::io::Write;
+        writeln!(
+            gz,
+            "{}",
+            json!({"type": "header", "harness_session": 1, "key": "test/demo/demo-1"})
+        )
+        .unwrap();
+        let block = vec![b'x'; 1024 * 1024];
+        for _ in 0..17 {
+            gz.write_all(&block).unwrap();
+        }
+    }
+    gz.finish().unwrap();
+    let r = ws.run(&["once", "--demo"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let reason = front(&ws.latest(), "session")["fresh_reason"].clone();
+    assert!(
+        reason
+            .as_str()
+            .unwrap()
+            .contains("cannot be read: line 2 is longer than 16777216 bytes"),
         "{reason}"
     );
 }

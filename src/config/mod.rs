@@ -37,6 +37,9 @@ pub struct Config {
     pub report_dir: PathBuf,
     /// Max LLM round trips per turn, tool calls included (default 8).
     pub max_rounds: u32,
+    /// Tool calls run per model reply; later calls of the reply get a "not run" result
+    /// (default 32).
+    pub max_tool_calls: u32,
     /// `[loop].finish`: how the model ends a turn (default `tool`).
     pub finish: FinishMode,
     /// `[session]`: the conversation carried across runs of one task.
@@ -315,10 +318,10 @@ pub struct BashConfig {
     /// What a confined command may read besides the work root, its private temp dir and the
     /// write roots (default: [`ReadRoot::System`] alone).
     pub read_roots: Vec<ReadRoot>,
-    /// Unix sockets a confined command may reach with `network = false` (default none: no
-    /// Unix socket can be created). The kernel cannot hold a command to these names; see
-    /// `tools::sandbox`.
-    pub unix_sockets: Vec<PathBuf>,
+    /// Unix sockets a confined command may connect to with `network = false` (default none:
+    /// no Unix socket can be created). Held to these names by Landlock (ABI 9+) or by the
+    /// harness's seccomp supervisor; see `tools::sandbox::unix`.
+    pub unix_sockets: Vec<SocketName>,
     /// Directories (or files) a confined command may execute from besides bash, the allowed
     /// programs and their helpers, when the allow list names programs (absolute, resolved
     /// against the config's directory; default none).
@@ -335,6 +338,24 @@ impl NeverRead {
             path: path.to_path_buf(),
             what: "the cassette being recorded".to_string(),
             may_share_work_root: true,
+        }
+    }
+}
+
+/// A Unix socket `[tools.bash].unix_sockets` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketName {
+    /// A socket file: absolute, resolved against the config's directory.
+    Path(PathBuf),
+    /// An abstract socket, written `@name`: the bytes after the address's leading NUL.
+    Abstract(String),
+}
+
+impl std::fmt::Display for SocketName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SocketName::Path(p) => write!(f, "{}", p.display()),
+            SocketName::Abstract(name) => write!(f, "@{name}"),
         }
     }
 }
@@ -548,13 +569,22 @@ impl std::fmt::Display for ConfigErrors {
             if n == 1 { "" } else { "s" }
         )?;
         for p in &self.problems {
-            write!(f, "\n  - {p}")?;
+            // A problem may quote the file (a parse error shows its line): a 1 MiB line of
+            // brackets must not become a 1 MiB message.
+            let lines: Vec<String> = p
+                .lines()
+                .map(|l| crate::bounded::clip(l, MAX_PROBLEM_LINE))
+                .collect();
+            write!(f, "\n  - {}", lines.join("\n"))?;
         }
         Ok(())
     }
 }
 
 impl std::error::Error for ConfigErrors {}
+
+/// The longest line of a config problem as shown (bytes); longer lines keep head and tail.
+const MAX_PROBLEM_LINE: usize = 240;
 
 /// Parses and validates config text. `path` is used for messages, its parent directory to
 /// resolve relative paths and `file:` key refs.

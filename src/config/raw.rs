@@ -92,6 +92,7 @@ pub(super) struct RawBudget {
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawLoop {
     pub(super) max_rounds: Option<i64>,
+    pub(super) max_tool_calls: Option<i64>,
     pub(super) finish: Option<String>,
 }
 

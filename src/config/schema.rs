@@ -34,7 +34,14 @@ const ROOT: &[(&str, Ty)] = &[
     ("vertical", Str),
     ("work_root", Str),
     ("report_dir", Str),
-    ("loop", Table(&[("max_rounds", Int), ("finish", Str)])),
+    (
+        "loop",
+        Table(&[
+            ("max_rounds", Int),
+            ("max_tool_calls", Int),
+            ("finish", Str),
+        ]),
+    ),
     (
         "redmine",
         Table(&[

@@ -390,7 +390,7 @@ fn read_roots_unix_sockets_and_the_paths_never_read() {
     assert_eq!(c.bash.read_roots, vec![ReadRoot::System]);
     assert!(c.bash.unix_sockets.is_empty());
     let text = MINIMAL.replace("env:HARNESS_LITELLM_KEY", "file:keys/llm")
-        + "[tools.bash]\nread_roots = [\"@system\", \"/opt/tools\", \"lib\"]\nunix_sockets = [\"/run/docker.sock\"]\n";
+        + "[tools.bash]\nread_roots = [\"@system\", \"/opt/tools\", \"lib\"]\nunix_sockets = [\"/run/docker.sock\", \"@resolver\", \"run/x.sock\"]\n";
     let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
     assert_eq!(
         c.bash.read_roots,
@@ -400,7 +400,20 @@ fn read_roots_unix_sockets_and_the_paths_never_read() {
             ReadRoot::Path(PathBuf::from("/etc/h/lib")),
         ]
     );
-    assert_eq!(c.bash.unix_sockets, vec![PathBuf::from("/run/docker.sock")]);
+    assert_eq!(
+        c.bash.unix_sockets,
+        vec![
+            SocketName::Path(PathBuf::from("/run/docker.sock")),
+            SocketName::Abstract("resolver".to_string()),
+            SocketName::Path(PathBuf::from("/etc/h/run/x.sock")),
+        ]
+    );
+    assert_eq!(c.bash.unix_sockets[1].to_string(), "@resolver");
+    let bad = MINIMAL.to_string() + "[tools.bash]\nunix_sockets = [\"@\", \"\"]\n";
+    assert_eq!(
+        parse(&bad, Path::new("/etc/h/harness.toml")).unwrap_err().to_string(),
+        "config /etc/h/harness.toml: 2 problems\n  - [tools.bash].unix_sockets[0]: `@` needs an abstract socket name after it\n  - [tools.bash].unix_sockets[1]: must not be empty"
+    );
     let never: Vec<(String, bool)> = c
         .bash
         .never_read
@@ -544,4 +557,16 @@ fn finish_session_and_outcome_keys_default_and_validate() {
             "[redmine.writeback].assign_needs_input: must be \"author\" (or left out), got \"bot\"".to_string(),
         ]
     );
+}
+
+#[test]
+fn a_parse_error_on_a_huge_line_shows_a_clipped_line() {
+    let deep = format!(
+        "vertical = \"x\"\na = {}{}\n",
+        "[".repeat(200_000),
+        "]".repeat(200_000)
+    );
+    let err = parse(&deep, Path::new("h.toml")).unwrap_err().to_string();
+    assert!(err.len() < 2_000, "{} bytes", err.len());
+    assert!(err.contains("h.toml") && err.contains("line 2"), "{err}");
 }

@@ -139,6 +139,13 @@ impl Validator {
         let report_dir = self.path(raw.report_dir, "reports");
         let raw_loop = raw.loop_.unwrap_or_default();
         let max_rounds = self.int_in("[loop].max_rounds", raw_loop.max_rounds, 8, 1, 1000) as u32;
+        let max_tool_calls = self.int_in(
+            "[loop].max_tool_calls",
+            raw_loop.max_tool_calls,
+            32,
+            1,
+            1000,
+        ) as u32;
         let finish = match raw_loop.finish.as_deref() {
             None | Some("tool") => FinishMode::Tool,
             Some("message") => FinishMode::Message,
@@ -219,6 +226,7 @@ impl Validator {
             work_root,
             report_dir,
             max_rounds,
+            max_tool_calls,
             finish,
             session,
             redmine,
@@ -557,7 +565,7 @@ impl Validator {
                 .collect(),
         };
         let exec_roots = self.path_list("[tools.bash].exec_roots", raw.exec_roots);
-        let unix_sockets = self.path_list("[tools.bash].unix_sockets", raw.unix_sockets);
+        let unix_sockets = self.socket_names(raw.unix_sockets);
         BashConfig {
             enabled: raw.enabled.unwrap_or(true),
             timeout: secs(self.int_in("[tools.bash].timeout_secs", raw.timeout_secs, 60, 1, 86400)),
@@ -589,6 +597,22 @@ impl Validator {
                 continue;
             }
             out.push(self.path(Some(entry), "."));
+        }
+        out
+    }
+
+    /// `[tools.bash].unix_sockets`: `@name` for an abstract socket, else a path resolved
+    /// against the config's directory.
+    fn socket_names(&mut self, raw: Option<Vec<String>>) -> Vec<SocketName> {
+        let mut out = Vec::new();
+        for (i, entry) in raw.unwrap_or_default().into_iter().enumerate() {
+            let key = format!("[tools.bash].unix_sockets[{i}]");
+            match entry.strip_prefix('@') {
+                _ if entry.trim().is_empty() => self.problem(&key, "must not be empty"),
+                Some("") => self.problem(&key, "`@` needs an abstract socket name after it"),
+                Some(name) => out.push(SocketName::Abstract(name.to_string())),
+                None => out.push(SocketName::Path(self.path(Some(entry), "."))),
+            }
         }
         out
     }

@@ -44,9 +44,14 @@ pub fn provider_extras(
 ) -> std::collections::BTreeMap<String, serde_json::Value> {
     other
         .iter()
-        .filter(|(k, v)| !v.is_null() && (k.contains("reasoning") || k.contains("thinking")))
+        .filter(|(k, v)| is_provider_extra(k, v))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
+}
+
+/// Whether a message field (or a streamed delta's) is one of [`provider_extras`].
+pub fn is_provider_extra(key: &str, value: &serde_json::Value) -> bool {
+    !value.is_null() && (key.contains("reasoning") || key.contains("thinking"))
 }
 
 /// What kind of failure ended the round trip; the turn and the exit code branch on it.

@@ -1,13 +1,17 @@
 //! LLM stage, PURE: Server-Sent Events of a streamed `chat.completion` in, one assembled
 //! [`ChatResponse`] out. Bytes arrive in arbitrary pieces ([`StreamAssembler::push`]); events
 //! are `data:` lines ended by a blank line. Tool-call deltas are assembled by `index` (the id
-//! and name arrive once, the arguments in fragments). A stream is complete only when it ended
+//! and name arrive once, the arguments in fragments). Provider reasoning fields are kept as
+//! the non-streamed reply keeps them ([`super::provider_extras`]): strings
+//! (`reasoning_content`, `reasoning`) concatenated, LiteLLM's `thinking_blocks` fragments
+//! joined into whole signed blocks ([`Thinking`]). A stream is complete only when it ended
 //! with `data: [DONE]` after a finish reason; an in-band `{"error": ...}` event, an event that
 //! is not JSON, or an early end is a failed attempt the client retries whole. An event longer
 //! than [`MAX_EVENT`] is a final fault (a retry would get the same), so no stream can fill
 //! memory with one endless line.
 
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::wire::{ChatResponse, Choice, FunctionCall, ResponseMessage, ToolCall, Usage};
 
@@ -71,6 +75,45 @@ struct Delta {
     content: Option<String>,
     #[serde(default)]
     tool_calls: Vec<ToolCallDelta>,
+    /// Every other field; the reasoning ones are kept.
+    #[serde(flatten)]
+    other: serde_json::Map<String, Value>,
+}
+
+/// Anthropic thinking blocks as LiteLLM streams them: each delta holds one fragment,
+/// `{"type":"thinking","thinking":<text>,"signature":null}`, and the block ends with a
+/// fragment carrying its `signature`; `redacted_thinking` blocks come whole. Joined the way
+/// LiteLLM's own `stream_chunk_builder` joins them: a block is kept once signed (an unsigned
+/// one could not be sent back).
+#[derive(Debug, Default)]
+struct Thinking {
+    blocks: Vec<Value>,
+    text: String,
+}
+
+impl Thinking {
+    fn add(&mut self, block: &Value) {
+        if block["type"] == "redacted_thinking" {
+            self.text.clear();
+            if block.get("data").is_some_and(|d| !d.is_null()) {
+                self.blocks.push(block.clone());
+            }
+            return;
+        }
+        if let Some(text) = block["thinking"].as_str() {
+            self.text.push_str(text);
+        }
+        if let Some(signature) = block["signature"].as_str().filter(|s| !s.is_empty()) {
+            if !self.text.is_empty() {
+                self.blocks.push(serde_json::json!({
+                    "type": "thinking",
+                    "thinking": std::mem::take(&mut self.text),
+                    "signature": signature,
+                }));
+            }
+            self.text.clear();
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -117,6 +160,9 @@ pub struct StreamAssembler {
     cost: Option<f64>,
     done: bool,
     generated_chars: usize,
+    /// Reasoning fields assembled so far, `thinking_blocks` aside.
+    reasoning: serde_json::Map<String, Value>,
+    thinking: Thinking,
 }
 
 impl StreamAssembler {
@@ -164,13 +210,17 @@ impl StreamAssembler {
             return Err(StreamFault::Incomplete("without a finish reason"));
         }
         let tool_calls = (!self.calls.is_empty()).then_some(self.calls);
+        let mut other = self.reasoning;
+        if !self.thinking.blocks.is_empty() {
+            other.insert("thinking_blocks".into(), Value::Array(self.thinking.blocks));
+        }
         let response = ChatResponse {
             model: self.model,
             choices: vec![Choice {
                 message: ResponseMessage {
                     content: self.content,
                     tool_calls,
-                    other: serde_json::Map::new(),
+                    other,
                 },
                 finish_reason: self.finish_reason,
             }],
@@ -237,6 +287,11 @@ impl StreamAssembler {
             self.generated_chars += text.chars().count();
             self.content.get_or_insert_with(String::new).push_str(&text);
         }
+        for (key, value) in choice.delta.other {
+            if super::is_provider_extra(&key, &value) {
+                self.reason(key, value);
+            }
+        }
         for delta in choice.delta.tool_calls {
             while self.calls.len() <= delta.index {
                 self.calls.push(ToolCall {
@@ -267,6 +322,37 @@ impl StreamAssembler {
         }
         Ok(())
     }
+
+    /// One reasoning field of a delta: text is appended, `thinking_blocks` fragments are
+    /// joined, other lists extended, anything else replaced.
+    fn reason(&mut self, key: String, value: Value) {
+        match (key.as_str(), value) {
+            ("thinking_blocks", Value::Array(blocks)) => {
+                // Their text is counted once, with `reasoning_content`, sent beside them.
+                for block in &blocks {
+                    self.thinking.add(block);
+                }
+            }
+            (_, Value::String(text)) => {
+                self.generated_chars += text.chars().count();
+                match self.reasoning.get_mut(&key) {
+                    Some(Value::String(so_far)) => so_far.push_str(&text),
+                    _ => {
+                        self.reasoning.insert(key, Value::String(text));
+                    }
+                }
+            }
+            (_, Value::Array(items)) => match self.reasoning.get_mut(&key) {
+                Some(Value::Array(so_far)) => so_far.extend(items),
+                _ => {
+                    self.reasoning.insert(key, Value::Array(items));
+                }
+            },
+            (_, other) => {
+                self.reasoning.insert(key, other);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -293,6 +379,46 @@ mod tests {
         r#"{"model":"glm-5.3","choices":[{"index":0,"delta":{}}],"usage":{"completion_tokens":9,"prompt_tokens":70,"total_tokens":79,"cost":0.000088}}"#,
         "[DONE]",
     ];
+
+    /// LiteLLM streaming an Anthropic reply with extended thinking: each delta carries the
+    /// fragment as `reasoning_content` and as a one-block `thinking_blocks` (also nested in
+    /// `provider_specific_fields`, which is not kept); the signature ends the block.
+    const LITELLM_THINKING_STREAM: &[&str] = &[
+        r#"{"model":"claude","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+        r#"{"model":"claude","choices":[{"index":0,"delta":{"reasoning_content":"Let me ","thinking_blocks":[{"type":"thinking","thinking":"Let me ","signature":null}],"provider_specific_fields":{"thinking_blocks":[{"type":"thinking","thinking":"Let me ","signature":null}]}}}]}"#,
+        r#"{"model":"claude","choices":[{"index":0,"delta":{"reasoning_content":"list.","thinking_blocks":[{"type":"thinking","thinking":"list.","signature":null}]}}]}"#,
+        r#"{"model":"claude","choices":[{"index":0,"delta":{"reasoning_content":"","thinking_blocks":[{"type":"thinking","thinking":"","signature":"EqoB=="}]}}]}"#,
+        r#"{"model":"claude","choices":[{"index":0,"delta":{"thinking_blocks":[{"type":"redacted_thinking","data":"RED"}]}}]}"#,
+        r#"{"model":"claude","choices":[{"index":0,"delta":{"reasoning":"a","reasoning_details":[{"i":1}],"refusal":null}}]}"#,
+        r#"{"model":"claude","choices":[{"index":0,"delta":{"reasoning":"b","reasoning_details":[{"i":2}],"thinking_blocks":[{"type":"thinking","thinking":"unsigned","signature":null}]}}]}"#,
+        r#"{"model":"claude","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]}}]}"#,
+        r#"{"model":"claude","choices":[{"finish_reason":"tool_calls","index":0,"delta":{}}]}"#,
+        "[DONE]",
+    ];
+
+    #[test]
+    fn reasoning_deltas_are_kept_as_the_full_reply_keeps_them() {
+        for piece in [1, 5, 4096] {
+            let (r, _) = feed(LITELLM_THINKING_STREAM, piece).finish().unwrap();
+            let reply = crate::llm::reply_from(r, 0, std::time::Duration::ZERO).unwrap();
+            assert_eq!(
+                serde_json::to_value(&reply.extra).unwrap(),
+                serde_json::json!({
+                    "reasoning_content": "Let me list.",
+                    "thinking_blocks": [
+                        {"type": "thinking", "thinking": "Let me list.", "signature": "EqoB=="},
+                        {"type": "redacted_thinking", "data": "RED"},
+                    ],
+                    "reasoning": "ab",
+                    "reasoning_details": [{"i": 1}, {"i": 2}],
+                })
+            );
+            assert_eq!(reply.tool_calls.len(), 1);
+        }
+        // A stream without reasoning adds no field.
+        let (r, _) = feed(LITELLM_TOOL_STREAM, 7).finish().unwrap();
+        assert!(r.choices[0].message.other.is_empty());
+    }
 
     #[test]
     fn tool_call_deltas_are_assembled_by_index_whatever_the_byte_split() {

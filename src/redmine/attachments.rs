@@ -5,7 +5,7 @@
 use anyhow::{anyhow, Context, Result};
 use serde_json::Value;
 
-use super::client::RedmineClient;
+use super::client::{RedmineClient, Reply};
 use super::issue::url_encode;
 
 /// Uploads `bytes` as `file_name` (Markdown) and returns the `uploads` value of the issue
@@ -40,24 +40,38 @@ pub async fn upload_as(
     Ok(serde_json::json!([{"token": token, "filename": file_name, "content_type": content_type}]))
 }
 
-/// The bytes of attachment `id` named `file_name`, as stored; at most `max_bytes` are
-/// accepted (a bigger file is an error, not a truncation).
-pub async fn download(
+/// Streams attachment `id` named `file_name` into `sink`, piece by piece, as stored; at
+/// most `max_bytes` are accepted (a bigger file is an error, found before or while reading,
+/// not a truncation).
+pub async fn download_into(
     client: &RedmineClient,
     id: u64,
     file_name: &str,
     max_bytes: u64,
-) -> Result<Vec<u8>> {
+    sink: &mut (dyn FnMut(&[u8]) -> Result<()> + Send),
+) -> Result<()> {
     let path = format!("/attachments/download/{id}/{}", url_encode(file_name));
-    let a = client.send(reqwest::Method::GET, &path, None).await?;
-    if a.status != 200 {
-        return Err(client.refusal("GET", &path, &a));
+    let mut resp = match client.send_streaming(&path).await? {
+        Reply::Body(resp) => resp,
+        Reply::Answer(a) => return Err(client.refusal("GET", &path, &a)),
+    };
+    let too_big = |n: u64| {
+        anyhow!("GET {path}: {n} bytes, more than [session].max_attachment_bytes ({max_bytes})")
+    };
+    if let Some(n) = resp.content_length().filter(|&n| n > max_bytes) {
+        return Err(too_big(n));
     }
-    if a.bytes.len() as u64 > max_bytes {
-        return Err(anyhow!(
-            "GET {path}: {} bytes, more than [session].max_attachment_bytes ({max_bytes})",
-            a.bytes.len()
-        ));
+    let mut read: u64 = 0;
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| anyhow!("GET {path}: {}", crate::http::transport_message(&e)))?
+    {
+        read += chunk.len() as u64;
+        if read > max_bytes {
+            return Err(too_big(read));
+        }
+        sink(&chunk)?;
     }
-    Ok(a.bytes)
+    Ok(())
 }

@@ -28,8 +28,6 @@ pub(super) struct Answer {
     pub(super) status: u16,
     /// The body as text (lossy), for JSON and messages.
     pub(super) body: String,
-    /// The body as received, for downloads.
-    pub(super) bytes: Vec<u8>,
 }
 
 impl Answer {
@@ -37,9 +35,15 @@ impl Answer {
         Answer {
             status,
             body: String::from_utf8_lossy(&bytes).into_owned(),
-            bytes,
         }
     }
+}
+
+/// A final answer, or with [`RedmineClient::send_streaming`] a 200 whose body is still
+/// unread.
+pub(super) enum Reply {
+    Answer(Answer),
+    Body(reqwest::Response),
 }
 
 impl RedmineClient {
@@ -66,6 +70,26 @@ impl RedmineClient {
         path: &str,
         body: Option<(Vec<u8>, &str)>,
     ) -> Result<Answer> {
+        match self.exchange(method, path, body, false).await? {
+            Reply::Answer(a) => Ok(a),
+            Reply::Body(_) => Err(anyhow!("an unread body")),
+        }
+    }
+
+    /// A GET whose 200 body is left to the caller to read piece by piece (a download that
+    /// is never held whole); any other answer is read as [`send`](Self::send) reads it.
+    /// Retries stop once the body is handed over.
+    pub(super) async fn send_streaming(&self, path: &str) -> Result<Reply> {
+        self.exchange(reqwest::Method::GET, path, None, true).await
+    }
+
+    async fn exchange(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<(Vec<u8>, &str)>,
+        stream: bool,
+    ) -> Result<Reply> {
         let url = format!("{}{path}", self.base);
         let mut attempt = 0;
         loop {
@@ -81,13 +105,17 @@ impl RedmineClient {
             }
             // A failed attempt: what the retry policy sees, and what the user would read.
             let (fault, retry_after, answer, reason) = match req.send().await {
+                Ok(resp) if stream && resp.status().as_u16() == 200 => {
+                    debug!("redmine: {method} {path} -> 200 (streamed)");
+                    return Ok(Reply::Body(resp));
+                }
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     let retry_after = http::retry_after_header(resp.headers());
                     match http::read_body_bytes(resp, http::MAX_BODY).await {
                         Ok(body) if !http::is_retryable_status(status) => {
                             debug!("redmine: {method} {path} -> {status}");
-                            return Ok(Answer::new(status, body));
+                            return Ok(Reply::Answer(Answer::new(status, body)));
                         }
                         Ok(body) => (
                             Fault::Status(status),

@@ -1,16 +1,17 @@
-//! Session stage, PURE: the session file format. A [`Session`] in, gzipped JSONL bytes out,
-//! and back. One JSON object per line: a header, then for each run its record followed by
-//! the messages it added, in the order the model saw them.
+//! Session stage, PURE: the session file format. A [`Session`] in, gzipped JSONL bytes out;
+//! reading it back, line by line, is [`super::load`]. One JSON object per line: a header,
+//! then for each run its record followed by the messages it added and kept, in the order
+//! the model saw them.
 //!
 //! ```text
-//! {"type":"header","harness_session":1,"key":"demo/redmine/42"}
+//! {"type":"header","harness_session":1,"key":"demo/redmine/42","rounds_dropped":3}
 //! {"type":"run","run":{"run_id":..,"parent_run_id":..,"model":..,"stop_reason":..,..}}
 //! {"type":"message","run_id":..,"message":{"role":"user","content":..}}
 //! ```
 
-use std::io::{Read, Write};
+use std::io::Write;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -60,16 +61,57 @@ pub struct Session {
     pub key: String,
     /// One record per run, oldest first.
     pub runs: Vec<RunRecord>,
-    /// Every message of every run (the system prompt excepted), in stored order.
+    /// The messages kept (the system prompt excepted), in stored order: the first (the
+    /// task) and the newest whole rounds that fit `[session].max_history_tokens`.
     pub messages: Vec<Stored>,
+    /// Rounds dropped after the first message, by this and earlier runs (the note put in
+    /// their place counts them).
+    pub rounds_dropped: usize,
 }
 
+/// One line of the file. `rounds_dropped` is left out when 0, so a session that never
+/// dropped a round reads the same as before it existed (older readers ignore it).
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum Line {
-    Header { harness_session: u32, key: String },
-    Run { run: RunRecord },
-    Message { run_id: String, message: Message },
+pub(super) enum Line {
+    Header {
+        harness_session: u32,
+        key: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        rounds_dropped: usize,
+    },
+    Run {
+        run: RunRecord,
+    },
+    Message {
+        run_id: String,
+        message: Message,
+    },
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The longest text kept in a field of a [`RunRecord`]: every record of a session is kept,
+/// so each is bounded.
+pub const RECORD_FIELD_MAX: usize = 256;
+
+impl RunRecord {
+    /// The record with every text field cut to [`RECORD_FIELD_MAX`] bytes.
+    pub fn bounded(self) -> RunRecord {
+        let cut = |s: String| crate::bounded::clip(&s, RECORD_FIELD_MAX);
+        RunRecord {
+            run_id: cut(self.run_id),
+            parent_run_id: self.parent_run_id.map(cut),
+            model: cut(self.model),
+            tier: cut(self.tier),
+            stop_reason: cut(self.stop_reason),
+            outcome: self.outcome.map(cut),
+            system_hash: cut(self.system_hash),
+            ..self
+        }
+    }
 }
 
 /// The session as gzipped JSONL.
@@ -83,6 +125,7 @@ pub fn encode(session: &Session) -> Result<Vec<u8>> {
     push(&Line::Header {
         harness_session: VERSION,
         key: session.key.clone(),
+        rounds_dropped: session.rounds_dropped,
     })?;
     for run in &session.runs {
         push(&Line::Run { run: run.clone() })?;
@@ -99,57 +142,9 @@ pub fn encode(session: &Session) -> Result<Vec<u8>> {
         .context("cannot compress the session")
 }
 
-/// Reads gzipped JSONL back; every problem names the line. `key` must match the header.
-pub fn decode(bytes: &[u8], key: &str) -> Result<Session> {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(bytes)
-        .read_to_string(&mut text)
-        .context("not a gzipped UTF-8 text")?;
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
-    let (_, first) = lines.next().ok_or_else(|| anyhow!("the file is empty"))?;
-    match serde_json::from_str::<Line>(first) {
-        Ok(Line::Header {
-            harness_session: VERSION,
-            key: stored,
-        }) if stored == key => {}
-        Ok(Line::Header {
-            harness_session: VERSION,
-            key: stored,
-        }) => bail!("it is the session of {stored:?}, not {key:?}"),
-        Ok(Line::Header {
-            harness_session, ..
-        }) => bail!("format version {harness_session} is not {VERSION}"),
-        Ok(_) | Err(_) => bail!("line 1 is not a session header"),
-    }
-    let mut session = Session {
-        key: key.to_string(),
-        ..Session::default()
-    };
-    for (n, line) in lines {
-        match serde_json::from_str::<Line>(line).with_context(|| format!("line {}", n + 1))? {
-            Line::Header { .. } => bail!("line {}: a second header", n + 1),
-            Line::Run { run } => session.runs.push(run),
-            Line::Message { run_id, message } => {
-                if !session.runs.iter().any(|r| r.run_id == run_id) {
-                    bail!("line {}: a message of unknown run {run_id:?}", n + 1);
-                }
-                session.messages.push(Stored { run_id, message });
-            }
-        }
-    }
-    if session.runs.is_empty() {
-        bail!("it holds no run");
-    }
-    Ok(session)
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use pretty_assertions::assert_eq;
 
     pub(crate) fn record(run_id: &str, stop_reason: &str) -> RunRecord {
         RunRecord {
@@ -173,44 +168,6 @@ pub(crate) mod tests {
             message: Message::User {
                 content: text.into(),
             },
-        }
-    }
-
-    #[test]
-    fn a_session_round_trips_through_gzipped_jsonl() {
-        let s = Session {
-            key: "v/redmine/4".into(),
-            runs: vec![record("r1", "needs_input"), record("r2", "completed")],
-            messages: vec![user("r1", "task"), user("r2", "news"), user("r2", "more")],
-        };
-        let bytes = encode(&s).unwrap();
-        assert_eq!(&bytes[..2], &[0x1f, 0x8b]);
-        assert_eq!(decode(&bytes, "v/redmine/4").unwrap(), s);
-        let e = decode(&bytes, "v/redmine/5").unwrap_err().to_string();
-        assert!(e.contains("not \"v/redmine/5\""), "{e}");
-    }
-
-    #[test]
-    fn unreadable_files_say_why() {
-        assert!(format!("{:#}", decode(b"not gzip", "k").unwrap_err()).contains("gzipped"));
-        let gz = |t: &str| {
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-            e.write_all(t.as_bytes()).unwrap();
-            e.finish().unwrap()
-        };
-        let header = "{\"type\":\"header\",\"harness_session\":1,\"key\":\"k\"}\n";
-        for (text, why) in [
-            ("", "empty"),
-            ("{\"type\":\"run\"}\n", "not a session header"),
-            (header, "no run"),
-            (
-                &format!("{header}{{\"type\":\"message\",\"run_id\":\"x\",\"message\":{{\"role\":\"user\",\"content\":\"a\"}}}}\n"),
-                "line 2: a message of unknown run",
-            ),
-            (&format!("{header}{{broken\n"), "line 2"),
-        ] {
-            let e = format!("{:#}", decode(&gz(text), "k").unwrap_err());
-            assert!(e.contains(why), "{text:?}: {e}");
         }
     }
 }

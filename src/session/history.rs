@@ -1,7 +1,7 @@
-//! Session stage, PURE: what a stored conversation becomes before it is sent again. Cut at
-//! a run ([`upto`], for `--resume`), repaired so every tool call is answered exactly once
-//! ([`repair`]), trimmed to the history cap with whole rounds dropped ([`trim`]), and the
-//! one user message that opens the new run ([`opening`]).
+//! Session stage, PURE: what a stored conversation becomes before it is sent again.
+//! Repaired so every tool call is answered exactly once ([`Repairer`]), trimmed to the
+//! history cap with whole rounds dropped ([`Window`]), both one message at a time as the
+//! file is read, and the one user message that opens the new run ([`opening`]).
 
 use crate::llm::wire::Message;
 
@@ -15,35 +15,66 @@ pub fn is_final(stop_reason: &str) -> bool {
     matches!(stop_reason, "completed" | "needs_input" | "agent_failed")
 }
 
-/// The session up to and including run `run_id`; `None` when no run has that id.
-pub fn upto(session: &Session, run_id: &str) -> Option<Session> {
-    let at = session.runs.iter().position(|r| r.run_id == run_id)?;
-    let runs = session.runs[..=at].to_vec();
-    let messages = session
-        .messages
-        .iter()
-        .filter(|m| runs.iter().any(|r| r.run_id == m.run_id))
-        .cloned()
-        .collect();
-    Some(Session {
-        key: session.key.clone(),
-        runs,
-        messages,
-    })
-}
-
 /// Makes every tool call answered exactly once, right after the assistant message that made
 /// it: a missing result gets [`INTERRUPTED_RESULT`], a second result for one call and a
 /// result for no call are dropped. Returns the repaired list and how many fixes it made.
 pub fn repair(messages: Vec<Stored>) -> (Vec<Stored>, usize) {
     let mut out: Vec<Stored> = Vec::with_capacity(messages.len());
-    let mut fixes = 0;
-    // The calls of the latest assistant message still waiting for their result.
-    let mut open: Vec<(String, String)> = Vec::new();
-    let close = |out: &mut Vec<Stored>, open: &mut Vec<(String, String)>, fixes: &mut usize| {
-        for (run_id, id) in open.drain(..) {
-            *fixes += 1;
-            out.push(Stored {
+    let mut repairer = Repairer::default();
+    for stored in messages {
+        repairer.push(stored, &mut |m| out.push(m));
+    }
+    repairer.finish(&mut |m| out.push(m));
+    (out, repairer.fixes)
+}
+
+/// [`repair`] one message at a time, so a stored session is repaired as it is read: only
+/// the calls of the latest assistant message are held.
+#[derive(Debug, Default)]
+pub struct Repairer {
+    /// The calls of the latest assistant message still waiting for their result.
+    open: Vec<(String, String)>,
+    /// Fixes made so far.
+    pub fixes: usize,
+}
+
+impl Repairer {
+    /// Takes the next stored message; hands `out` what follows from it, in order.
+    pub fn push(&mut self, stored: Stored, out: &mut dyn FnMut(Stored)) {
+        match &stored.message {
+            Message::Tool { tool_call_id, .. } => {
+                match self.open.iter().position(|(_, id)| id == tool_call_id) {
+                    Some(i) => {
+                        self.open.remove(i);
+                        out(stored);
+                    }
+                    None => self.fixes += 1,
+                }
+            }
+            Message::Assistant { tool_calls, .. } => {
+                self.close(out);
+                self.open = tool_calls
+                    .iter()
+                    .map(|c| (stored.run_id.clone(), c.id.clone()))
+                    .collect();
+                out(stored);
+            }
+            Message::System { .. } | Message::User { .. } => {
+                self.close(out);
+                out(stored);
+            }
+        }
+    }
+
+    /// The end of the messages: calls still open get their synthetic result.
+    pub fn finish(&mut self, out: &mut dyn FnMut(Stored)) {
+        self.close(out);
+    }
+
+    fn close(&mut self, out: &mut dyn FnMut(Stored)) {
+        for (run_id, id) in self.open.drain(..) {
+            self.fixes += 1;
+            out(Stored {
                 run_id,
                 message: Message::Tool {
                     tool_call_id: id,
@@ -51,34 +82,7 @@ pub fn repair(messages: Vec<Stored>) -> (Vec<Stored>, usize) {
                 },
             });
         }
-    };
-    for stored in messages {
-        match &stored.message {
-            Message::Tool { tool_call_id, .. } => {
-                match open.iter().position(|(_, id)| id == tool_call_id) {
-                    Some(i) => {
-                        open.remove(i);
-                        out.push(stored);
-                    }
-                    None => fixes += 1,
-                }
-            }
-            Message::Assistant { tool_calls, .. } => {
-                close(&mut out, &mut open, &mut fixes);
-                open = tool_calls
-                    .iter()
-                    .map(|c| (stored.run_id.clone(), c.id.clone()))
-                    .collect();
-                out.push(stored);
-            }
-            Message::System { .. } | Message::User { .. } => {
-                close(&mut out, &mut open, &mut fixes);
-                out.push(stored);
-            }
-        }
     }
-    close(&mut out, &mut open, &mut fixes);
-    (out, fixes)
 }
 
 /// Estimated tokens of a message: its JSON bytes / 4 (no tokenizer for every model; the
@@ -109,50 +113,176 @@ pub fn dropped_note(n: usize) -> String {
 /// then the oldest rounds are dropped whole, so no tool call loses its result, and a note
 /// marks the place.
 pub fn trim(messages: &[Stored], max_tokens: u64) -> Trimmed {
-    let all: Vec<Message> = messages.iter().map(|m| m.message.clone()).collect();
-    let total: u64 = all.iter().map(tokens).sum();
-    if total <= max_tokens || all.len() < 2 {
-        return Trimmed {
-            messages: all,
-            tokens: total,
-            rounds_dropped: 0,
-        };
+    let mut window = Window::new(max_tokens, 0);
+    for m in messages {
+        window.push(m.clone());
     }
-    // Rounds after the first message: each starts at an assistant or a user message.
-    let mut starts: Vec<usize> = (1..all.len())
-        .filter(|&i| !matches!(all[i], Message::Tool { .. }))
-        .collect();
-    starts.push(all.len());
-    let first = tokens(&all[0]);
-    let mut kept_from = starts.len() - 1;
-    let mut budget = max_tokens.saturating_sub(
-        first
-            + tokens(&Message::User {
-                content: dropped_note(starts.len()),
-            }),
-    );
-    // Walk back from the newest round while whole rounds fit.
-    while kept_from > 0 {
-        let (a, b) = (starts[kept_from - 1], starts[kept_from]);
-        let cost: u64 = all[a..b].iter().map(tokens).sum();
-        if cost > budget {
-            break;
+    window.finish().0
+}
+
+/// [`trim`] one message at a time: the first message and a window of the newest whole
+/// rounds that could still be kept, so what is held depends on the cap, not on how long
+/// the stored conversation is. `before` rounds were dropped by earlier runs (the file's
+/// header says how many); the note counts them too.
+#[derive(Debug)]
+pub struct Window {
+    max: u64,
+    before: usize,
+    first: Option<(Stored, u64)>,
+    /// Whole rounds that may still be kept, oldest first, and their tokens.
+    rounds: std::collections::VecDeque<Round>,
+    held: u64,
+    /// The round being read: its messages (emptied once it cannot fit) and tokens.
+    current: Option<Round>,
+    /// Every round seen and every token seen (the first message included).
+    seen_rounds: usize,
+    seen_tokens: u64,
+}
+
+#[derive(Debug, Default)]
+struct Round {
+    messages: Vec<Stored>,
+    tokens: u64,
+    over: bool,
+}
+
+impl Window {
+    /// An empty window for a cap of `max_tokens`, after `before` rounds dropped earlier.
+    pub fn new(max_tokens: u64, before: usize) -> Window {
+        Window {
+            max: max_tokens,
+            before,
+            first: None,
+            rounds: Default::default(),
+            held: 0,
+            current: None,
+            seen_rounds: 0,
+            seen_tokens: 0,
         }
-        budget -= cost;
-        kept_from -= 1;
     }
-    let dropped = kept_from;
-    let mut out = vec![all[0].clone()];
-    if dropped > 0 {
-        out.push(Message::User {
-            content: dropped_note(dropped),
-        });
+
+    /// What the rounds may hold at most: the cap less the first message.
+    fn room(&self) -> u64 {
+        self.max
+            .saturating_sub(self.first.as_ref().map_or(0, |(_, t)| *t))
     }
-    out.extend_from_slice(&all[starts[kept_from]..]);
-    Trimmed {
-        tokens: out.iter().map(tokens).sum(),
-        messages: out,
-        rounds_dropped: dropped,
+
+    /// Takes the next (repaired) message. A round starts at each message that is not a tool
+    /// result.
+    pub fn push(&mut self, stored: Stored) {
+        let t = tokens(&stored.message);
+        self.seen_tokens += t;
+        if self.first.is_none() {
+            self.first = Some((stored, t));
+            return;
+        }
+        if self.current.is_none() || !matches!(stored.message, Message::Tool { .. }) {
+            self.close();
+            self.seen_rounds += 1;
+            self.current = Some(Round::default());
+        }
+        let room = self.room();
+        if let Some(round) = self.current.as_mut() {
+            round.tokens += t;
+            if round.tokens > room {
+                // It can never be kept whole: count it, hold none of it.
+                round.over = true;
+                round.messages = Vec::new();
+            } else {
+                round.messages.push(stored);
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        let Some(round) = self.current.take() else {
+            return;
+        };
+        if round.over {
+            self.rounds.clear();
+            self.held = 0;
+            return;
+        }
+        self.held += round.tokens;
+        self.rounds.push_back(round);
+        let room = self.room();
+        while self.held > room {
+            let Some(old) = self.rounds.pop_front() else {
+                break;
+            };
+            self.held -= old.tokens;
+        }
+    }
+
+    /// The history to send, and the messages to keep (the first and the kept rounds,
+    /// without the note, which is rebuilt from the count).
+    pub fn finish(mut self) -> (Trimmed, Vec<Stored>) {
+        self.close();
+        let Some((first, first_tokens)) = self.first else {
+            return (
+                Trimmed {
+                    messages: Vec::new(),
+                    tokens: 0,
+                    rounds_dropped: self.before,
+                },
+                Vec::new(),
+            );
+        };
+        let note_tokens = |n: usize| {
+            tokens(&Message::User {
+                content: dropped_note(n),
+            })
+        };
+        let held_rounds = self.rounds.len();
+        let all_fit = held_rounds == self.seen_rounds
+            && self.seen_tokens
+                + if self.before > 0 {
+                    note_tokens(self.before)
+                } else {
+                    0
+                }
+                <= self.max;
+        let keep = if all_fit {
+            held_rounds
+        } else {
+            // Walk back from the newest round while whole rounds fit.
+            let mut budget = self
+                .max
+                .saturating_sub(first_tokens + note_tokens(self.before + self.seen_rounds + 1));
+            let mut keep = 0;
+            for round in self.rounds.iter().rev() {
+                if round.tokens > budget {
+                    break;
+                }
+                budget -= round.tokens;
+                keep += 1;
+            }
+            keep
+        };
+        let dropped = self.before + self.seen_rounds - keep;
+        let mut kept = vec![first];
+        kept.extend(
+            self.rounds
+                .into_iter()
+                .skip(held_rounds - keep)
+                .flat_map(|r| r.messages),
+        );
+        let mut messages: Vec<Message> = Vec::with_capacity(kept.len() + 1);
+        messages.push(kept[0].message.clone());
+        if dropped > 0 {
+            messages.push(Message::User {
+                content: dropped_note(dropped),
+            });
+        }
+        messages.extend(kept[1..].iter().map(|m| m.message.clone()));
+        (
+            Trimmed {
+                tokens: messages.iter().map(tokens).sum(),
+                messages,
+                rounds_dropped: dropped,
+            },
+            kept,
+        )
     }
 }
 
@@ -309,12 +439,97 @@ mod tests {
         assert!(t.tokens <= 250, "{}", t.tokens);
     }
 
+    /// The rule as it was before trimming was streamed: everything in memory, then walk
+    /// back from the newest round while whole rounds fit.
+    fn whole_trim(messages: &[Stored], max_tokens: u64) -> Trimmed {
+        let all: Vec<Message> = messages.iter().map(|m| m.message.clone()).collect();
+        let total: u64 = all.iter().map(tokens).sum();
+        if total <= max_tokens || all.len() < 2 {
+            return Trimmed {
+                messages: all,
+                tokens: total,
+                rounds_dropped: 0,
+            };
+        }
+        let mut starts: Vec<usize> = (1..all.len())
+            .filter(|&i| !matches!(all[i], Message::Tool { .. }))
+            .collect();
+        starts.push(all.len());
+        let note = |n| {
+            tokens(&Message::User {
+                content: dropped_note(n),
+            })
+        };
+        let mut budget = max_tokens.saturating_sub(tokens(&all[0]) + note(starts.len()));
+        let mut kept_from = starts.len() - 1;
+        while kept_from > 0 {
+            let cost: u64 = all[starts[kept_from - 1]..starts[kept_from]]
+                .iter()
+                .map(tokens)
+                .sum();
+            if cost > budget {
+                break;
+            }
+            budget -= cost;
+            kept_from -= 1;
+        }
+        let mut out = vec![all[0].clone()];
+        if kept_from > 0 {
+            out.push(Message::User {
+                content: dropped_note(kept_from),
+            });
+        }
+        out.extend_from_slice(&all[starts[kept_from]..]);
+        Trimmed {
+            tokens: out.iter().map(tokens).sum(),
+            messages: out,
+            rounds_dropped: kept_from,
+        }
+    }
+
+    #[test]
+    fn the_streamed_window_keeps_what_the_whole_list_would() {
+        // A small deterministic generator: rounds of notes and of calls with 0-3 results
+        // of varied sizes, some far over the cap.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for case in 0..80 {
+            let mut messages = vec![user("r", &"t".repeat(next(300) as usize))];
+            for i in 0..next(60) {
+                if next(3) == 0 {
+                    messages.push(user("r", &"n".repeat(next(900) as usize)));
+                    continue;
+                }
+                let ids: Vec<String> = (0..next(4)).map(|j| format!("c{i}-{j}")).collect();
+                let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+                messages.push(call("r", &refs));
+                for id in &ids {
+                    let size = if next(10) == 0 { 6000 } else { next(700) };
+                    messages.push(result("r", id, &"x".repeat(size as usize)));
+                }
+            }
+            for max in [1000, 1500, 4000, 100_000] {
+                assert_eq!(
+                    trim(&messages, max),
+                    whole_trim(&messages, max),
+                    "case {case}, cap {max}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn a_run_opens_with_the_news_or_not_at_all() {
         let mut s = Session {
             key: "k".into(),
             runs: vec![record("r1", "needs_input")],
             messages: vec![],
+            rounds_dropped: 0,
         };
         assert_eq!(
             opening(&s, None, false),
@@ -338,15 +553,7 @@ mod tests {
     }
 
     #[test]
-    fn resume_cuts_after_the_run() {
-        let s = Session {
-            key: "k".into(),
-            runs: vec![record("r1", "completed"), record("r2", "completed")],
-            messages: vec![user("r1", "a"), user("r2", "b")],
-        };
-        let cut = upto(&s, "r1").unwrap();
-        assert_eq!((cut.runs.len(), cut.messages.len()), (1, 1));
-        assert!(upto(&s, "nope").is_none());
+    fn fingerprints_are_stable() {
         assert_eq!(fingerprint(""), "cbf29ce484222325");
         assert_ne!(fingerprint("a"), fingerprint("b"));
     }

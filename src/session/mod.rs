@@ -6,15 +6,18 @@
 //!
 //! A session that cannot be read is never an error: the run starts fresh and says why in
 //! the REPORT. The only error is `--resume` naming a run the session does not have.
-//! The format is [`file`] (PURE), the decisions [`history`] (PURE), the I/O [`store`].
+//! The format is [`file`] (PURE), the decisions [`history`] (PURE), the streaming read
+//! [`load`] (PURE), the I/O [`store`]. What is held and what is written is bounded by the
+//! cap: the first message, the newest whole rounds that fit, and every run's record.
 
 pub mod file;
 pub mod history;
+pub mod load;
 pub mod store;
 
 use std::path::PathBuf;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use serde::Serialize;
 use tracing::{info, warn};
 
@@ -91,8 +94,11 @@ pub struct Opened {
     pub place: Place,
     /// The local file.
     pub local: PathBuf,
-    /// The stored session, repaired (cut at the run for `--resume`); empty when fresh.
+    /// The stored session, repaired (cut at the run for `--resume`), with the messages
+    /// kept under the cap; empty when fresh.
     pub stored: Session,
+    /// `[session].max_history_tokens`, which also bounds what is saved.
+    pub cap: u64,
     /// The history to send, trimmed to the cap.
     pub history: Vec<Message>,
     /// The message that opens this run, or no model call at all.
@@ -211,6 +217,7 @@ pub async fn open(
             key: key.clone(),
             ..Session::default()
         },
+        cap: cfg.session.max_history_tokens,
         history: Vec::new(),
         opening: Opening::Send(task.prompt.clone()),
         info: SessionInfo {
@@ -227,38 +234,37 @@ pub async fn open(
     if want.fresh {
         return Ok(Some(fresh("--fresh".into())));
     }
-    let (bytes, from) = match load(cfg, place, &local, want.issue, redmine).await {
-        Ok(found) => found,
-        Err(e) => {
-            let reason = format!("the stored session cannot be read: {e:#}");
+    let limits = load::LIMITS;
+    let cap = cfg.session.max_history_tokens;
+    let decoder = load::Decoder::new(&key, cap, want.resume, limits);
+    let (loaded, from) = match read(cfg, place, &local, want.issue, redmine, decoder).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return fresh_or_resume(want.resume, fresh("no stored session".into())),
+        Err(Unreadable { from: None, error }) => {
+            let reason = format!("the stored session cannot be read: {error:#}");
             return fresh_or_resume(want.resume, fresh(reason));
         }
-    };
-    let Some(bytes) = bytes else {
-        return fresh_or_resume(want.resume, fresh("no stored session".into()));
-    };
-    let session = match file::decode(&bytes, &key) {
-        Ok(s) => s,
-        Err(e) => {
-            let reason = format!("the stored session ({from}) cannot be read: {e:#}");
+        Err(Unreadable {
+            from: Some(from),
+            error,
+        }) => {
+            let reason = format!("the stored session ({from}) cannot be read: {error:#}");
             warn!("session {key}: {reason}; starting fresh");
             return fresh_or_resume(want.resume, fresh(reason));
         }
     };
-    let session = match want.resume {
-        None => session,
-        Some(run) => history::upto(&session, run)
-            .ok_or_else(|| anyhow!("--resume {run}: the session {key} has no run {run}"))?,
-    };
-    let (messages, repaired) = history::repair(session.messages);
+    if let Some(run) = want.resume {
+        if loaded.session.runs.last().map(|r| r.run_id.as_str()) != Some(run) {
+            return Err(anyhow!(
+                "--resume {run}: the session {key} has no run {run}"
+            ));
+        }
+    }
+    let repaired = loaded.repaired;
     if repaired > 0 {
         info!("session {key}: {repaired} tool call(s) of an interrupted run given a result");
     }
-    let stored = Session {
-        messages,
-        ..session
-    };
-    let trimmed = history::trim(&stored.messages, cfg.session.max_history_tokens);
+    let (stored, trimmed) = (loaded.session, loaded.history);
     let known: Vec<String> = stored.runs.iter().map(|r| r.run_id.clone()).collect();
     let seen = stored.runs.last().and_then(|r| r.seen_journal);
     let opening = history::opening(&stored, (want.news)(seen, &known), want.resume.is_some());
@@ -284,6 +290,7 @@ pub async fn open(
             fresh_reason: None,
         },
         stored,
+        cap,
         history: trimmed.messages,
         opening,
     }))
@@ -301,29 +308,70 @@ fn fresh_or_resume(resume: Option<&str>, opened: Opened) -> Result<Option<Opened
     }
 }
 
-/// The stored bytes and where they came from; `None` when there is no session.
-async fn load(
+/// Why a stored session was not read, and from where (`None`: it was not reached).
+struct Unreadable {
+    from: Option<String>,
+    error: anyhow::Error,
+}
+
+/// Streams the stored session through `decoder`; `None` when there is no session.
+async fn read(
     cfg: &Config,
     place: Place,
     local: &std::path::Path,
     issue: Option<&Issue>,
     redmine: Option<&RedmineClient>,
-) -> Result<(Option<Vec<u8>>, String)> {
+    mut decoder: load::Decoder,
+) -> Result<Option<(load::Loaded, String)>, Unreadable> {
     if let (Place::Redmine { local_fallback }, Some(issue), Some(client)) = (place, issue, redmine)
     {
         if let Some(att) = store::latest_attachment(issue, &cfg.vertical) {
             let from = format!("attachment {} of issue #{}", att.filename, issue.id);
-            let bytes = store::download(client, att, cfg.session.max_attachment_bytes)
-                .await
-                .map_err(|e| anyhow!("{from}: {e:#}"))?;
-            return Ok((Some(bytes), from));
+            let max = cfg.session.max_attachment_bytes;
+            let mut feed = |bytes: &[u8]| decoder.feed(bytes);
+            let got = store::download_into(client, att, max, &mut feed).await;
+            let unreadable = |error: anyhow::Error| Unreadable {
+                from: Some(from.clone()),
+                error,
+            };
+            return match got {
+                Ok(()) => decoder
+                    .finish()
+                    .map(|l| Some((l, from.clone())))
+                    .map_err(unreadable),
+                Err(e) => Err(unreadable(e)),
+            };
         }
         if !local_fallback {
-            return Ok((None, String::new()));
+            return Ok(None);
         }
     }
-    let bytes = store::read_local(local)?;
-    Ok((bytes, local.display().to_string()))
+    let from = local.display().to_string();
+    let unreadable = |from: Option<&String>, error| Unreadable {
+        from: from.cloned(),
+        error,
+    };
+    let Some(mut file) = store::open_local(local).map_err(|e| unreadable(None, e))? else {
+        return Ok(None);
+    };
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        use std::io::Read;
+        let n = file
+            .read(&mut chunk)
+            .with_context(|| format!("cannot read {from}"))
+            .map_err(|e| unreadable(None, e))?;
+        if n == 0 {
+            break;
+        }
+        decoder
+            .feed(&chunk[..n])
+            .map_err(|e| unreadable(Some(&from), e))?;
+    }
+    match decoder.finish() {
+        Ok(l) => Ok(Some((l, from))),
+        Err(e) => Err(unreadable(Some(&from), e)),
+    }
 }
 
 /// The session file to attach to the REPORT note of run `run_id`, as (name, bytes): only
@@ -368,20 +416,36 @@ pub fn for_retry(cfg: &Config, task_id: &str, run_id: &str) -> Option<(String, V
 }
 
 /// Appends this run (its record and the messages it added, secrets masked) to the opened
-/// session, writes the local file and returns the file's bytes.
+/// session, writes the local file and returns the file's bytes. What is written is what the
+/// next run can use: the first message and the newest whole rounds within the cap (the
+/// count of rounds dropped in the header), and every run's record, each bounded.
 pub fn save(
     opened: &Opened,
     record: RunRecord,
     added: &[Message],
     redactor: &Redactor,
 ) -> Result<Vec<u8>> {
-    let mut session = opened.stored.clone();
+    let stored = &opened.stored;
     let run_id = record.run_id.clone();
-    session.runs.push(record);
-    session.messages.extend(added.iter().map(|m| Stored {
-        run_id: run_id.clone(),
-        message: redact(m, redactor),
-    }));
+    let mut runs = stored.runs.clone();
+    runs.push(record.bounded());
+    let mut window = history::Window::new(opened.cap, stored.rounds_dropped);
+    for m in &stored.messages {
+        window.push(m.clone());
+    }
+    for m in added {
+        window.push(Stored {
+            run_id: run_id.clone(),
+            message: redact(m, redactor),
+        });
+    }
+    let (trimmed, messages) = window.finish();
+    let session = Session {
+        key: stored.key.clone(),
+        runs,
+        messages,
+        rounds_dropped: trimmed.rounds_dropped,
+    };
     let bytes = file::encode(&session)?;
     store::write_local(&opened.local, &bytes)?;
     Ok(bytes)

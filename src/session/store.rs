@@ -32,6 +32,29 @@ pub fn local_path(report_dir: &Path, vertical: &str, source: &str, task_id: &str
         .join(format!("{}.jsonl.gz", safe(task_id)))
 }
 
+/// The local session file, open for reading; `None` when there is none. Only a regular file:
+/// a FIFO or a device put there is refused at once, never waited on (O_NONBLOCK at open,
+/// then checked).
+pub fn open_local(path: &Path) -> Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path);
+    let file = match opened {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if !meta.is_file() {
+        anyhow::bail!("{} is not a regular file", path.display());
+    }
+    Ok(Some(file))
+}
+
 /// The local session file's bytes; `None` when there is none.
 pub fn read_local(path: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::read(path) {
@@ -72,13 +95,14 @@ pub fn latest_attachment<'a>(issue: &'a Issue, vertical: &str) -> Option<&'a Att
         .max_by_key(|a| a.id)
 }
 
-/// Downloads a session attachment (at most `max_bytes`).
-pub async fn download(
+/// Streams a session attachment (at most `max_bytes`) into `sink`, piece by piece.
+pub async fn download_into(
     client: &RedmineClient,
     attachment: &Attachment,
     max_bytes: u64,
-) -> Result<Vec<u8>> {
-    attachments::download(client, attachment.id, &attachment.filename, max_bytes).await
+    sink: &mut (dyn FnMut(&[u8]) -> Result<()> + Send),
+) -> Result<()> {
+    attachments::download_into(client, attachment.id, &attachment.filename, max_bytes, sink).await
 }
 
 #[cfg(test)]
@@ -111,5 +135,19 @@ mod tests {
         ];
         assert_eq!(latest_attachment(&issue, "v").map(|a| a.id), Some(5));
         assert_eq!(latest_attachment(&issue, "w").map(|a| a.id), None);
+    }
+
+    #[test]
+    fn a_fifo_or_a_directory_in_place_of_the_session_file_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("s.jsonl.gz");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = open_local(&fifo).unwrap_err().to_string();
+        assert!(err.contains("is not a regular file"), "{err}");
+        let err = open_local(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("is not a regular file"), "{err}");
+        assert!(open_local(&dir.path().join("none")).unwrap().is_none());
     }
 }

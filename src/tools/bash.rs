@@ -45,14 +45,20 @@ pub struct Finished {
 
 /// git settings every command gets (`GIT_CONFIG_*` are read by git before any repository's
 /// own config, which cannot undo them): no hooks, whatever a repository's config or a
-/// written `.git/hooks` says, and no implicit bare repository, so a git directory the model
-/// wrote below the work root cannot be used to run its hooks or aliases' helpers.
+/// written `.git/hooks` says; no implicit bare repository, so a git directory the model
+/// wrote below the work root cannot be used to run its hooks or aliases' helpers; no
+/// file-system monitor program (`core.fsmonitor`, which `git status` would run); and no
+/// `ext::` transport (a URL that is a command line), whatever a repository's config allows.
 const GIT_ENV: &[(&str, &str)] = &[
-    ("GIT_CONFIG_COUNT", "2"),
+    ("GIT_CONFIG_COUNT", "4"),
     ("GIT_CONFIG_KEY_0", "core.hooksPath"),
     ("GIT_CONFIG_VALUE_0", "/dev/null"),
     ("GIT_CONFIG_KEY_1", "safe.bareRepository"),
     ("GIT_CONFIG_VALUE_1", "explicit"),
+    ("GIT_CONFIG_KEY_2", "core.fsmonitor"),
+    ("GIT_CONFIG_VALUE_2", "false"),
+    ("GIT_CONFIG_KEY_3", "protocol.ext.allow"),
+    ("GIT_CONFIG_VALUE_3", "never"),
 ];
 
 /// The environment a command gets: the allow-list of `vars` and [`GIT_ENV`], nothing else.
@@ -437,8 +443,12 @@ mod tests {
                 "GIT_CONFIG_COUNT",
                 "GIT_CONFIG_KEY_0",
                 "GIT_CONFIG_KEY_1",
+                "GIT_CONFIG_KEY_2",
+                "GIT_CONFIG_KEY_3",
                 "GIT_CONFIG_VALUE_0",
                 "GIT_CONFIG_VALUE_1",
+                "GIT_CONFIG_VALUE_2",
+                "GIT_CONFIG_VALUE_3",
                 "HOME",
                 "LC_ALL",
                 "PATH"
@@ -538,5 +548,34 @@ mod tests {
         assert!(!dir.path().join("hooked").exists(), "the hook ran: {out}");
         // Implicit use of the bare repository is refused (git exits 128).
         assert!(out.trim_end().ends_with("128"), "{out}");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_repository_config_cannot_make_git_run_a_monitor_or_an_ext_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let setup = "git init -q . && printf '#!/bin/sh\\ntouch monitored\\n' > mon.sh \
+            && chmod +x mon.sh && git config core.fsmonitor \"$PWD/mon.sh\" \
+            && git config protocol.ext.allow always && echo x > f";
+        let done = run_in(setup, dir.path(), Duration::from_secs(30), 10_000).await;
+        assert_eq!(
+            done.ending,
+            Ending::Exited(0),
+            "{:?}",
+            done.output.render(&Redactor::default())
+        );
+        let status = run_in(
+            "git status --short; git ls-remote 'ext::sh -c touch% extran' 2>&1; true",
+            dir.path(),
+            Duration::from_secs(30),
+            10_000,
+        )
+        .await;
+        let out = status.output.render(&Redactor::default());
+        assert!(out.contains("?? f"), "{out}");
+        assert!(
+            !dir.path().join("monitored").exists(),
+            "fsmonitor ran: {out}"
+        );
+        assert!(!dir.path().join("extran").exists(), "ext:: ran: {out}");
     }
 }

@@ -9,16 +9,21 @@
 //! TMPDIR, the write roots and `read_roots`, by default the system's program dirs), never to
 //! the config, the key files or the report dir. Writes are allowed only beneath the write
 //! roots (the work root, the run's private temp dir, `[tools.bash].write_roots`) and to
-//! `/dev/null`. With `network = false`, TCP connect and bind are denied (Landlock ABI 4+),
+//! `/dev/null`, never to the config, the report dir or a cassette inside them ([`protect`]:
+//! read-only mounts in the command's own namespaces). With `network = false`, TCP connect and bind are denied (Landlock ABI 4+),
 //! connecting to abstract Unix sockets made outside the sandbox too (ABI 6+), and no socket
-//! but a Unix one can be created at all ([`seccomp`]). Signals to processes outside the
-//! sandbox are denied (ABI 6+). When the allow list names programs, execution is confined
+//! but a Unix one can be created at all ([`seccomp`]); a Unix one connects only to the
+//! sockets `unix_sockets` names ([`unix`]: Landlock ABI 9+, else a seccomp supervisor).
+//! Signals to processes outside the sandbox are denied (ABI 6+). When the allow list names
+//! programs, execution is confined
 //! too ([`exec`]: Landlock EXECUTE, ABI 1): only bash, the allowed programs, their helpers,
 //! the dynamic loader and `exec_roots` can be executed.
 
 pub mod exec;
+pub mod protect;
 pub mod reads;
 pub mod seccomp;
+pub mod unix;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
@@ -97,13 +102,39 @@ impl Status {
     pub fn plan_line_with_reads(&self, bash: &BashConfig, work_root: &Path) -> String {
         let line = self.plan_line(bash.write_roots.len());
         match (self, reads::read_set(bash, work_root, None)) {
-            (Status::Landlock { .. }, Ok(set)) => format!(
-                "{line}; read set: {}; {}",
-                reads::summary(bash, &set.hidden),
-                exec_line(bash, work_root)
-            ),
+            (Status::Landlock { abi, .. }, Ok(set)) => {
+                let protected = match protected_writes(bash, work_root) {
+                    Ok(plan) if !plan.names.is_empty() => match probe(&plan) {
+                        Ok(()) => format!("; read-only for commands: {}", plan.names.join(", ")),
+                        Err(why) => format!(
+                            "; NOT protected from commands' writes ({why}): {}",
+                            plan.names.join(", ")
+                        ),
+                    },
+                    _ => String::new(),
+                };
+                format!(
+                    "{line}; read set: {}{protected}; {}; {}",
+                    reads::summary(bash, &set.hidden),
+                    exec_line(bash, work_root),
+                    sockets_line(bash, *abi)
+                )
+            }
             _ => line,
         }
+    }
+}
+
+/// Which Unix sockets a confined command may connect to and who holds it to them, in one
+/// line ([`unix`]), on a kernel of Landlock ABI `abi`. PURE.
+pub fn sockets_line(bash: &BashConfig, abi: i32) -> String {
+    let guard = unix::decide(bash.network, &bash.unix_sockets, abi);
+    let names: Vec<String> = bash.unix_sockets.iter().map(|n| n.to_string()).collect();
+    match guard {
+        unix::Guard::Landlock | unix::Guard::Supervisor => {
+            format!("unix sockets: {} ({})", guard.describe(), names.join(", "))
+        }
+        unix::Guard::Open | unix::Guard::None => format!("unix sockets: {}", guard.describe()),
     }
 }
 
@@ -111,7 +142,7 @@ impl Status {
 pub fn exec_line(bash: &BashConfig, work_root: &Path) -> String {
     match exec::unrestricted_reason(bash) {
         Some(why) => why.to_string(),
-        None => exec::exec_set(bash, work_root, &path_var())
+        None => exec::exec_set(bash, work_root, &path_var(), None)
             .map(|set| set.summary())
             .unwrap_or_default(),
     }
@@ -131,6 +162,51 @@ pub fn decide(mode: SandboxMode, kernel: Result<i32, String>, network: bool) -> 
             Ok(Status::Landlock { abi, network })
         }
     }
+}
+
+/// What the commands of a run in `work_root` must not change although it lies inside a write
+/// root (the private TMPDIR holds none of it), or why it cannot be protected.
+pub fn protected_writes(bash: &BashConfig, work_root: &Path) -> Result<protect::Plan, Vec<String>> {
+    let mut roots = vec![work_root.to_path_buf()];
+    roots.extend(bash.write_roots.iter().cloned());
+    protect::plan(&roots, &bash.never_read)
+}
+
+/// The `writes` entry of the preflight list: the protected paths inside a write root and how
+/// they are kept from commands, or why they cannot be (user namespaces unavailable: the
+/// mounts are probed in a forked child).
+pub fn writes_line(bash: &BashConfig, work_root: &Path) -> Result<String> {
+    let plan = protected_writes(bash, work_root).map_err(|p| anyhow!("{}", p.join("; ")))?;
+    let mut line = if plan.names.is_empty() {
+        "no protected path (config, report dir, cassette) lies inside a write root".to_string()
+    } else {
+        match probe(&plan) {
+            Ok(()) => format!(
+                "{}: inside a write root, read-only mounts for commands",
+                plan.names.join(", ")
+            ),
+            Err(why) => {
+                return Err(anyhow!(
+                    "commands could rewrite {}: they lie inside a write root and cannot be made read-only here (NOT protected: {why}; user namespaces unavailable?); move them out of work_root (report_dir, the config file, --record) or give commands a work tree of its own",
+                    plan.names.join(", ")
+                ))
+            }
+        }
+    };
+    if !plan.later.is_empty() {
+        line.push_str(&format!(
+            "; {} not there yet: harness writes it at the end of the run, replacing whatever a command put there",
+            plan.later.join(", ")
+        ));
+    }
+    Ok(line)
+}
+
+/// Whether `plan`'s mounts can be made here (a forked child tries), or why not.
+fn probe(plan: &protect::Plan) -> Result<(), String> {
+    protect::Mounts::prepare(plan)
+        .map_err(|e| e.to_string())
+        .and_then(|m| m.probe())
 }
 
 /// The PATH commands run with: the harness's own, or the default the scrubbed env gets.
@@ -172,6 +248,41 @@ pub struct Landlock {
     ruleset: Arc<OwnedFd>,
     /// With `network = false`: the socket filter's instructions as bytes; else empty.
     filter: Arc<Vec<u8>>,
+    /// When the config, the report dir or a cassette lies inside a write root: the
+    /// read-only mounts that keep commands from changing them ([`protect`]), as the spawner
+    /// receives them ([`protect::Mounts::to_bytes`]).
+    protect: Option<Arc<Vec<u8>>>,
+    /// With `network = false` and `unix_sockets`: how the names are held ([`unix`]).
+    unix: Option<UnixSockets>,
+}
+
+/// The run-wide half of [`unix::Guard::Landlock`] or [`unix::Guard::Supervisor`].
+#[derive(Debug, Clone)]
+enum UnixSockets {
+    Landlock(Arc<OwnedFd>),
+    Supervisor(Arc<unix::supervisor::Supervisor>),
+}
+
+/// What one command's child needs beyond the run's ruleset and filter: the Unix-socket
+/// step's descriptor (the `RESOLVE_UNIX` layer, or this command's end of the supervisor's
+/// socketpair) and the notifying program. Made in the harness per command; the descriptors
+/// travel to the spawner with the request.
+#[derive(Debug, Default)]
+pub struct CommandStep {
+    /// The `RESOLVE_UNIX` layer ([`unix::Guard::Landlock`]).
+    pub unix_layer: Option<Arc<OwnedFd>>,
+    /// This command's end of the supervisor's socketpair ([`unix::Guard::Supervisor`]).
+    pub listener_to: Option<unix::notify::ChildEnd>,
+}
+
+impl CommandStep {
+    /// The notifying program's bytes; empty without a supervisor.
+    pub fn notify(&self) -> Vec<u8> {
+        self.listener_to
+            .as_ref()
+            .map(|end| seccomp::filter_bytes(end.program()))
+            .unwrap_or_default()
+    }
 }
 
 impl Landlock {
@@ -199,12 +310,23 @@ impl Landlock {
     ) -> Result<Landlock> {
         let read_set = reads::read_set(bash, work_root, Some(tmp))
             .map_err(|problems| anyhow!("{}", problems.join("\n")))?;
+        let protect = protected_writes(bash, work_root)
+            .map_err(|problems| anyhow!("{}", problems.join("\n")))?;
+        let protect = if protect.is_empty() {
+            None
+        } else {
+            Some(Arc::new(
+                protect::Mounts::prepare(&protect)
+                    .context("cannot prepare the read-only mounts of the protected paths")?
+                    .to_bytes(),
+            ))
+        };
         let mut write_roots = vec![work_root.to_path_buf(), tmp.to_path_buf()];
         write_roots.extend(bash.write_roots.iter().cloned());
         let write = AccessFs::from_write(TARGET_ABI);
         let read = AccessFs::ReadFile | AccessFs::ReadDir;
         let exec_set = if confine_exec {
-            exec::exec_set(bash, work_root, &path_var())
+            exec::exec_set(bash, work_root, &path_var(), Some(tmp))
         } else {
             None
         };
@@ -283,9 +405,20 @@ impl Landlock {
         } else {
             seccomp::to_bytes(&seccomp::socket_filter(!bash.unix_sockets.is_empty())?)
         };
+        let unix = match unix::decide(bash.network, &bash.unix_sockets, kernel_abi().unwrap_or(0)) {
+            unix::Guard::Open | unix::Guard::None => None,
+            unix::Guard::Landlock => Some(UnixSockets::Landlock(Arc::new(
+                unix::resolve_unix_layer(&bash.unix_sockets)?,
+            ))),
+            unix::Guard::Supervisor => Some(UnixSockets::Supervisor(Arc::new(
+                unix::supervisor::Supervisor::start(bash.unix_sockets.clone())?,
+            ))),
+        };
         Ok(Landlock {
             ruleset: Arc::new(ruleset),
             filter: Arc::new(filter),
+            protect,
+            unix,
         })
     }
 
@@ -298,34 +431,78 @@ impl Landlock {
     pub fn filter(&self) -> &[u8] {
         &self.filter
     }
+
+    /// The read-only mounts as bytes ([`protect::Mounts::to_bytes`]); empty when none.
+    pub fn mounts(&self) -> &[u8] {
+        self.protect.as_ref().map_or(&[], |m| m.as_slice())
+    }
+
+    /// The per-command part of the confinement ([`CommandStep`]).
+    pub fn command_step(&self) -> std::io::Result<CommandStep> {
+        Ok(match &self.unix {
+            None => CommandStep::default(),
+            Some(UnixSockets::Landlock(fd)) => CommandStep {
+                unix_layer: Some(Arc::clone(fd)),
+                listener_to: None,
+            },
+            Some(UnixSockets::Supervisor(s)) => CommandStep {
+                unix_layer: None,
+                listener_to: Some(s.child_end()?),
+            },
+        })
+    }
+}
+
+/// A command's confinement as its child applies it, in raw values (descriptors, programs,
+/// prepared mounts): what [`apply_in_child`] does, in this order.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildConfinement<'a> {
+    /// The read-only mounts, first: Landlock forbids mounting afterwards.
+    pub mounts: Option<&'a protect::Mounts>,
+    /// The Landlock ruleset, or negative for none.
+    pub ruleset: i32,
+    /// The socket filter; empty for none.
+    pub filter: &'a [libc::sock_filter],
+    /// The `RESOLVE_UNIX` layer, or negative.
+    pub unix_layer: i32,
+    /// Where the notifying filter's listener goes, or negative.
+    pub listener_to: i32,
+    /// The notifying filter.
+    pub notify: &'a [libc::sock_filter],
 }
 
 /// The command's own confinement, applied by the child between fork and exec, after its
-/// process group, stdio and work dir are set: `PR_SET_NO_NEW_PRIVS`, the Landlock ruleset
-/// `ruleset` (a descriptor, or negative for none), the seccomp program `filter` (empty for
-/// none). This is the one place of the child-side sequence: every confinement step a command
-/// gets is added here. Returns the errno of the step that failed.
+/// process group, stdio and work dir are set: the read-only mounts ([`protect`]),
+/// `PR_SET_NO_NEW_PRIVS`, the Landlock ruleset, the seccomp socket filter, then the Unix
+/// socket step ([`unix::apply_raw`]). This is the one place of the child-side sequence:
+/// every confinement step a command gets is added here. Returns the errno of the step that
+/// failed.
 ///
 /// # Safety
-/// Only in a freshly forked child: it makes raw system calls and nothing else (no allocation,
-/// no lock), so it is async-signal-safe.
-pub unsafe fn apply_in_child(ruleset: i32, filter: &[libc::sock_filter]) -> Result<(), i32> {
-    if ruleset < 0 && filter.is_empty() {
+/// Only in a freshly forked or cloned child: it makes raw system calls and nothing else (no
+/// allocation, no lock), so it is async-signal-safe.
+pub unsafe fn apply_in_child(c: &ChildConfinement<'_>) -> Result<(), i32> {
+    if let Some(mounts) = c.mounts {
+        mounts
+            .apply_in_child()
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EPERM))?;
+    }
+    if c.ruleset < 0 && c.filter.is_empty() {
         return Ok(());
     }
     if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
         return Err(errno());
     }
-    if ruleset >= 0 {
+    if c.ruleset >= 0 {
         let flags: libc::c_uint = 0;
-        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, flags) != 0 {
+        if libc::syscall(libc::SYS_landlock_restrict_self, c.ruleset, flags) != 0 {
             return Err(errno());
         }
     }
-    if !filter.is_empty() {
-        seccomp::install(filter)?;
+    if !c.filter.is_empty() {
+        seccomp::install(c.filter)?;
     }
-    Ok(())
+    unix::apply_raw(c.unix_layer, c.listener_to, c.notify)
 }
 
 /// The calling thread's errno (async-signal-safe).
@@ -379,6 +556,28 @@ mod tests {
         );
         assert_eq!(Status::Off.describe(), "off");
         assert_eq!(Status::Unavailable.describe(), "unavailable");
+        let mut bash = crate::config::parse(
+            "vertical = \"t\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n",
+            Path::new("/nonexistent/harness.toml"),
+        )
+        .unwrap()
+        .bash;
+        assert_eq!(sockets_line(&bash, 7), "unix sockets: none");
+        bash.unix_sockets = vec![
+            crate::config::SocketName::Path("/run/a.sock".into()),
+            crate::config::SocketName::Abstract("r".into()),
+        ];
+        assert_eq!(
+            sockets_line(&bash, 7),
+            "unix sockets: named only, by a seccomp supervisor (/run/a.sock, @r)"
+        );
+        bash.unix_sockets.pop();
+        assert_eq!(
+            sockets_line(&bash, 9),
+            "unix sockets: named only, by the kernel (Landlock) (/run/a.sock)"
+        );
+        bash.network = true;
+        assert_eq!(sockets_line(&bash, 9), "unix sockets: any (network = true)");
         assert_eq!(
             Status::Landlock { abi: 7, network: false }.plan_line(1),
             "landlock (ABI 7): reads only under work_root, a private TMPDIR and read_roots (never the config, key files or reports); writes only under work_root, 1 write_roots entry and a private TMPDIR; network denied (no socket but a Unix one)"

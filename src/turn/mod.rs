@@ -146,6 +146,8 @@ impl BudgetStop {
 pub struct Limits {
     /// Max LLM round trips.
     pub max_rounds: u32,
+    /// Tool calls run per reply (0: no limit, for tests that build limits by hand).
+    pub max_tool_calls: u32,
     /// `[budget]`.
     pub budget: BudgetConfig,
     /// Per concrete model, for replies whose cost the endpoint does not report.
@@ -348,9 +350,16 @@ async fn run_on(
         let calls = reply.tool_calls.len();
         match step::after_reply(shape, calls, turn.reply.is_some(), nudged) {
             step::Next::RunTools => {
-                let handled =
-                    round::run_tools(bash, &reply.tool_calls, shape, interrupt, round, events)
-                        .await;
+                let handled = round::run_tools(
+                    bash,
+                    &reply.tool_calls,
+                    shape,
+                    interrupt,
+                    round,
+                    events,
+                    limits.max_tool_calls,
+                )
+                .await;
                 for (call, run) in reply.tool_calls.iter().zip(handled.runs) {
                     messages.push(Message::Tool {
                         tool_call_id: call.id.clone(),
@@ -477,6 +486,7 @@ mod tests {
     fn limits(max_rounds: u32, budget: BudgetConfig) -> Limits {
         Limits {
             max_rounds,
+            max_tool_calls: 0,
             budget,
             prices: BTreeMap::new(),
             check: None,

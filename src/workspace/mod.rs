@@ -31,6 +31,10 @@ pub struct Workspace {
     pub repo: PathBuf,
     /// Whether the branch already existed (a later run on the same task).
     pub continued: bool,
+    /// The worktree's git directory inside the repository, checked when opened: harness's
+    /// own git names it, never reading the worktree's `.git` file again, which commands
+    /// can rewrite to point at a git directory (and a config) of their own.
+    git_dir: PathBuf,
 }
 
 /// What the REPORT's `workspace:` says.
@@ -111,16 +115,19 @@ pub fn open(
         .with_context(|| format!("cannot create work_root {}", work_root.display()))?;
     let path = work_root.join(name::worktree_dir(&branch));
     let continued = has_branch(&cfg.repo, &branch)?;
-    let ws = Workspace {
+    let mut ws = Workspace {
         path: path.clone(),
         branch: branch.clone(),
         base: cfg.base.clone(),
         push: cfg.push.clone(),
         repo: cfg.repo.clone(),
         continued,
+        git_dir: PathBuf::new(),
     };
     if path.exists() {
-        let head = run(&path, &["rev-parse", "--abbrev-ref", "HEAD"])
+        ws.git_dir = worktree_git_dir(&cfg.repo, &path)?;
+        let head = ws
+            .run(&["rev-parse", "--abbrev-ref", "HEAD"])
             .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
         if head.trim() != branch {
             bail!(
@@ -153,6 +160,7 @@ pub fn open(
             ],
         )?;
     }
+    ws.git_dir = worktree_git_dir(&cfg.repo, &path)?;
     info!(
         "workspace: {} on {branch} ({})",
         path.display(),
@@ -165,7 +173,67 @@ pub fn open(
     Ok(ws)
 }
 
+/// The git directory of the worktree at `wt`, read from its `.git` file and required to lie
+/// in the repository's `worktrees/` directory (a reused worktree's `.git` was writable by the
+/// commands of earlier runs).
+fn worktree_git_dir(repo: &Path, wt: &Path) -> Result<PathBuf> {
+    let common = run(
+        repo,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )?;
+    let worktrees = std::fs::canonicalize(Path::new(common.trim()).join("worktrees"))
+        .with_context(|| format!("cannot resolve the worktrees of {}", repo.display()))?;
+    let dot_git = wt.join(".git");
+    let text = crate::bounded::read_text(&dot_git, 4096)
+        .with_context(|| format!("cannot read {}", dot_git.display()))?;
+    let pointer = text
+        .trim_end()
+        .strip_prefix("gitdir: ")
+        .ok_or_else(|| anyhow::anyhow!("{} is not a worktree's .git file", dot_git.display()))?;
+    let dir = std::fs::canonicalize(wt.join(pointer)).with_context(|| {
+        format!(
+            "{} points to {pointer}, which is missing",
+            dot_git.display()
+        )
+    })?;
+    if dir.parent() != Some(worktrees.as_path()) {
+        bail!(
+            "{} points to {}, not into {}: refusing to run git there",
+            dot_git.display(),
+            dir.display(),
+            worktrees.display()
+        );
+    }
+    Ok(dir)
+}
+
 impl Workspace {
+    /// Runs harness's own git in the worktree with its checked git directory.
+    fn run(&self, args: &[&str]) -> Result<String> {
+        let all = self.pinned(args);
+        run(
+            &self.path,
+            &all.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+    }
+
+    fn output(&self, args: &[&str]) -> Result<git::Output> {
+        let all = self.pinned(args);
+        git::output(
+            &self.path,
+            &all.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+    }
+
+    fn pinned(&self, args: &[&str]) -> Vec<String> {
+        let mut all = vec![
+            format!("--git-dir={}", self.git_dir.display()),
+            format!("--work-tree={}", self.path.display()),
+        ];
+        all.extend(args.iter().map(|a| a.to_string()));
+        all
+    }
+
     /// After the turn: commits what changed, writes the branch's patch against `base` to
     /// `patch_path`, pushes when configured. Never fails: a step that fails stops the rest and
     /// is in the record's `error` with the command that retries it.
@@ -211,24 +279,25 @@ impl Workspace {
             wt.display(),
             wt.display()
         );
-        retry(run(wt, &["add", "-A"]), &retry_commit)?;
-        let changed = !git::output(wt, &["diff", "--cached", "--quiet"])?
+        retry(self.run(&["add", "-A"]), &retry_commit)?;
+        let changed = !self
+            .output(&["diff", "--cached", "--quiet"])?
             .status
             .success();
         if changed {
             let message = commit_message(subject, run_id);
-            let committed = run(wt, &["commit", "--no-verify", "--quiet", "-m", &message]);
+            let committed = self.run(&["commit", "--no-verify", "--quiet", "-m", &message]);
             retry(committed, &retry_commit)?;
             record.committed = true;
         }
-        record.commit = Some(run(wt, &["rev-parse", "HEAD"])?.trim().to_string());
+        record.commit = Some(self.run(&["rev-parse", "HEAD"])?.trim().to_string());
         let range = format!("refs/heads/{}...HEAD", self.base);
         let retry_patch = format!(
             "git -C {} diff --binary {range} > {}",
             wt.display(),
             patch_path.display()
         );
-        let patch = retry(run(wt, &["diff", "--binary", &range]), &retry_patch)?;
+        let patch = retry(self.run(&["diff", "--binary", &range]), &retry_patch)?;
         if !patch.is_empty() {
             let dir = patch_path.parent().unwrap_or(Path::new("."));
             let name = patch_path
@@ -240,7 +309,7 @@ impl Workspace {
         }
         if let Some(remote) = &self.push {
             let refspec = format!("refs/heads/{b}:refs/heads/{b}", b = self.branch);
-            let pushed = run(wt, &["push", "--quiet", "--", remote, &refspec]);
+            let pushed = self.run(&["push", "--quiet", "--", remote, &refspec]);
             let again = format!("git -C {} push {remote} {refspec}", wt.display());
             retry(pushed, &again)?;
             record.pushed = true;

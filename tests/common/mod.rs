@@ -3,6 +3,7 @@
 //! `harness` binary that never gives it stdin.
 #![allow(dead_code)]
 
+pub mod redmine;
 pub mod runs;
 pub mod stream;
 
@@ -319,6 +320,14 @@ pub fn tool_results(body: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// Runs `harness once --demo` in `ws` (it must exit 0) and returns the tool results the
+/// model saw last.
+pub fn once_tool_results(ws: &Workspace, llm: &Llm) -> Vec<String> {
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    tool_results(llm.chat_bodies().last().unwrap())
+}
+
 /// Script steps.
 pub fn tool_call(id: &str, command: &str) -> Value {
     serde_json::json!({"type": "tool_call", "id": id, "command": command})
@@ -410,7 +419,7 @@ pub fn sandbox_plan_line() -> String {
     .unwrap();
     match status {
         sandbox::Status::Landlock { .. } => format!(
-            "{}; read set: work_root, a private TMPDIR, @system; exec only bash, cat, echo, env, ls, printf, pwd, wc (+ their dynamic loader)",
+            "{}; read set: work_root, a private TMPDIR, @system; exec only bash, cat, echo, env, ls, printf, pwd, wc (+ their dynamic loader); unix sockets: none",
             status.plan_line(0)
         ),
         _ => status.plan_line(0),

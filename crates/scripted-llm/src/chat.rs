@@ -5,7 +5,7 @@ use crate::http::{response_head, send_full, send_json, wait_or_disconnect, Reque
 use crate::script::{python_json, Action, ErrorBody, Opts, Reply, Step};
 use crate::state::{lock, State};
 use crate::BoxError;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::io;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -190,6 +190,7 @@ pub(crate) async fn serve_step<S: AsyncRead + AsyncWrite + Unpin>(
                 let empty = Reply {
                     content: None,
                     calls: Vec::new(),
+                    reasoning: Map::new(),
                 };
                 let body = completion(x, &empty, opts).to_string();
                 send_full(s, 200, "application/json", &opts.headers, body.as_bytes()).await
@@ -306,6 +307,9 @@ pub(crate) fn message(reply: &Reply) -> Value {
             .collect();
         msg["tool_calls"] = Value::Array(calls);
     }
+    for (k, v) in &reply.reasoning {
+        msg[k] = v.clone();
+    }
     msg
 }
 
@@ -385,6 +389,35 @@ pub(crate) fn sse_frames(x: &Exchange, reply: &Reply, opts: &Opts) -> Vec<String
     let mut frames = vec![delta(
         json!({"role": "assistant", "content": if reply.content.is_some() { json!("") } else { Value::Null }}),
     )];
+    // Reasoning comes first, as LiteLLM streams it: strings in pieces, each thinking block
+    // as its text in pieces then its signature (`redacted_thinking` blocks whole).
+    for (field, value) in &reply.reasoning {
+        match (field.as_str(), value) {
+            (_, Value::String(text)) => {
+                for piece in pieces(text, opts.chunk_size) {
+                    frames.push(delta(json!({ field: piece })));
+                }
+            }
+            ("thinking_blocks", Value::Array(blocks)) => {
+                for block in blocks {
+                    if block["type"] != "thinking" {
+                        frames.push(delta(json!({ field: [block] })));
+                        continue;
+                    }
+                    let text = block["thinking"].as_str().unwrap_or_default();
+                    for piece in pieces(text, opts.chunk_size) {
+                        frames.push(delta(json!({ field: [
+                            {"type": "thinking", "thinking": piece, "signature": null}
+                        ] })));
+                    }
+                    frames.push(delta(json!({ field: [
+                        {"type": "thinking", "thinking": "", "signature": block["signature"]}
+                    ] })));
+                }
+            }
+            _ => frames.push(delta(json!({ field: value }))),
+        }
+    }
     for piece in pieces(reply.content.as_deref().unwrap_or(""), opts.chunk_size) {
         frames.push(delta(json!({"content": piece})));
     }
@@ -487,6 +520,7 @@ mod tests {
         let reply = Reply {
             content: Some("héllo wörld".into()),
             calls: vec![],
+            reasoning: Map::new(),
         };
         let opts = Opts {
             chunk_size: 4,
@@ -514,6 +548,44 @@ mod tests {
             .all(|e| e["object"] == "chat.completion.chunk" && e["id"] == "chatcmpl-scripted-1"));
         // Without include_usage there is no usage chunk.
         assert_eq!(sse_frames(&exchange(false), &reply, &opts).len(), 5);
+    }
+
+    #[test]
+    fn reasoning_streams_first_in_litellm_deltas() {
+        let s = step(
+            json!({"type": "text", "content": "ok", "chunk_size": 3, "reasoning": {
+                "reasoning_content": "abcdef",
+                "thinking_blocks": [
+                    {"type": "thinking", "thinking": "hmm", "signature": "SIG"},
+                    {"type": "redacted_thinking", "data": "XYZ"},
+                ],
+            }}),
+        );
+        let Action::Reply(reply) = &s.action else {
+            panic!("not a reply")
+        };
+        let ev = events(&sse_frames(&exchange(false), reply, &s.opts));
+        let deltas: Vec<Value> = ev[1..6]
+            .iter()
+            .map(|e| e["choices"][0]["delta"].clone())
+            .collect();
+        assert_eq!(
+            deltas,
+            vec![
+                json!({"reasoning_content": "abc"}),
+                json!({"reasoning_content": "def"}),
+                json!({"thinking_blocks": [{"type": "thinking", "thinking": "hmm", "signature": null}]}),
+                json!({"thinking_blocks": [{"type": "thinking", "thinking": "", "signature": "SIG"}]}),
+                json!({"thinking_blocks": [{"type": "redacted_thinking", "data": "XYZ"}]}),
+            ]
+        );
+        assert_eq!(ev[6]["choices"][0]["delta"], json!({"content": "ok"}));
+        let full = completion(&exchange(false), reply, &s.opts);
+        assert_eq!(full["choices"][0]["message"]["reasoning_content"], "abcdef");
+        assert_eq!(
+            full["choices"][0]["message"]["thinking_blocks"][1]["data"],
+            "XYZ"
+        );
     }
 
     #[test]
@@ -572,6 +644,7 @@ mod tests {
             &Reply {
                 content: None,
                 calls: vec![],
+                reasoning: Map::new(),
             },
             &default_opts(),
         );

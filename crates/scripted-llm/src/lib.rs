@@ -37,7 +37,12 @@
 //! | `{"type":"stream_error","after_chunks":1,"message":".."}` | 500 with that message | N events, then `data: {"error": {..}}`, clean end without `[DONE]` |
 //!
 //! `drop`, `malformed`, `hang` and `stream_error` take `content`/`command`/`calls` for the
-//! reply they cut or delay. Optional on every step: `delay_ms` (before answering), `usage`
+//! reply they cut or delay. Replies (`text`, `tool_call` and those) take `reasoning`, an
+//! object of provider fields for the message (`{"reasoning_content": "..", "thinking_blocks":
+//! [{"type":"thinking","thinking":"..","signature":".."}]}`): sent as they are, or streamed
+//! before the content as LiteLLM streams them (a string in `chunk_size` pieces; each thinking
+//! block as `thinking_blocks: [{"type":"thinking","thinking":<piece>,"signature":null}]`
+//! deltas, then one with `"thinking":""` and its signature; other values in one delta). Optional on every step: `delay_ms` (before answering), `usage`
 //! `{prompt_tokens, completion_tokens}` (default: request bytes / 4 and message bytes / 4),
 //! `finish_reason`, `model` (default: the request's), `chunk_size` (chars per streamed
 //! fragment, default 7), `chunk_delay_ms`, `headers` (extra response headers, e.g.

@@ -56,6 +56,9 @@ pub(crate) enum ErrorBody {
 pub(crate) struct Reply {
     pub(crate) content: Option<String>,
     pub(crate) calls: Vec<ToolCall>,
+    /// Provider reasoning fields of the message (`reasoning_content`, `thinking_blocks`,
+    /// ...), sent as they are, or streamed as LiteLLM streams them.
+    pub(crate) reasoning: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -106,6 +109,7 @@ pub(crate) struct RawStep {
     pub(crate) chunk_size: Option<usize>,
     pub(crate) chunk_delay_ms: Option<u64>,
     pub(crate) headers: Option<Map<String, Value>>,
+    pub(crate) reasoning: Option<Map<String, Value>>,
 }
 
 /// Distinguishes an absent `content` (outer `None`) from `"content": null`.
@@ -144,11 +148,11 @@ pub(crate) const COMMON_FIELDS: &[&str] = &[
     "chunk_delay_ms",
     "headers",
 ];
-pub(crate) const REPLY_FIELDS: &[&str] = &["content", "command", "id", "calls"];
+pub(crate) const REPLY_FIELDS: &[&str] = &["content", "command", "id", "calls", "reasoning"];
 
 pub(crate) fn fields_for(kind: &str) -> Option<Vec<&'static str>> {
     let extra: Vec<&'static str> = match kind {
-        "text" => vec!["content"],
+        "text" => vec!["content", "reasoning"],
         "tool_call" | "malformed" | "hang" => REPLY_FIELDS.to_vec(),
         "error" => vec!["status", "body"],
         "drop" => [REPLY_FIELDS, &["after_chunks"]].concat(),
@@ -235,6 +239,7 @@ pub(crate) fn parse_step(value: &Value, label: &str) -> Result<Step, String> {
             Some(Some(text)) => Action::Reply(Reply {
                 content: Some(text.clone()),
                 calls: Vec::new(),
+                reasoning: raw.reasoning.clone().unwrap_or_default(),
             }),
             _ => return Err("a text step needs a string \"content\"".into()),
         },
@@ -324,7 +329,11 @@ pub(crate) fn parse_reply(
         None if calls.is_empty() => default_text.map(String::from),
         None => None,
     };
-    Ok(Reply { content, calls })
+    Ok(Reply {
+        content,
+        calls,
+        reasoning: raw.reasoning.clone().unwrap_or_default(),
+    })
 }
 
 pub(crate) fn parse_opts(raw: &RawStep) -> Result<Opts, String> {
@@ -435,6 +444,7 @@ mod tests {
                     name: "bash".into(),
                     arguments: "{\"command\": \"ls -la\"}".into()
                 }],
+                reasoning: Map::new(),
             })
         );
         assert_eq!(s.opts, default_opts());
@@ -539,7 +549,8 @@ mod tests {
             Action::StreamError {
                 reply: Reply {
                     content: Some(DEFAULT_FAULT_TEXT.into()),
-                    calls: vec![]
+                    calls: vec![],
+                    reasoning: Map::new(),
                 },
                 after_chunks: 3,
                 message: "boom".into()

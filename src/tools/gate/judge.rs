@@ -9,7 +9,7 @@ use crate::tools::gate::programs::interpreters::{
 use crate::tools::gate::programs::registry::{canonical, family};
 use crate::tools::gate::programs::wrappers::inner_command;
 use crate::tools::gate::programs::{dangerous_args, expansion_into_options};
-use crate::tools::gate::redirect::check_redirect;
+use crate::tools::gate::redirect::{check_redirect, program_write_refusal};
 use crate::tools::gate::rule::{
     allow_matches, deny, deny_matches, Judgement, Outcome, Policy, RuleKind, SegmentJudgement,
     Verdict,
@@ -249,6 +249,14 @@ pub(crate) fn judge_invocation(
             cmd.value
         ));
     }
+    if let Some(w) = args.iter().find(|w| {
+        !w.vars.is_empty() && w.brace && (w.value.contains(',') || w.value.contains(".."))
+    }) {
+        return deny(format!(
+            "`{}` joins a variable and a brace expansion: bash expands the braces first, into other variables (`$HOME1`, `$HOME2`) the gate cannot judge, which may expand to no word at all",
+            w.raw
+        ));
+    }
     if let Some(w) = args.iter().find(|w| unsafe_var(w).is_some()) {
         return deny(format!(
             "the argument `{}` expands a variable whose value the gate cannot judge",
@@ -274,6 +282,9 @@ pub(crate) fn judge_invocation(
         return deny(reason);
     }
     if let Some(reason) = dangerous_args(&base_lc, args) {
+        return deny(reason);
+    }
+    if let Some(reason) = program_write_refusal(policy, &base_lc, args, open_tail) {
         return deny(reason);
     }
     if !policy.deny.is_empty() {

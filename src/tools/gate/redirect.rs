@@ -2,8 +2,9 @@
 //! duplication and writes into the work root.
 
 use crate::tools::gate::paths::path_under;
+use crate::tools::gate::programs::writes::{writes, Writes};
 use crate::tools::gate::rule::{Policy, RuleKind};
-use crate::tools::gate::shell::lex::Redir;
+use crate::tools::gate::shell::lex::{Redir, Word};
 use crate::tools::gate::shell::words::unsafe_var;
 pub(crate) fn check_redirect(
     policy: &Policy,
@@ -116,6 +117,54 @@ const BUILD_FILES: &[&str] = &[
     "vite.config.js",
     "jest.config.js",
 ];
+
+/// Why a writing program's destinations ([`writes`]) are refused, if they are: the places
+/// output redirection may not write either ([`write_refusal`]), or destinations the gate
+/// cannot read. `tail`: `xargs` or `find -exec … +` appends unseen arguments.
+pub(crate) fn program_write_refusal(
+    policy: &Policy,
+    base: &str,
+    args: &[Word],
+    tail: bool,
+) -> Option<String> {
+    let paths = match writes(base, args, tail) {
+        Err(e) => return Some(e),
+        Ok(Writes::Unknown) => return None,
+        Ok(Writes::Paths(p)) => p,
+    };
+    for p in paths {
+        let Some(rel) = lexical(&p) else {
+            continue;
+        };
+        if let Some(why) = write_refusal(policy, &rel) {
+            return Some(format!(
+                "`{base}` writing `{p}` {why}; denied whatever the rules say"
+            ));
+        }
+    }
+    None
+}
+
+/// `p` with `.` and `..` resolved as text; `None` when it climbs above its start (outside the
+/// work root: the kernel's write rules decide there). Absolute paths keep their leading `/`.
+fn lexical(p: &str) -> Option<String> {
+    let mut out: Vec<&str> = Vec::new();
+    for c in p.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                out.pop()?;
+            }
+            c => out.push(c),
+        }
+    }
+    let body = out.join("/");
+    Some(if p.starts_with('/') {
+        format!("/{body}")
+    } else {
+        body
+    })
+}
 
 /// Why writing the work-root-relative path `rel` (no `..`, not absolute) is refused whatever
 /// the rules say, or `None`: a dotfile or `.git/`, a build file, or a place a path rule lets

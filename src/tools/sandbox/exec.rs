@@ -61,8 +61,14 @@ pub fn unrestricted_reason(bash: &BashConfig) -> Option<&'static str> {
 }
 
 /// The exec set for commands run in `work_root` with `path_var` as PATH, or `None` when the
-/// policy lets any program run ([`unrestricted_reason`]).
-pub fn exec_set(bash: &BashConfig, work_root: &Path, path_var: &str) -> Option<ExecSet> {
+/// policy lets any program run ([`unrestricted_reason`]). `tmp`: the private TMPDIR of the
+/// ruleset being built; `None` for a description (PLAN, check), which creates nothing.
+pub fn exec_set(
+    bash: &BashConfig,
+    work_root: &Path,
+    path_var: &str,
+    tmp: Option<&Path>,
+) -> Option<ExecSet> {
     if unrestricted_reason(bash).is_some() {
         return None;
     }
@@ -119,7 +125,28 @@ pub fn exec_set(bash: &BashConfig, work_root: &Path, path_var: &str) -> Option<E
         });
         if let (Some(args), Some(file)) = (helpers.dir_query, trusted) {
             if let Some(dir) = query_dir(file, args, path_var) {
-                set.paths.insert(dir);
+                for d in helper_dirs(&dir, helpers.dir_suffixes) {
+                    // A helper that lives on PATH (clang's `ld` in /usr/bin) must not open
+                    // every program beside it.
+                    if !dirs.iter().any(|p| p.canonicalize().is_ok_and(|p| p == d)) {
+                        set.paths.insert(d);
+                    }
+                }
+            }
+        }
+        for rel in helpers.work_dirs {
+            let dir = work_root.join(rel);
+            // The rule needs the directory to exist now; the program would create it anyway.
+            if tmp.is_some() {
+                let _ = std::fs::create_dir_all(&dir);
+            }
+            if let Ok(real) = dir.canonicalize() {
+                set.paths.insert(real);
+            }
+        }
+        if let (true, Some(t)) = (helpers.tmp, tmp) {
+            if let Ok(real) = t.canonicalize() {
+                set.paths.insert(real);
             }
         }
         set.names.insert(name);
@@ -247,12 +274,49 @@ fn scripts_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The helper directories below `dir` that `suffixes` name (`*` matches any entry); `dir`
+/// itself when there are none, or its parent when the program printed a file.
+fn helper_dirs(dir: &Path, suffixes: &[&str]) -> Vec<PathBuf> {
+    if dir.is_file() {
+        return dir.parent().map(Path::to_path_buf).into_iter().collect();
+    }
+    if suffixes.is_empty() {
+        return vec![dir.to_path_buf()];
+    }
+    let mut out = Vec::new();
+    for suffix in suffixes {
+        let mut found = vec![dir.to_path_buf()];
+        for comp in suffix.split('/') {
+            found = found
+                .into_iter()
+                .flat_map(|d| {
+                    if comp == "*" {
+                        std::fs::read_dir(&d)
+                            .into_iter()
+                            .flatten()
+                            .flatten()
+                            .map(|e| e.path())
+                            .collect::<Vec<_>>()
+                    } else {
+                        vec![d.join(comp)]
+                    }
+                })
+                .filter(|p| p.is_dir())
+                .collect();
+        }
+        out.extend(found.into_iter().filter_map(|p| p.canonicalize().ok()));
+    }
+    out
+}
+
 /// The directory a program prints when asked (`git --exec-path`), resolved.
 fn query_dir(program: &Path, args: &[&str], path_var: &str) -> Option<PathBuf> {
     let mut child = std::process::Command::new(program)
         .args(args)
         .env_clear()
         .env("PATH", path_var)
+        // rustup's proxies find their toolchains under HOME.
+        .envs(std::env::var_os("HOME").map(|h| ("HOME", h)))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -358,9 +422,21 @@ mod tests {
     #[test]
     fn a_bare_star_or_default_allow_leaves_exec_open() {
         let root = tempfile::tempdir().unwrap();
-        assert!(exec_set(&bash(&["*"], "deny"), root.path(), "/usr/bin:/bin").is_none());
-        assert!(exec_set(&bash(&["cat *"], "allow"), root.path(), "/usr/bin:/bin").is_none());
-        assert!(exec_set(&bash(&["cat *"], "deny"), root.path(), "/usr/bin:/bin").is_some());
+        assert!(exec_set(&bash(&["*"], "deny"), root.path(), "/usr/bin:/bin", None).is_none());
+        assert!(exec_set(
+            &bash(&["cat *"], "allow"),
+            root.path(),
+            "/usr/bin:/bin",
+            None
+        )
+        .is_none());
+        assert!(exec_set(
+            &bash(&["cat *"], "deny"),
+            root.path(),
+            "/usr/bin:/bin",
+            None
+        )
+        .is_some());
     }
 
     #[test]
@@ -374,6 +450,7 @@ mod tests {
             ),
             root.path(),
             "/usr/bin:/bin",
+            None,
         )
         .unwrap();
         for name in ["bash", "make", "cat", "sh"] {
@@ -421,8 +498,13 @@ mod tests {
             let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
                 .canonicalize()
                 .unwrap();
-            let set =
-                exec_set(&bash(&["git status"], "deny"), root.path(), "/usr/bin:/bin").unwrap();
+            let set = exec_set(
+                &bash(&["git status"], "deny"),
+                root.path(),
+                "/usr/bin:/bin",
+                None,
+            )
+            .unwrap();
             assert!(set.paths.contains(&dir), "{set:?}");
             assert!(set.names.contains("sh"), "{set:?}");
         }
@@ -435,9 +517,88 @@ mod tests {
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let set = exec_set(&bash(&["git status"], "deny"), root.path(), ".").unwrap();
+        let set = exec_set(&bash(&["git status"], "deny"), root.path(), ".", None).unwrap();
         assert!(!root.path().join("ran").exists());
         assert!(!set.paths.contains(Path::new("/tmp")), "{set:?}");
+    }
+
+    #[test]
+    fn helper_dirs_follow_the_suffixes_and_a_printed_file_gives_its_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let sys = root.path().join("sysroot");
+        std::fs::create_dir_all(sys.join("bin")).unwrap();
+        std::fs::create_dir_all(sys.join("lib/rustlib/x86_64-unknown-linux-gnu/bin")).unwrap();
+        std::fs::create_dir_all(sys.join("lib/rustlib/etc")).unwrap();
+        let real = |p: PathBuf| p.canonicalize().unwrap();
+        let mut got = helper_dirs(&sys, &["bin", "lib/rustlib/*/bin"]);
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                real(sys.join("bin")),
+                real(sys.join("lib/rustlib/x86_64-unknown-linux-gnu/bin"))
+            ]
+        );
+        assert_eq!(helper_dirs(&sys, &[]), vec![sys.clone()]);
+        let collect2 = sys.join("bin/collect2");
+        std::fs::write(&collect2, "").unwrap();
+        assert_eq!(helper_dirs(&collect2, &["bin"]), vec![sys.join("bin")]);
+    }
+
+    #[test]
+    fn cargo_brings_rustc_the_linker_and_its_target_dir_never_a_path_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let path = std::env::var("PATH").unwrap_or_default();
+        let Some(set) = exec_set(
+            &bash(&["cargo test *"], "deny"),
+            root.path(),
+            &path,
+            Some(root.path()),
+        ) else {
+            panic!("a cargo rule restricts execution");
+        };
+        assert!(
+            set.names.contains("rustc") && set.names.contains("cc"),
+            "{set:?}"
+        );
+        let target = root.path().join("target").canonicalize().unwrap();
+        assert!(set.paths.contains(&target), "{set:?}");
+        for dir in path.split(':').filter(|d| !d.is_empty()) {
+            if let Ok(d) = Path::new(dir).canonicalize() {
+                assert!(!set.paths.contains(&d), "PATH dir {dir} opened: {set:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_description_creates_nothing_and_go_runs_what_it_builds_in_tmp() {
+        let root = tempfile::tempdir().unwrap();
+        let path = std::env::var("PATH").unwrap_or_default();
+        exec_set(&bash(&["cargo test *"], "deny"), root.path(), &path, None).unwrap();
+        assert!(!root.path().join("target").exists());
+        let tmp = tempfile::tempdir().unwrap();
+        let set = exec_set(
+            &bash(&["go test *"], "deny"),
+            root.path(),
+            &path,
+            Some(tmp.path()),
+        )
+        .unwrap();
+        assert!(
+            set.paths.contains(&tmp.path().canonicalize().unwrap()),
+            "{set:?}"
+        );
+        let set = exec_set(
+            &bash(&["cat *"], "deny"),
+            root.path(),
+            &path,
+            Some(tmp.path()),
+        )
+        .unwrap();
+        assert!(
+            !set.paths.contains(&tmp.path().canonicalize().unwrap()),
+            "{set:?}"
+        );
     }
 
     #[test]

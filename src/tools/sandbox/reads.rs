@@ -436,7 +436,7 @@ fn expand(entry: &str) -> Vec<PathBuf> {
 
 /// The resolved form of a path that may not exist yet (a report dir before its first run, a
 /// cassette not yet recorded): its nearest existing ancestor resolved, the rest appended.
-fn resolve_maybe_missing(path: &Path) -> PathBuf {
+pub(super) fn resolve_maybe_missing(path: &Path) -> PathBuf {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {

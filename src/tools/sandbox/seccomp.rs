@@ -9,7 +9,8 @@
 //!   `AF_PACKET`, `AF_NETLINK` (no command needs the kernel's routing tables or audit log when
 //!   it has no network, and some netlink families reach beyond the process), `AF_VSOCK` (the
 //!   hypervisor), Bluetooth, CAN, `AF_XDP` and the rest;
-//! - `socket(AF_UNIX)` too, unless `[tools.bash].unix_sockets` names a socket;
+//! - `socket(AF_UNIX)` too, unless `[tools.bash].unix_sockets` names a socket (which ones a
+//!   command may then connect to is [`super::unix`]'s to hold);
 //! - `io_uring_setup()`: an io_uring can create sockets without the `socket()` call.
 //!
 //! `socketpair()` stays allowed: it only makes a connected pair inside the process (shells and
@@ -73,6 +74,18 @@ pub fn socket_filter(allow_unix: bool) -> Result<BpfProgram> {
 pub fn to_bytes(filter: &BpfProgram) -> Vec<u8> {
     let mut out = Vec::with_capacity(filter.len() * 8);
     for ins in filter {
+        out.extend_from_slice(&ins.code.to_ne_bytes());
+        out.push(ins.jt);
+        out.push(ins.jf);
+        out.extend_from_slice(&ins.k.to_ne_bytes());
+    }
+    out
+}
+
+/// A program already in the kernel's form (a hand-written one), as [`to_bytes`] gives.
+pub fn filter_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(program.len() * 8);
+    for ins in program {
         out.extend_from_slice(&ins.code.to_ne_bytes());
         out.push(ins.jt);
         out.push(ins.jf);

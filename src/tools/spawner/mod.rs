@@ -33,11 +33,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 
-use super::sandbox::Landlock;
+use super::sandbox::{self, Landlock};
 use wire::{Reply, Request, StageSpec, NO_FD};
 
 /// The spawner's own deadline beyond a command's timeout: the harness normally acts first.
@@ -208,7 +208,15 @@ impl Spawner {
     /// Starts `job`'s stages: per stage a [`Child`], or why it could not start (an exec error,
     /// as a spawn's). Fails as a whole when the spawner cannot be reached or does not answer.
     pub async fn spawn(&self, job: Job<'_>) -> Result<Vec<io::Result<Child>>> {
-        let (request, fds) = request(&job, self.inner.next.fetch_add(1, Ordering::Relaxed));
+        // This command's Unix-socket step (its end of the supervisor's socketpair): made here,
+        // kept until the request (which passes its descriptor) is sent.
+        let step = match job.confine {
+            Some(l) => l
+                .command_step()
+                .context("cannot prepare the command's Unix-socket step")?,
+            None => sandbox::CommandStep::default(),
+        };
+        let (request, fds) = request(&job, &step, self.inner.next.fetch_add(1, Ordering::Relaxed));
         let Request::Spawn { id, .. } = request else {
             return Err(anyhow!("internal: not a spawn"));
         };
@@ -307,7 +315,7 @@ impl Inner {
 }
 
 /// The wire request for `job` and the descriptors it names (each passed once).
-fn request(job: &Job<'_>, id: u64) -> (Request, Vec<RawFd>) {
+fn request(job: &Job<'_>, step: &sandbox::CommandStep, id: u64) -> (Request, Vec<RawFd>) {
     let mut fds: Vec<RawFd> = Vec::new();
     let mut index = |fd: Option<BorrowedFd<'_>>| match fd {
         None => NO_FD,
@@ -335,6 +343,8 @@ fn request(job: &Job<'_>, id: u64) -> (Request, Vec<RawFd>) {
         })
         .collect();
     let ruleset = index(job.confine.map(|l| l.ruleset()));
+    let unix_layer = index(step.unix_layer.as_ref().map(|fd| fd.as_fd()));
+    let listener_to = index(step.listener_to.as_ref().map(|end| end.borrowed()));
     let request = Request::Spawn {
         id,
         backstop_ms: job
@@ -345,6 +355,10 @@ fn request(job: &Job<'_>, id: u64) -> (Request, Vec<RawFd>) {
         cwd: job.cwd.as_os_str().as_bytes().to_vec(),
         ruleset,
         filter: job.confine.map(|l| l.filter().to_vec()).unwrap_or_default(),
+        mounts: job.confine.map(|l| l.mounts().to_vec()).unwrap_or_default(),
+        unix_layer,
+        listener_to,
+        notify: step.notify(),
         stages,
     };
     (request, fds)

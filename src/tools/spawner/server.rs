@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::socket::{recv_frame, send_frame};
 use super::wire::{decode_request, encode_reply, Reply, Request, StageSpec, NO_FD};
-use crate::tools::sandbox::{self, seccomp};
+use crate::tools::sandbox::{self, protect, seccomp};
 
 /// `CLOSE_RANGE_CLOEXEC` (Linux 5.11): mark instead of close.
 const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
@@ -248,6 +248,10 @@ impl Spawner {
                 cwd,
                 ruleset,
                 filter,
+                mounts,
+                unix_layer,
+                listener_to,
+                notify,
                 stages,
             } => {
                 let raw = |i: i32| {
@@ -258,19 +262,36 @@ impl Spawner {
                     }
                 };
                 let filter = seccomp::from_bytes(&filter);
+                let notify = seccomp::from_bytes(&notify);
                 let cwd = CString::new(cwd).unwrap_or_default();
+                // Mounts the spawner cannot read fail every stage (EINVAL) rather than run a
+                // command without them.
+                let mounts = (!mounts.is_empty()).then(|| protect::Mounts::from_bytes(&mounts));
+                let broken = matches!(mounts, Some(None));
+                let mounts = mounts.flatten();
                 let common = Common {
                     spawner: std::process::id() as libc::pid_t,
                     cwd: &cwd,
-                    ruleset: raw(ruleset),
-                    filter: &filter,
+                    confinement: sandbox::ChildConfinement {
+                        mounts: mounts.as_ref(),
+                        ruleset: raw(ruleset),
+                        filter: &filter,
+                        unix_layer: raw(unix_layer),
+                        listener_to: raw(listener_to),
+                        notify: &notify,
+                    },
                 };
                 let mut pgid = 0;
                 let mut pids = Vec::with_capacity(stages.len());
                 for (i, stage) in stages.iter().enumerate() {
                     let stdio = stage.stdio.map(raw);
                     let stack = &mut self.stack;
-                    match Prepared::new(stage).and_then(|p| p.start(&common, pgid, stdio, stack)) {
+                    let started = if broken {
+                        Err(libc::EINVAL)
+                    } else {
+                        Prepared::new(stage).and_then(|p| p.start(&common, pgid, stdio, stack))
+                    };
+                    match started {
                         Ok(pid) => {
                             if pgid == 0 {
                                 pgid = pid;
@@ -327,8 +348,7 @@ fn kill_group(pgid: libc::pid_t) {
 struct Common<'a> {
     spawner: libc::pid_t,
     cwd: &'a CString,
-    ruleset: RawFd,
-    filter: &'a [libc::sock_filter],
+    confinement: sandbox::ChildConfinement<'a>,
 }
 
 /// One stage with its C strings and pointer arrays built before the clone.
@@ -442,7 +462,7 @@ impl Prepared {
         if libc::chdir(common.cwd.as_ptr()) != 0 {
             return sandbox::errno();
         }
-        if let Err(e) = sandbox::apply_in_child(common.ruleset, common.filter) {
+        if let Err(e) = sandbox::apply_in_child(&common.confinement) {
             return e;
         }
         // Every descriptor of the spawner's is close-on-exec already; this keeps it so for

@@ -13,8 +13,9 @@ use std::fmt;
 pub const MAX_MESSAGE: usize = 4 << 20;
 /// The most stages one spawn may hold.
 pub const MAX_STAGES: usize = 64;
-/// The most descriptors one spawn may pass: each stage's three stdio ends and the ruleset.
-pub const MAX_FDS: usize = 3 * MAX_STAGES + 1;
+/// The most descriptors one spawn may pass: each stage's three stdio ends, the ruleset, the
+/// Unix-socket layer and the supervisor's socketpair end.
+pub const MAX_FDS: usize = 3 * MAX_STAGES + 3;
 /// A stdio slot or ruleset index that names no descriptor (stdio: `/dev/null`).
 pub const NO_FD: i32 = -1;
 
@@ -49,6 +50,14 @@ pub enum Request {
         ruleset: i32,
         /// The seccomp program's bytes.
         filter: Vec<u8>,
+        /// The read-only mounts' bytes (`sandbox::protect::Mounts::to_bytes`; empty: none).
+        mounts: Vec<u8>,
+        /// Index of the `RESOLVE_UNIX` Landlock layer, or [`NO_FD`].
+        unix_layer: i32,
+        /// Index of the socketpair end the notifying filter's listener goes to, or [`NO_FD`].
+        listener_to: i32,
+        /// The notifying filter's bytes (empty: none).
+        notify: Vec<u8>,
         /// The processes, in pipeline order.
         stages: Vec<StageSpec>,
     },
@@ -141,6 +150,10 @@ pub fn encode_request(request: &Request) -> Result<Vec<u8>, WireError> {
             cwd,
             ruleset,
             filter,
+            mounts,
+            unix_layer,
+            listener_to,
+            notify,
             stages,
         } => {
             if stages.len() > MAX_STAGES {
@@ -152,6 +165,10 @@ pub fn encode_request(request: &Request) -> Result<Vec<u8>, WireError> {
             w.text(cwd, "work dir")?;
             w.i32(*ruleset);
             w.bytes(filter);
+            w.bytes(mounts);
+            w.i32(*unix_layer);
+            w.i32(*listener_to);
+            w.bytes(notify);
             w.u32(stages.len() as u32);
             for s in stages {
                 w.text(&s.program, "program path")?;
@@ -199,6 +216,13 @@ pub fn decode_request(body: &[u8], fds: usize) -> Result<Request, WireError> {
             if filter.len() % 8 != 0 {
                 return Err(WireError::Malformed("filter length"));
             }
+            let mounts = r.bytes()?.to_vec();
+            let unix_layer = fd(r.i32()?)?;
+            let listener_to = fd(r.i32()?)?;
+            let notify = r.bytes()?.to_vec();
+            if notify.len() % 8 != 0 {
+                return Err(WireError::Malformed("notify filter length"));
+            }
             let n = r.u32()? as usize;
             if n > MAX_STAGES {
                 return Err(WireError::TooMany("stages"));
@@ -225,6 +249,10 @@ pub fn decode_request(body: &[u8], fds: usize) -> Result<Request, WireError> {
                 cwd,
                 ruleset,
                 filter,
+                mounts,
+                unix_layer,
+                listener_to,
+                notify,
                 stages,
             }
         }
@@ -387,6 +415,10 @@ mod tests {
             cwd: b"/w".to_vec(),
             ruleset: 2,
             filter: vec![1; 16],
+            mounts: vec![9; 5],
+            unix_layer: NO_FD,
+            listener_to: 0,
+            notify: vec![3; 8],
             stages: vec![
                 StageSpec {
                     program: b"/usr/bin/cat".to_vec(),
@@ -461,6 +493,10 @@ mod tests {
             cwd: b"/".to_vec(),
             ruleset: NO_FD,
             filter: Vec::new(),
+            mounts: Vec::new(),
+            unix_layer: NO_FD,
+            listener_to: NO_FD,
+            notify: Vec::new(),
             stages: stages.clone(),
         };
         assert!(matches!(encode_request(&huge), Err(WireError::TooLarge(_))));
@@ -470,6 +506,10 @@ mod tests {
             cwd: b"/".to_vec(),
             ruleset: NO_FD,
             filter: Vec::new(),
+            mounts: Vec::new(),
+            unix_layer: NO_FD,
+            listener_to: NO_FD,
+            notify: Vec::new(),
             stages: vec![stages[1].clone(); MAX_STAGES + 1],
         };
         assert_eq!(encode_request(&many), Err(WireError::TooMany("stages")));
@@ -479,6 +519,10 @@ mod tests {
             cwd: b"/".to_vec(),
             ruleset: NO_FD,
             filter: Vec::new(),
+            mounts: Vec::new(),
+            unix_layer: NO_FD,
+            listener_to: NO_FD,
+            notify: Vec::new(),
             stages: vec![StageSpec {
                 argv: vec![b"a\0b".to_vec()],
                 ..stages[1].clone()

@@ -25,6 +25,28 @@ pub(crate) fn may_run_git(words: &[Word]) -> bool {
             )
         })
 }
+/// A `-s`/`--strategy` value that is not a strategy built into git (git runs
+/// `git-merge-NAME` found on its exec path or PATH for any other).
+fn custom_strategy(rest: &[Word]) -> Option<String> {
+    const BUILTIN: &[&str] = &["ort", "recursive", "resolve", "octopus", "ours", "subtree"];
+    let all: Vec<&str> = options(rest).collect();
+    for (k, v) in all.iter().enumerate() {
+        let value = if *v == "-s" || *v == "--strategy" {
+            all.get(k + 1).copied()
+        } else if v.starts_with("--") {
+            v.strip_prefix("--strategy=")
+        } else {
+            v.strip_prefix("-s")
+        };
+        if let Some(name) = value {
+            if !BUILTIN.contains(&name) {
+                return Some(name.to_string());
+            }
+        }
+    }
+    None
+}
+
 pub(crate) fn git_check(args: &[Word]) -> Option<String> {
     let mut i = 0;
     // Global options before the subcommand.
@@ -162,6 +184,34 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
     }
     if matches!(sub, "send-pack" | "http-push") {
         return Some(format!("`git {sub}` pushes to a remote"));
+    }
+    // Front ends to other programs: mail (`--smtp-server=PROGRAM`, `--to-cmd`), IMAP tunnels,
+    // foreign version control, GUIs, and patch-queue imports that write what patches name.
+    if matches!(
+        sub,
+        "send-email"
+            | "imap-send"
+            | "svn"
+            | "cvsimport"
+            | "cvsexportcommit"
+            | "cvsserver"
+            | "p4"
+            | "archimport"
+            | "quiltimport"
+            | "gui"
+            | "citool"
+            | "request-pull"
+    ) {
+        return Some(format!(
+            "`git {sub}` runs other programs (mail, foreign version control, a GUI) or writes what patches name"
+        ));
+    }
+    if matches!(sub, "merge" | "pull" | "rebase" | "cherry-pick" | "revert") {
+        if let Some(s) = custom_strategy(rest) {
+            return Some(format!(
+                "merge strategy `{s}` is not one of git's own: git would run the program `git-merge-{s}`"
+            ));
+        }
     }
     if matches!(
         sub,

@@ -17,6 +17,7 @@ pub(crate) mod shells;
 pub(crate) mod tar;
 pub(crate) mod text;
 pub(crate) mod wrappers;
+pub(crate) mod writes;
 
 use crate::tools::gate::shell::lex::Word;
 use registry::{family, Check};

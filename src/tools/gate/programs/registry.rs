@@ -667,6 +667,7 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::toolchain(&["clang"]).check(Check::Compiler),
     Family::toolchain(&["clang++"]).check(Check::Compiler),
     Family::toolchain(&["gfortran"]).check(Check::Compiler),
+    Family::toolchain(&["rustc"]),
     Family::toolchain(&["ld"]).check(Check::Compiler),
     Family::toolchain(&["ld.lld"]).check(Check::Compiler),
     Family::toolchain(&["ld.gold"]).check(Check::Compiler),
@@ -762,8 +763,17 @@ pub(crate) fn family(base: &str) -> Option<&'static Family> {
 pub struct ExecHelpers {
     /// Programs it runs by name (make runs recipes with `sh`).
     pub programs: &'static [&'static str],
-    /// Arguments that make it print its helper directory.
+    /// Arguments that make it print its helper directory (or a helper program in it).
     pub dir_query: Option<&'static [&'static str]>,
+    /// Directories below the printed one that hold the helpers, instead of it (a `*`
+    /// component matches any entry): rustc's sysroot holds `bin` and `lib/rustlib/*/bin`.
+    pub dir_suffixes: &'static [&'static str],
+    /// Directories of the work root where the program puts the programs it builds and then
+    /// runs itself (cargo's build scripts and test binaries in `target`): a rule for it
+    /// already runs the project's code.
+    pub work_dirs: &'static [&'static str],
+    /// It builds programs in the private TMPDIR and runs them (`go test`, `go run`).
+    pub tmp: bool,
 }
 
 /// The [`ExecHelpers`] of a program name (by family, so `gmake` is `make`).
@@ -771,11 +781,49 @@ pub fn exec_helpers(name: &str) -> ExecHelpers {
     match family(name).and_then(|f| f.names.first().copied()) {
         Some("make") => ExecHelpers {
             programs: &["sh"],
-            dir_query: None,
+            ..ExecHelpers::default()
         },
         Some("git") => ExecHelpers {
             programs: &["sh"],
             dir_query: Some(&["--exec-path"]),
+            ..ExecHelpers::default()
+        },
+        // cargo runs rustc (through rustup's proxy, the toolchain's own binaries), the C
+        // compiler as linker, and what it builds: build scripts and test binaries.
+        Some("cargo") => ExecHelpers {
+            programs: &["rustc", "cc"],
+            work_dirs: &["target"],
+            ..ExecHelpers::default()
+        },
+        Some("rustc") => ExecHelpers {
+            programs: &["cc"],
+            dir_query: Some(&["--print", "sysroot"]),
+            dir_suffixes: &["bin", "lib/rustlib/*/bin"],
+            ..ExecHelpers::default()
+        },
+        // gcc's driver runs cc1/collect2/lto-wrapper from its own directory, then as and ld.
+        Some("gcc" | "g++" | "cc" | "c++" | "gfortran") => ExecHelpers {
+            programs: &["as", "ld"],
+            dir_query: Some(&["-print-prog-name=collect2"]),
+            ..ExecHelpers::default()
+        },
+        Some("clang" | "clang++") => ExecHelpers {
+            programs: &["as", "ld"],
+            ..ExecHelpers::default()
+        },
+        // go runs its tools (compile, link, vet, cgo) from GOTOOLDIR, and the C compiler.
+        Some("go") => ExecHelpers {
+            programs: &["cc"],
+            dir_query: Some(&["env", "GOTOOLDIR"]),
+            tmp: true,
+            ..ExecHelpers::default()
+        },
+        // Package scripts run with `sh`, under node, and the tools installed in node_modules
+        // (`jest`, `tsc`: node_modules/.bin links into the packages).
+        Some("npm" | "yarn" | "pnpm" | "npx") => ExecHelpers {
+            programs: &["sh", "node"],
+            work_dirs: &["node_modules"],
+            ..ExecHelpers::default()
         },
         _ => ExecHelpers::default(),
     }
