@@ -1,6 +1,6 @@
 //! Tools adapter: runs an allowed plain pipeline ([`crate::tools::gate::Judgement::plain_argv`])
 //! without bash: the very argv the gate judged, each stage `execve`d by harness with the pipes
-//! set up here, under the same environment, work dir, sandbox, watchdog, process group,
+//! set up here, under the same environment, work dir, sandbox, process group,
 //! timeout and output capture as `bash -c`. I/O: PATH look-ups, pipes, process spawns.
 //!
 //! Only what bash would `execve` as it is comes here: [`plan`] sends to bash every stage whose
