@@ -472,6 +472,12 @@ fn gate_agrees_with_dash_on_every_allowed_script() {
     fuzz("dash", Dialect::Posix, 0x2545_f491_4f6c_dd1d, 1500);
 }
 
+#[test]
+fn gate_agrees_with_mksh_on_every_allowed_script() {
+    // ksh scripts get the same reading as dash's; mksh (Debian's ksh) checks it.
+    fuzz("mksh", Dialect::Posix, 0x2545_f491_4f6c_dd1d, 1500);
+}
+
 /// The harness itself sees what the shells run (a differential that sees nothing passes).
 #[test]
 fn the_sandbox_records_every_argv() {

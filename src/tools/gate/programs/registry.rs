@@ -250,8 +250,10 @@ pub(crate) static FAMILIES: &[Family] = &[
     // Shells: `-c` scripts are judged inside; bash's grammar only for the bash-like ones.
     Family::shell(&["bash", "rbash", "bash-static", "osh"]),
     Family::shell(&["sh", "dash", "ash"]).inner(Finder::PosixShell),
-    // zsh decodes `$'…'` its own way: its scripts get the non-bash reading.
-    Family::shell(&["zsh", "zsh-static"]).inner(Finder::PosixShell),
+    // zsh is not a POSIX shell by default: `=cmd` words, `$=name`/`$~name` flags,
+    // `$name[…]` subscripts, glob qualifiers, `${(e)…}`: a differential against real zsh
+    // found each. Its scripts are not judged but denied, as fish's are.
+    Family::shell(&["zsh", "zsh-static"]).inner(Finder::ForeignShell),
     Family::shell(&[
         "ksh",
         "mksh",
