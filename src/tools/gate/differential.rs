@@ -473,9 +473,11 @@ fn gate_agrees_with_dash_on_every_allowed_script() {
 }
 
 #[test]
-fn gate_agrees_with_mksh_on_every_allowed_script() {
-    // ksh scripts get the same reading as dash's; mksh (Debian's ksh) checks it.
-    fuzz("mksh", Dialect::Posix, 0x2545_f491_4f6c_dd1d, 1500);
+fn gate_agrees_with_mksh_yash_and_posh_on_every_allowed_script() {
+    // Their scripts get the same reading as dash's; the real shells check it.
+    for shell in ["mksh", "yash", "posh"] {
+        fuzz(shell, Dialect::Posix, 0x2545_f491_4f6c_dd1d, 1500);
+    }
 }
 
 /// The harness itself sees what the shells run (a differential that sees nothing passes).
