@@ -195,10 +195,19 @@ fn check_and_the_plan_say_how_the_paths_are_protected() {
 /// `harness ARGS` for `ws` in a user namespace where no further user namespace can be made
 /// (`user.max_user_namespaces = 0`), as in a container whose seccomp profile refuses them.
 fn without_user_namespaces(ws: &Workspace, args: &[&str]) -> Run {
+    in_namespace(ws, "-Ur", "", args)
+}
+
+/// `harness ARGS` for `ws` under `unshare FLAGS`, after the shell commands `setup` (which
+/// see the workspace's directory as `$1`), with no further user namespace allowed.
+fn in_namespace(ws: &Workspace, flags: &str, setup: &str, args: &[&str]) -> Run {
     let mut cmd = Command::new("unshare");
-    cmd.args(["-Ur", "sh", "-c"])
-        .arg("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"")
+    cmd.args([flags, "sh", "-c"])
+        .arg(format!(
+            "{setup} echo 0 > /proc/sys/user/max_user_namespaces && shift && exec \"$@\""
+        ))
         .arg("sh")
+        .arg(ws.path())
         .arg(env!("CARGO_BIN_EXE_harness"))
         .args(args)
         .arg("--config")
@@ -390,24 +399,12 @@ fn a_config_on_a_read_only_file_system_needs_no_mount_even_without_user_namespac
         c.replace("work_root = \"work\"", "work_root = \".\"")
             .replace("report_dir = \"reports\"", &format!("report_dir = {out:?}"))
     });
-    let dir = ws.path().display().to_string();
-    let mut cmd = Command::new("unshare");
-    cmd.args(["-Urm", "sh", "-c"])
-        .arg(
-            "mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" \
-             && echo 0 > /proc/sys/user/max_user_namespaces && shift && exec \"$@\"",
-        )
-        .arg("sh")
-        .arg(&dir)
-        .arg(env!("CARGO_BIN_EXE_harness"))
-        .args(["once", "--demo", "--config"])
-        .arg(ws.config())
-        .current_dir(ws.path())
-        .env_remove("RUST_LOG")
-        .env_remove("HARNESS_CONFIG")
-        .env("HARNESS_TEST_LLM_KEY", CANARY)
-        .stdin(std::process::Stdio::null());
-    let run = Run::from(cmd.output().unwrap());
+    let run = in_namespace(
+        &ws,
+        "-Urm",
+        "mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" &&",
+        &["once", "--demo"],
+    );
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         !run.stderr.contains("commands could rewrite"),
