@@ -524,19 +524,24 @@ mod tests {
         assert!(out.contains("[... 19999000 bytes cut ...]"), "{out}");
     }
 
-    #[tokio::test(flavor = "multi_thread")]
-    async fn git_in_a_command_runs_no_hook_and_no_implicit_bare_repository() {
-        let dir = tempfile::tempdir().unwrap();
-        let setup = "git init -q . && git config user.email t@l && git config user.name t \
-            && printf '#!/bin/sh\\ntouch hooked\\n' > .git/hooks/pre-commit \
-            && chmod +x .git/hooks/pre-commit && git init -q --bare nested.git";
-        let done = run_in(setup, dir.path(), Duration::from_secs(30), 10_000).await;
+    /// Runs `script` in `dir` and requires it to succeed (a test's setup).
+    async fn set_up(script: &str, dir: &Path) {
+        let done = run_in(script, dir, Duration::from_secs(30), 10_000).await;
         assert_eq!(
             done.ending,
             Ending::Exited(0),
             "{:?}",
             done.output.render(&Redactor::default())
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn git_in_a_command_runs_no_hook_and_no_implicit_bare_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let setup = "git init -q . && git config user.email t@l && git config user.name t \
+            && printf '#!/bin/sh\\ntouch hooked\\n' > .git/hooks/pre-commit \
+            && chmod +x .git/hooks/pre-commit && git init -q --bare nested.git";
+        set_up(setup, dir.path()).await;
         let commit = run_in(
             "git commit -q --allow-empty -m x && git -C nested.git rev-parse --git-dir; echo $?",
             dir.path(),
@@ -556,13 +561,7 @@ mod tests {
         let setup = "git init -q . && printf '#!/bin/sh\\ntouch monitored\\n' > mon.sh \
             && chmod +x mon.sh && git config core.fsmonitor \"$PWD/mon.sh\" \
             && git config protocol.ext.allow always && echo x > f";
-        let done = run_in(setup, dir.path(), Duration::from_secs(30), 10_000).await;
-        assert_eq!(
-            done.ending,
-            Ending::Exited(0),
-            "{:?}",
-            done.output.render(&Redactor::default())
-        );
+        set_up(setup, dir.path()).await;
         let status = run_in(
             "git status --short; git ls-remote 'ext::sh -c touch% extran' 2>&1; true",
             dir.path(),

@@ -72,14 +72,16 @@ pub fn socket_filter(allow_unix: bool) -> Result<BpfProgram> {
 
 /// The program's instructions as bytes (native endian), as the spawner receives them.
 pub fn to_bytes(filter: &BpfProgram) -> Vec<u8> {
-    let mut out = Vec::with_capacity(filter.len() * 8);
-    for ins in filter {
-        out.extend_from_slice(&ins.code.to_ne_bytes());
-        out.push(ins.jt);
-        out.push(ins.jf);
-        out.extend_from_slice(&ins.k.to_ne_bytes());
-    }
-    out
+    let program: Vec<libc::sock_filter> = filter
+        .iter()
+        .map(|ins| libc::sock_filter {
+            code: ins.code,
+            jt: ins.jt,
+            jf: ins.jf,
+            k: ins.k,
+        })
+        .collect();
+    filter_bytes(&program)
 }
 
 /// A program already in the kernel's form (a hand-written one), as [`to_bytes`] gives.
