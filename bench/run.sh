@@ -83,7 +83,7 @@ primary = "mopac-primary"
 [tools.bash]
 timeout_secs = 120
 default = "deny"
-allow = ["echo *", "yes", "yes *", "head *"]
+allow = ["echo *", "/bin/echo *", "yes", "yes *", "head *"]
 $4
 
 [demo]
@@ -95,11 +95,11 @@ TOML
   echo "$dir/harness.toml"
 }
 
-# A looped script: N `echo round-i` tool calls, then a short text answer.
+# A looped script: N `echo round-i` tool calls (or `$2 round-i`), then a short text answer.
 turn_script() {
-  local n=$1 steps=""
+  local n=$1 program=${2:-echo} steps=""
   for i in $(seq "$n"); do
-    steps+="{\"type\":\"tool_call\",\"id\":\"call_$i\",\"command\":\"echo round-$i\"},"
+    steps+="{\"type\":\"tool_call\",\"id\":\"call_$i\",\"command\":\"$program round-$i\"},"
   done
   echo "{\"loop\":true,\"steps\":[${steps}{\"type\":\"text\",\"content\":\"done after $n rounds\"}]}"
 }
@@ -126,7 +126,7 @@ row "cold: --help" "$(field wall_ms "$r")" "$(field cpu_ms "$r")" "$(( $(field r
 # --- bash baseline ---------------------------------------------------------------------
 r=$($MEASURE -n "$((RUNS * 4))" -- bash -c 'echo round-1')
 BASH_CPU=$(field cpu_ms "$r")
-row "baseline: bash -c 'echo round-1'" "$(field wall_ms "$r")" "$BASH_CPU" "$(( $(field rss_kb "$r") / 1024 )) MiB" "subtracted per round below"
+row "baseline: bash -c 'echo round-1'" "$(field wall_ms "$r")" "$BASH_CPU" "$(( $(field rss_kb "$r") / 1024 )) MiB" "what the floor runs per round"
 
 # --- whole turns -------------------------------------------------------------------------
 declare -A WALL CPU
@@ -153,14 +153,29 @@ if [[ -d /dev/shm && -w /dev/shm ]]; then
 fi
 per_wall=$(awk -v a="${WALL[50]}" -v b="${WALL[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
 per_cpu=$(awk -v a="${CPU[50]}" -v b="${CPU[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
-per_harness=$(awk -v c="$per_cpu" -v b="$BASH_CPU" 'BEGIN{printf "%.2f", c-b}')
-row "per round: (t50 - t10) / 40" "$per_wall" "$per_cpu" "" "harness CPU beyond bash: $per_harness ms"
-# The command of each round (`echo round-N`, a plain command) runs without bash: what it
-# costs on its own is /bin/echo's start.
-r=$($MEASURE -n "$((RUNS * 4))" -- echo round-1)
+# `echo round-N` is a plain command and bash's builtin: harness runs it as bash would, in
+# process, so the per-round CPU is the harness's alone (no command process to subtract).
+row "per round: (t50 - t10) / 40" "$per_wall" "$per_cpu" "" "harness CPU per round (echo is a builtin, no process): $per_cpu ms"
+# The same turns running a program every round: `/bin/echo round-N` is executed directly
+# (execve of the judged argv, the spawner, Landlock, seccomp).
+declare -A XWALL XCPU
+for n in 10 50; do
+  turn_script "$n" /bin/echo >"$WORK/turnx-$n.json"
+  start_llm "$WORK/turnx-$n.json"
+  CFG=$(config "turnx-$n" "$URL" $((n + 1)) "")
+  runs=$RUNS; [[ $n == 50 ]] && runs=$(( (RUNS + 1) / 2 ))
+  r=$($MEASURE -n "$runs" -- "$HARNESS" once --demo --config "$CFG")
+  XWALL[$n]=$(field wall_ms "$r"); XCPU[$n]=$(field cpu_ms "$r")
+  [[ $(field fails "$r") == 0 ]] || echo "warning: $(field fails "$r") failed runs for the $n-round /bin/echo turn" >&2
+  row "turn: $n round(s) of '/bin/echo round-N'" "${XWALL[$n]}" "${XCPU[$n]}" "$(( $(field rss_max_kb "$r") / 1024 )) MiB" ""
+done
+xper_wall=$(awk -v a="${XWALL[50]}" -v b="${XWALL[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
+xper_cpu=$(awk -v a="${XCPU[50]}" -v b="${XCPU[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
+r=$($MEASURE -n "$((RUNS * 4))" -- /bin/echo round-1)
 ECHO_CPU=$(field cpu_ms "$r")
-per_beyond=$(awk -v c="$per_cpu" -v b="$ECHO_CPU" 'BEGIN{printf "%.2f", c-b}')
-row "baseline: /bin/echo round-1 (run directly)" "$(field wall_ms "$r")" "$ECHO_CPU" "" "harness CPU per round beyond the command: $per_beyond ms"
+per_beyond=$(awk -v c="$xper_cpu" -v b="$ECHO_CPU" 'BEGIN{printf "%.2f", c-b}')
+row "baseline: /bin/echo round-1 alone" "$(field wall_ms "$r")" "$ECHO_CPU" "" ""
+row "per /bin/echo round: (t50 - t10) / 40" "$xper_wall" "$xper_cpu" "" "harness CPU per round beyond the command: $per_beyond ms"
 
 # --- the plain-loop floor ----------------------------------------------------------------
 # A minimal loop (bench/floor.rs): per round one HTTP call to the same server and one
@@ -177,7 +192,8 @@ done
 fper_wall=$(awk -v a="${FWALL[50]}" -v b="${FWALL[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
 fper_cpu=$(awk -v a="${FCPU[50]}" -v b="${FCPU[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
 ratio=$(awk -v h="$per_wall" -v f="$fper_wall" 'BEGIN{printf "%.2f", h/f}')
-row "floor per round: (t50 - t10) / 40" "$fper_wall" "$fper_cpu" "" "harness per-round wall / floor: $ratio"
+xratio=$(awk -v h="$xper_wall" -v f="$fper_wall" 'BEGIN{printf "%.2f", h/f}')
+row "floor per round: (t50 - t10) / 40" "$fper_wall" "$fper_cpu" "" "harness per-round wall / floor: $ratio (echo), $xratio (/bin/echo)"
 
 # --- file tools: the same turns with edit_file instead of bash ---------------------------
 # Each run edits a fresh copy of the same file (the copy is per run, so it cancels out of the
@@ -216,7 +232,7 @@ for variant in small big; do
 done
 eper_wall=$(awk -v a="${EWALL[50]}" -v b="${EWALL[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
 eper_cpu=$(awk -v a="${ECPU[50]}" -v b="${ECPU[10]}" 'BEGIN{printf "%.2f", (a-b)/40}')
-row "per edit_file round: (t50 - t10) / 40" "$eper_wall" "$eper_cpu" "" "vs $per_cpu ms per bash round (harness + bash)"
+row "per edit_file round: (t50 - t10) / 40" "$eper_wall" "$eper_cpu" "" "vs $xper_cpu ms per /bin/echo round (harness + the program)"
 # --- sessions ----------------------------------------------------------------------------
 # A 500-message session (one run of 249 'echo' rounds and an answer), then a one-round run
 # that sends it all again (--resume keeps the stored session at the same size every run),

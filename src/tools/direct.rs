@@ -7,13 +7,18 @@
 //! program is not an ELF file or a `#!` script (bash runs those as scripts itself) and every
 //! stage bash would refuse with a message of its own, except a command PATH does not hold at
 //! all, which gets bash's `command not found` and status 127.
+//!
+//! bash runs `echo`, `true`, `false` and `:` as builtins, starting nothing; so does harness
+//! ([`Stage::Builtin`]), with bash's reading of `echo`'s options (`-n`, `-e`, `-E`, clustered;
+//! a word with anything else is printed). `echo -e` over a backslash goes to bash: its escapes
+//! are bash's to decode.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::bash::{supervise, Finished, Setting};
+use super::bash::{supervise, Capture, Ending, Finished, Setting};
 use super::sandbox::exec::resolve;
 use super::spawner::{Job, JobStage};
 
@@ -24,6 +29,52 @@ pub enum Stage {
     Run { path: PathBuf, argv: Vec<String> },
     /// Starts nothing: prints `message` on the command's stderr and ends with `code`.
     Fails { message: String, code: i32 },
+    /// A bash builtin run by harness: writes `stdout` and ends with `code`.
+    Builtin { stdout: Vec<u8>, code: i32 },
+}
+
+/// `argv` run as bash's builtin of that name, `None` when it is not one harness runs (or a
+/// form of it harness does not read: bash runs it).
+fn builtin(argv: &[String]) -> Option<Option<Stage>> {
+    let done = |stdout: Vec<u8>, code| Some(Some(Stage::Builtin { stdout, code }));
+    match argv.first()?.as_str() {
+        "true" | ":" => done(Vec::new(), 0),
+        "false" => done(Vec::new(), 1),
+        "echo" => Some(echo(&argv[1..]).map(|stdout| Stage::Builtin { stdout, code: 0 })),
+        _ => None,
+    }
+}
+
+/// What bash's `echo` (without `xpg_echo`) prints for `words`; `None` for `-e` over a
+/// backslash. Leading words of `-` and only `n`, `e`, `E` are options, up to the first that
+/// is not; `--` is printed.
+fn echo(words: &[String]) -> Option<Vec<u8>> {
+    let (mut newline, mut escapes) = (true, false);
+    let mut rest = words;
+    while let Some((first, tail)) = rest.split_first() {
+        let Some(flags) = first.strip_prefix('-') else {
+            break;
+        };
+        if flags.is_empty() || !flags.chars().all(|c| matches!(c, 'n' | 'e' | 'E')) {
+            break;
+        }
+        for c in flags.chars() {
+            match c {
+                'n' => newline = false,
+                'e' => escapes = true,
+                _ => escapes = false,
+            }
+        }
+        rest = tail;
+    }
+    if escapes && rest.iter().any(|w| w.contains('\\')) {
+        return None;
+    }
+    let mut out = rest.join(" ").into_bytes();
+    if newline {
+        out.push(b'\n');
+    }
+    Some(out)
 }
 
 /// How each stage of `argvs` runs with `path_var` in `work_root`, or `None` when bash must run
@@ -32,19 +83,16 @@ pub fn plan(argvs: &[Vec<String>], path_var: &str, work_root: &Path) -> Option<V
     argvs
         .iter()
         .map(|argv| {
+            if let Some(stage) = builtin(argv) {
+                return stage;
+            }
             let name = argv.first()?;
             match resolve(name, path_var, work_root) {
                 Some(path) => runnable(&path).then(|| Stage::Run {
                     path,
                     argv: argv.clone(),
                 }),
-                // bash's `echo` needs no executable (gate::Judgement::plain_argv lets it here).
-                None if name.contains('/')
-                    || name == "echo"
-                    || on_path(name, path_var, work_root) =>
-                {
-                    None
-                }
+                None if name.contains('/') || on_path(name, path_var, work_root) => None,
                 None => Some(Stage::Fails {
                     message: format!("bash: line 1: {name}: command not found\n"),
                     code: 127,
@@ -122,6 +170,14 @@ struct Planned<'a> {
 /// stage's, as bash's without `pipefail`.
 pub async fn run(stages: &[Stage], at: &Setting<'_>) -> Result<Finished> {
     use std::io::Write;
+    if let [Stage::Builtin { stdout, code }] = stages {
+        let mut output = Capture::new(at.max_output);
+        output.push(stdout);
+        return Ok(Finished {
+            ending: Ending::Exited(*code),
+            output,
+        });
+    }
     let work_root = at.work_root;
     let (reader, writer) = std::io::pipe().context("cannot create the output pipe")?;
     let mut planned = Vec::with_capacity(stages.len());
@@ -150,6 +206,22 @@ pub async fn run(stages: &[Stage], at: &Setting<'_>) -> Result<Finished> {
             Stage::Fails { message, code } => {
                 // The pipe holds far more than one line: nobody needs to read it yet.
                 let _ = (&writer).write_all(message.as_bytes());
+                if last {
+                    last_failed = Some(*code);
+                }
+            }
+            // It reads nothing: the stage before it finds its reader gone, as under bash.
+            Stage::Builtin {
+                stdout: bytes,
+                code,
+            } => {
+                let to = match stdout {
+                    Some(pipe) => pipe,
+                    None => {
+                        OwnedFd::from(writer.try_clone().context("cannot share the output pipe")?)
+                    }
+                };
+                feed(to, bytes)?;
                 if last {
                     last_failed = Some(*code);
                 }
@@ -209,6 +281,26 @@ pub async fn run(stages: &[Stage], at: &Setting<'_>) -> Result<Finished> {
     drop(planned);
     drop(writer);
     supervise(children, pgid, last_failed, reader, at).await
+}
+
+/// Writes a builtin's output into its pipe and closes it; more than the pipe surely holds at
+/// once is written by a thread, so the stages after it can start and read.
+fn feed(to: OwnedFd, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut pipe = std::fs::File::from(to);
+    if bytes.len() <= 512 {
+        // A reader gone early is the builtin's SIGPIPE under bash: not the command's ending.
+        let _ = pipe.write_all(bytes);
+        return Ok(());
+    }
+    let bytes = bytes.to_vec();
+    std::thread::Builder::new()
+        .name("builtin-output".to_string())
+        .spawn(move || {
+            let _ = pipe.write_all(&bytes);
+        })
+        .context("cannot start a thread for a builtin's output")?;
+    Ok(())
 }
 
 /// An OS error as bash words it (`Permission denied`), without Rust's `(os error 13)`.
@@ -303,7 +395,20 @@ mod tests {
             ("yes | head -n 3", true),
             ("ls -la | wc -l", true),
             ("wc -l < 'a b.txt'", false),
-            ("false", false),
+            ("false", true),
+            ("true x | false", true),
+            (": a b", true),
+            ("false | true", true),
+            ("yes | echo hi", true),
+            ("echo hi | cat", true),
+            ("true | cat", true),
+            ("echo - a", true),
+            ("echo -- a", true),
+            ("echo -x a", true),
+            ("echo -nE 'a\\tb'", true),
+            ("echo -e 'a\\tb'", false),
+            ("echo -ne x", true),
+            ("echo '' -n", true),
             ("X=1 env", false),
             ("no-such-command-xyz arg", true),
             ("no-such-command-xyz | cat", true),
@@ -313,8 +418,8 @@ mod tests {
             ("./no-such-file", false),
             ("echo hi 'a  b'", true),
             ("echo round-1 | wc -c", true),
-            ("echo -n hi", false),
-            ("echo 'a\\nb'", false),
+            ("echo -n hi", true),
+            ("echo 'a\\nb'", true),
             ("cd /", false),
             ("pwd", false),
             ("type ls", false),
@@ -326,6 +431,53 @@ mod tests {
                 assert_eq!(d, b, "{command}");
             }
         }
+    }
+
+    /// bash's `echo` against harness's, over seeded random argument lists (options, near
+    /// options, backslashes, empty words), alone and in pipelines.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn echo_is_bash_s_echo() {
+        let dir = tempfile::tempdir().unwrap();
+        let words = [
+            "-n", "-e", "-E", "-", "--", "-nE", "-en", "-neE", "-x", "-nx", "-n-", "--n", "a",
+            "'a  b'", "'a\\tb'", "'\\c'", "''", "-N", "'-n '", "' -n'", "é", "'\\'",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut direct = 0;
+        for _ in 0..150 {
+            let len = next(5);
+            let mut command = "echo".to_string();
+            for _ in 0..len {
+                command.push(' ');
+                command.push_str(words[next(words.len())]);
+            }
+            match next(3) {
+                0 => command.push_str(" | od -c"),
+                1 => command = format!("printf x | {command} | cat"),
+                _ => {}
+            }
+            let (b, d) = both(&command, dir.path()).await;
+            if let Some(d) = d {
+                assert_eq!(d, b, "{command}");
+                direct += 1;
+            }
+        }
+        assert!(direct > 100, "only {direct} of 150 ran directly");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_builtin_s_long_output_reaches_the_next_stage_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let command = format!("echo {} | wc -c", "word ".repeat(20_000));
+        let (b, d) = both(&command, dir.path()).await;
+        assert_eq!(b.0.trim(), "100000");
+        assert_eq!(d, Some(b));
     }
 
     #[tokio::test(flavor = "multi_thread")]

@@ -1,6 +1,7 @@
 //! tools stage (gate), PURE: the argv of a judged command that harness can run itself, without
 //! bash reading the text a second time: one pipeline of simple commands whose words need no
-//! expansion, with no redirection, no assignment and no builtin or reserved word.
+//! expansion, with no redirection, no assignment, no reserved word and no builtin other than
+//! the few harness runs as bash does (`echo`, `true`, `false`, `:`; see `tools::direct`).
 
 use crate::tools::gate::rule::{Judgement, Verdict};
 use crate::tools::gate::shell::lex::{Dialect, Lexer, Word};
@@ -112,7 +113,8 @@ pub(crate) fn plain_pipeline(src: &str) -> Option<Vec<Vec<String>>> {
         let first = seg.words.first()?;
         if is_assignment(first)
             || first.value.is_empty()
-            || (BUILTINS.contains(&first.value.as_str()) && !same_as_program(&seg.words))
+            || (BUILTINS.contains(&first.value.as_str())
+                && !RUN_BY_HARNESS.contains(&first.value.as_str()))
             || RESERVED.contains(&first.value.as_str())
             || !seg.words.iter().all(plain)
         {
@@ -127,14 +129,9 @@ pub(crate) fn plain_pipeline(src: &str) -> Option<Vec<Vec<String>>> {
         .then_some(out)
 }
 
-/// Does the executable of a builtin's name do what the builtin does with these words? `echo`
-/// without options or backslashes: bash's builtin and coreutils' both print the words.
-fn same_as_program(words: &[Word]) -> bool {
-    words.first().is_some_and(|w| w.value == "echo")
-        && words[1..]
-            .iter()
-            .all(|w| !w.value.starts_with('-') && !w.value.contains('\\'))
-}
+/// The builtins `tools::direct` runs itself exactly as bash runs them (it sends to bash the
+/// forms it does not read, such as `echo -e` with a backslash).
+const RUN_BY_HARNESS: &[&str] = &["echo", "true", "false", ":"];
 
 /// A word bash passes on as the gate decoded it: no expansion of any kind, no `$'…'`, no
 /// line break.
@@ -178,6 +175,13 @@ mod tests {
         assert_eq!(argv("cat a\\ b"), Some(vec![vec!["cat", "a b"]]));
         assert_eq!(argv("wc -l\n"), Some(vec![vec!["wc", "-l"]]));
         assert_eq!(argv("echo round-1"), Some(vec![vec!["echo", "round-1"]]));
+        // The builtins harness runs itself come as they are; `tools::direct` reads their options.
+        assert_eq!(argv("echo -n hi"), Some(vec![vec!["echo", "-n", "hi"]]));
+        assert_eq!(argv("echo 'a\\tb'"), Some(vec![vec!["echo", "a\\tb"]]));
+        assert_eq!(
+            argv("true x | false | : y"),
+            Some(vec![vec!["true", "x"], vec!["false"], vec![":", "y"]])
+        );
     }
 
     #[test]
@@ -189,8 +193,6 @@ mod tests {
             "ls ~",
             "ls {a,b}",
             "ls a[b]",
-            "echo -n hi",
-            "echo 'a\\tb'",
             "cd src",
             "pwd",
             "ls; ls",
