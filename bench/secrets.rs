@@ -97,7 +97,14 @@ fn main() {
         "sandbox_build\t{:.3} ms\t(read set, Landlock ruleset and seccomp filter; once per run)",
         t.as_secs_f64() * 1e3
     );
-    let t = time(50, || sandbox::seccomp::socket_filter(false).unwrap());
+    let t = time(50, || {
+        sandbox::seccomp::command_filter(sandbox::seccomp::Refuse {
+            sockets: true,
+            unix: true,
+            memfd: false,
+        })
+        .unwrap()
+    });
     println!(
         "seccomp_compile\t{:.1} us\t(part of the above)",
         t.as_secs_f64() * 1e6

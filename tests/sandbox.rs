@@ -201,6 +201,59 @@ fn the_kernel_runs_only_allowed_programs() {
 }
 
 #[test]
+fn a_program_copied_into_memory_is_not_a_way_around_the_exec_set() {
+    if !landlock() {
+        return;
+    }
+    // By path: a PATH lookup may find a version manager's shim (a script under $HOME).
+    if !Path::new("/usr/bin/python3").exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI must have python3");
+        eprintln!("SKIPPED: no python3");
+        return;
+    }
+    // A memfd lives on the kernel's internal tmpfs, which no Landlock rule covers: executing
+    // a copy of /usr/bin/id from one would run a program outside the exec set.
+    let llm = Llm::start(&json!([
+        tool_call("c1", "/usr/bin/python3 mem.py"),
+        tool_call("c2", "/usr/bin/python3 direct.py"),
+        text("done"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace(
+            "allow = [\"ls *\", \"ls\", \"echo *\", \"cat *\", \"pwd\", \"printf *\", \"env\", \"wc *\"]",
+            "allow = [\"/usr/bin/python3 *\"]",
+        )
+    });
+    let id = ["/usr/bin/id", "/bin/id"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap();
+    std::fs::write(
+        ws.path().join("work/mem.py"),
+        format!(
+            "import os\ntry:\n    fd = os.memfd_create('x')\nexcept OSError as e:\n    print('memfd refused', e.strerror)\n    raise SystemExit(0)\nos.write(fd, open('{id}', 'rb').read())\nos.execv('/proc/self/fd/%d' % fd, ['id'])\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("work/direct.py"),
+        format!("import os\ntry:\n    os.execv('{id}', ['id'])\nexcept OSError as e:\n    print('exec refused', e.strerror)\n"),
+    )
+    .unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert_eq!(
+        results[0], "memfd refused Permission denied\n[exit status: 0]",
+        "{results:#?}"
+    );
+    assert_eq!(
+        results[1], "exec refused Permission denied\n[exit status: 0]",
+        "{results:#?}"
+    );
+}
+
+#[test]
 fn cargo_test_runs_under_the_exec_set_but_a_build_script_cannot_run_other_programs() {
     if !landlock() {
         return;

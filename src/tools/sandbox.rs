@@ -246,7 +246,8 @@ pub fn kernel_abi() -> Result<i32, String> {
 #[derive(Debug, Clone)]
 pub struct Landlock {
     ruleset: Arc<OwnedFd>,
-    /// With `network = false`: the socket filter's instructions as bytes; else empty.
+    /// The seccomp filter (sockets with `network = false`, memfds with an exec set) as bytes;
+    /// empty when it refuses nothing.
     filter: Arc<Vec<u8>>,
     /// When the config, the report dir or a cassette lies inside a write root: the
     /// read-only mounts that keep commands from changing them ([`protect`]), as the spawner
@@ -400,11 +401,13 @@ impl Landlock {
         let fd: Option<OwnedFd> = created.into();
         let ruleset =
             fd.ok_or_else(|| anyhow!("landlock: this kernel does not enforce rulesets"))?;
-        let filter = if bash.network {
-            Vec::new()
-        } else {
-            seccomp::to_bytes(&seccomp::socket_filter(!bash.unix_sockets.is_empty())?)
-        };
+        let filter = seccomp::command_filter(seccomp::Refuse {
+            sockets: !bash.network,
+            unix: bash.unix_sockets.is_empty(),
+            memfd: exec_set.is_some(),
+        })?
+        .map(|f| seccomp::to_bytes(&f))
+        .unwrap_or_default();
         let unix = match unix::decide(bash.network, &bash.unix_sockets, kernel_abi().unwrap_or(0)) {
             unix::Guard::Open | unix::Guard::None => None,
             unix::Guard::Landlock => Some(UnixSockets::Landlock(Arc::new(
@@ -461,7 +464,7 @@ pub struct ChildConfinement<'a> {
     pub mounts: Option<&'a protect::Mounts>,
     /// The Landlock ruleset, or negative for none.
     pub ruleset: i32,
-    /// The socket filter; empty for none.
+    /// The seccomp filter (sockets, memfds); empty for none.
     pub filter: &'a [libc::sock_filter],
     /// The `RESOLVE_UNIX` layer, or negative.
     pub unix_layer: i32,
@@ -473,7 +476,7 @@ pub struct ChildConfinement<'a> {
 
 /// The command's own confinement, applied by the child between fork and exec, after its
 /// process group, stdio and work dir are set: the read-only mounts ([`protect`]),
-/// `PR_SET_NO_NEW_PRIVS`, the Landlock ruleset, the seccomp socket filter, then the Unix
+/// `PR_SET_NO_NEW_PRIVS`, the Landlock ruleset, the seccomp filter, then the Unix
 /// socket step ([`unix::apply_raw`]). This is the one place of the child-side sequence:
 /// every confinement step a command gets is added here. Returns the errno of the step that
 /// failed.

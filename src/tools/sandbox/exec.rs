@@ -40,7 +40,10 @@ impl ExecSet {
     /// One line for the PLAN and `harness check`.
     pub fn summary(&self) -> String {
         let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
-        let mut s = format!("exec only {} (+ their dynamic loader)", names.join(", "));
+        let mut s = format!(
+            "exec only {} (+ their dynamic loader; no memfd)",
+            names.join(", ")
+        );
         if !self.missing.is_empty() {
             let missing: Vec<&str> = self.missing.iter().map(String::as_str).collect();
             s.push_str(&format!("; not found: {}", missing.join(", ")));

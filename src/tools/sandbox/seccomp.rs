@@ -1,6 +1,7 @@
-//! Tools adapter: the seccomp filter that makes `network = false` mean "no sockets". In:
-//! whether Unix sockets are allowed. Out: a BPF program ([`socket_filter`]) that each child
-//! installs between fork and exec, beside its Landlock ruleset ([`install`]).
+//! Tools adapter: the seccomp filter that makes `network = false` mean "no sockets" and an
+//! exec set mean "no program from memory". In: what the command may do ([`Refuse`]). Out: a
+//! BPF program ([`command_filter`]) that each child installs between fork and exec, beside
+//! its Landlock ruleset ([`install`]).
 //!
 //! Landlock (ABI 4-7) confines TCP connect and bind only: UDP, ICMP, raw and packet sockets
 //! stay open, and with them DNS-style exfiltration. The filter refuses, with `EACCES`:
@@ -15,6 +16,11 @@
 //!
 //! `socketpair()` stays allowed: it only makes a connected pair inside the process (shells and
 //! language runtimes use it), and the kernel refuses it for internet families anyway.
+//!
+//! With an exec set (Landlock EXECUTE), `memfd_create()` is refused too: a memfd lives on the
+//! kernel's internal tmpfs, which Landlock does not confine, so a program that copies
+//! `/usr/bin/id` into one can `execve` it (`fexecve`, `/proc/self/fd/N`) past every rule.
+//! Every other file a command can create lies under a path the ruleset covers.
 //!
 //! A program of another architecture than the harness's (a 32-bit binary on x86_64) is killed
 //! at its first system call: its call numbers differ, so the filter could not judge them.
@@ -32,28 +38,35 @@ use seccompiler::{
 #[cfg(target_arch = "x86_64")]
 const X32: i64 = 0x4000_0000;
 
-/// The filter for `network = false`. With `allow_unix`, `socket(AF_UNIX, ...)` is allowed.
-pub fn socket_filter(allow_unix: bool) -> Result<BpfProgram> {
-    let socket_rules = if allow_unix {
-        vec![SeccompRule::new(vec![SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )
-        .map_err(|e| anyhow!("seccomp: {e}"))?])
-        .map_err(|e| anyhow!("seccomp: {e}"))?]
-    } else {
-        // No rule: every call matches.
-        Vec::new()
-    };
+/// What a command's filter refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refuse {
+    /// `network = false`: every `socket()` but `AF_UNIX` and `io_uring_setup()`.
+    pub sockets: bool,
+    /// With `sockets`: `socket(AF_UNIX)` too (no `unix_sockets` named).
+    pub unix: bool,
+    /// An exec set is enforced: `memfd_create()`.
+    pub memfd: bool,
+}
+
+/// The filter for `refuse`, `None` when it refuses nothing.
+pub fn command_filter(refuse: Refuse) -> Result<Option<BpfProgram>> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    rules.insert(libc::SYS_socket, socket_rules.clone());
-    rules.insert(libc::SYS_io_uring_setup, Vec::new());
-    #[cfg(target_arch = "x86_64")]
-    {
-        rules.insert(libc::SYS_socket | X32, socket_rules);
-        rules.insert(libc::SYS_io_uring_setup | X32, Vec::new());
+    let mut refuse_call = |call: i64, call_rules: Vec<SeccompRule>| {
+        #[cfg(target_arch = "x86_64")]
+        rules.insert(call | X32, call_rules.clone());
+        rules.insert(call, call_rules);
+    };
+    if refuse.sockets {
+        refuse_call(libc::SYS_socket, socket_rules(!refuse.unix)?);
+        // No rule: every call matches.
+        refuse_call(libc::SYS_io_uring_setup, Vec::new());
+    }
+    if refuse.memfd {
+        refuse_call(libc::SYS_memfd_create, Vec::new());
+    }
+    if rules.is_empty() {
+        return Ok(None);
     }
     let arch = std::env::consts::ARCH
         .try_into()
@@ -67,7 +80,26 @@ pub fn socket_filter(allow_unix: bool) -> Result<BpfProgram> {
     .map_err(|e| anyhow!("seccomp: {e}"))?;
     filter
         .try_into()
+        .map(Some)
         .map_err(|e: seccompiler::BackendError| anyhow!("seccomp: {e}"))
+}
+
+/// The rules under which `socket()` is refused: always, or (with `allow_unix`) for every
+/// family but `AF_UNIX`.
+fn socket_rules(allow_unix: bool) -> Result<Vec<SeccompRule>> {
+    Ok(if allow_unix {
+        vec![SeccompRule::new(vec![SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX as u64,
+        )
+        .map_err(|e| anyhow!("seccomp: {e}"))?])
+        .map_err(|e| anyhow!("seccomp: {e}"))?]
+    } else {
+        // No rule: every call matches.
+        Vec::new()
+    })
 }
 
 /// The program's instructions as bytes (native endian), as the spawner receives them.
@@ -202,17 +234,62 @@ mod tests {
         }
     }
 
+    fn socket_filter(allow_unix: bool) -> BpfProgram {
+        command_filter(Refuse {
+            sockets: true,
+            unix: !allow_unix,
+            memfd: false,
+        })
+        .unwrap()
+        .unwrap()
+    }
+
+    fn memfd() -> i32 {
+        // SAFETY: memfd_create only returns an fd or -1.
+        errno_of(unsafe { libc::memfd_create(c"x".as_ptr(), 0) })
+    }
+
     #[test]
     fn only_unix_sockets_and_pairs_survive() {
-        let strict = socket_filter(false).unwrap();
+        let strict = socket_filter(false);
         assert_eq!(in_child(&strict, inet_udp), libc::EACCES);
         assert_eq!(in_child(&strict, inet6_tcp), libc::EACCES);
         assert_eq!(in_child(&strict, netlink), libc::EACCES);
         assert_eq!(in_child(&strict, unix), libc::EACCES);
         assert_eq!(in_child(&strict, pair), 0);
-        let with_unix = socket_filter(true).unwrap();
+        let with_unix = socket_filter(true);
         assert_eq!(in_child(&with_unix, inet_udp), libc::EACCES);
         assert_eq!(in_child(&with_unix, unix), 0);
         assert_eq!(in_child(&with_unix, pair), 0);
+        assert_eq!(in_child(&with_unix, memfd), 0);
+    }
+
+    #[test]
+    fn an_exec_set_refuses_memfds_and_nothing_else() {
+        let exec_only = command_filter(Refuse {
+            sockets: false,
+            unix: false,
+            memfd: true,
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(in_child(&exec_only, memfd), libc::EACCES);
+        assert_eq!(in_child(&exec_only, inet_udp), 0);
+        assert_eq!(in_child(&exec_only, unix), 0);
+        let both = command_filter(Refuse {
+            sockets: true,
+            unix: true,
+            memfd: true,
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(in_child(&both, memfd), libc::EACCES);
+        assert_eq!(in_child(&both, inet_udp), libc::EACCES);
+        let none = Refuse {
+            sockets: false,
+            unix: false,
+            memfd: false,
+        };
+        assert!(command_filter(none).unwrap().is_none());
     }
 }
