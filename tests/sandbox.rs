@@ -201,6 +201,44 @@ fn the_kernel_runs_only_allowed_programs() {
 }
 
 #[test]
+fn the_places_path_rules_run_programs_from_are_read_only_for_commands() {
+    if !landlock() {
+        return;
+    }
+    // The gate cannot see what a script writes; the kernel keeps it out of the places the
+    // exec set runs programs from, so a written script cannot then be run.
+    let llm = Llm::start(&json!([
+        tool_call("c1", "./scripts/write.sh scripts/planted.sh"),
+        tool_call("c2", "./scripts/write.sh scripts/write.sh"),
+        tool_call("c3", "./scripts/write.sh elsewhere.txt"),
+        text("done"),
+    ]));
+    let ws = workspace(&llm, "");
+    let check = ws.run(&["check"]);
+    assert!(
+        check
+            .stdout
+            .contains("scripts (a path rule's directory): inside a write root, read-only mounts"),
+        "{}",
+        check.stdout
+    );
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    for r in &results[..2] {
+        assert!(
+            r.contains("Read-only file system") && r.ends_with("[exit status: 1]"),
+            "{results:#?}"
+        );
+    }
+    assert!(!ws.path().join("work/scripts/planted.sh").exists());
+    let script = std::fs::read_to_string(ws.path().join("work/scripts/write.sh")).unwrap();
+    assert!(script.starts_with("#!/bin/bash\n"), "{script}");
+    assert_eq!(results[2], "wrote elsewhere.txt\n[exit status: 0]");
+    assert!(ws.path().join("work/elsewhere.txt").exists());
+}
+
+#[test]
 fn a_program_copied_into_memory_is_not_a_way_around_the_exec_set() {
     if !landlock() {
         return;

@@ -26,7 +26,7 @@ pub mod seccomp;
 pub mod unix;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
@@ -35,7 +35,8 @@ use landlock::{
     Scope, ABI,
 };
 
-use crate::config::{BashConfig, SandboxMode};
+use crate::config::{BashConfig, NeverRead, SandboxMode};
+use crate::tools::gate::Runs;
 
 /// The Landlock ABI this code is written and tested against; newer kernels are used at this
 /// level, older ones at theirs (the crate's best-effort mode).
@@ -169,7 +170,41 @@ pub fn decide(mode: SandboxMode, kernel: Result<i32, String>, network: bool) -> 
 pub fn protected_writes(bash: &BashConfig, work_root: &Path) -> Result<protect::Plan, Vec<String>> {
     let mut roots = vec![work_root.to_path_buf()];
     roots.extend(bash.write_roots.iter().cloned());
-    protect::plan(&roots, &bash.never_read)
+    let mut keep = bash.never_read.clone();
+    keep.extend(run_from(bash, work_root, &roots));
+    protect::plan(&roots, &keep)
+}
+
+/// The places allow rules run programs from by path (`./scripts/**`, `./run.sh *`) that
+/// exist: the exec set lets them run, so a command that could write there (an allowed
+/// program that writes files, a patch) could run anything it wrote. Only under an exec set
+/// (without one any program runs anyway), and not a place that holds a write root: such a
+/// rule lets the model run what it writes, by the operator's choice.
+fn run_from(bash: &BashConfig, work_root: &Path, roots: &[PathBuf]) -> Vec<NeverRead> {
+    if exec::unrestricted_reason(bash).is_some() {
+        return Vec::new();
+    }
+    let roots: Vec<PathBuf> = roots.iter().filter_map(|r| r.canonicalize().ok()).collect();
+    let mut out: Vec<NeverRead> = Vec::new();
+    for rule in &bash.policy.allow {
+        let (place, what) = match rule.runs() {
+            Runs::Under(dir) => (dir, "a path rule's directory"),
+            Runs::Program(p) if p.contains('/') => (p, "a program a rule names by path"),
+            _ => continue,
+        };
+        let Ok(real) = work_root.join(&place).canonicalize() else {
+            continue;
+        };
+        if roots.iter().any(|r| r.starts_with(&real)) || out.iter().any(|n| n.path == real) {
+            continue;
+        }
+        out.push(NeverRead {
+            path: real,
+            what: what.to_string(),
+            may_share_work_root: true,
+        });
+    }
+    out
 }
 
 /// The `writes` entry of the preflight list: the protected paths inside a write root and how

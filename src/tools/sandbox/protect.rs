@@ -1,6 +1,6 @@
-//! Tools adapter: the paths never to read that lie inside a write root (the config file, the
-//! report dir with its REPORTs and session store, a cassette being recorded), made read-only
-//! for commands. In: the write roots and `[tools.bash]` never_read. Out: a [`Plan`] (what
+//! Tools adapter: the paths commands must not change that lie inside a write root (the config
+//! file, the report dir with its REPORTs and session store, a cassette being recorded, the
+//! places path rules run programs from), made read-only for commands. In: the write roots and `[tools.bash]` never_read. Out: a [`Plan`] (what
 //! needs protecting, [`plan`]: file system look-ups only) and [`Mounts`], prepared in the
 //! harness and applied by each command's child to itself between fork and exec
 //! ([`Mounts::apply_in_child`]: raw syscalls only). I/O: resolving paths, `statvfs`, a forked
@@ -184,8 +184,8 @@ fn symlink_inside(lexical: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
 #[derive(Debug, PartialEq, Eq)]
 struct Mount {
     path: CString,
-    /// For [`Kind::ReadOnly`]: the flags of the read-only remount (the mount's own atime,
-    /// nosuid, nodev and noexec flags kept: a user namespace may not drop them).
+    /// For [`Kind::ReadOnly`]: the flags of the read-only remount (nosuid and nodev added, the
+    /// mount's own atime and noexec flags kept: a user namespace may not drop them).
     remount: Option<libc::c_ulong>,
 }
 
@@ -443,13 +443,12 @@ fn readonly_flags(path: &CString) -> io::Result<libc::c_ulong> {
         }
         st.f_flag
     };
-    let mut flags = libc::MS_BIND
-        | libc::MS_REMOUNT
-        | libc::MS_RDONLY
-        | libc::MS_NOSUID
-        | libc::MS_NODEV
-        | libc::MS_NOEXEC;
+    // Not noexec unless the mount is: a path rule's directory stays executable (what it may
+    // run is the exec set's to say).
+    let mut flags =
+        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
     for (st, ms) in [
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
         (libc::ST_NOATIME, libc::MS_NOATIME),
         (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
         (libc::ST_RELATIME, libc::MS_RELATIME),
