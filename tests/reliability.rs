@@ -361,6 +361,99 @@ fn a_sigkilled_harness_leaves_no_process_of_a_pipeline_nor_its_spawner() {
     assert_no_canary(&ws, &run, &llm, &[]);
 }
 
+/// Live processes (zombies excluded) whose command line holds `needle`.
+fn running(needle: &str) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .map(|(pid, _, _)| pid)
+        .filter(|pid| cmdline(*pid).contains(needle))
+        .collect()
+}
+
+fn assert_none_running(needle: &str) {
+    let start = Instant::now();
+    while !running(needle).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{needle} outlived its command: {:?}",
+            running(needle)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A workspace whose model runs `commands`, allowed `/usr/bin/python3` and `sleep`, with
+/// `timeout_secs`; `None` where this machine has no /usr/bin/python3 (CI has).
+fn python_run(commands: &[&str], timeout_secs: u32) -> Option<(Llm, Workspace)> {
+    if !Path::new("/usr/bin/python3").exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI must have python3");
+        eprintln!("SKIPPED: no /usr/bin/python3");
+        return None;
+    }
+    let mut steps: Vec<Value> = commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| tool_call(&format!("c{i}"), c))
+        .collect();
+    steps.push(text("done"));
+    let llm = Llm::start(&Value::Array(steps));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        set(
+            allow(c, &["/usr/bin/python3 *", "sleep *"]),
+            "[tools.bash]\ntimeout_secs = 10",
+            &format!("[tools.bash]\ntimeout_secs = {timeout_secs}"),
+        )
+    });
+    Some((llm, ws))
+}
+
+/// A python script that leaves a process behind outside its group, as a daemon does
+/// (fork, `setsid`, fork), running `needle` as its command line.
+fn daemonizing(needle: &str) -> String {
+    format!(
+        "import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execv('/usr/bin/python3', ['python3', '-c', 'import time; time.sleep(37.75)', '{needle}'])\n    os._exit(0)\nos.wait()\nprint('parent done')\n"
+    )
+}
+
+#[test]
+fn a_process_that_left_the_command_s_group_ends_with_the_command() {
+    let needle = "daemon-needle-4471";
+    let Some((llm, ws)) = python_run(&["/usr/bin/python3 daemon.py"], 10) else {
+        return;
+    };
+    std::fs::write(ws.path().join("work/daemon.py"), daemonizing(needle)).unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert_eq!(results[0], "parent done\n[exit status: 0]");
+    assert_none_running(needle);
+}
+
+#[test]
+fn a_pipeline_stage_that_left_the_group_is_killed_at_the_timeout() {
+    // A later stage of a plain pipeline is no group leader, so `setsid` takes it out of the
+    // group the timeout kills; the spawner kills every stage by pid too, or the harness
+    // would wait for it.
+    let needle = "stage-needle-4472";
+    let Some((llm, ws)) = python_run(&["sleep 36.75 | /usr/bin/python3 stage.py"], 1) else {
+        return;
+    };
+    std::fs::write(
+        ws.path().join("work/stage.py"),
+        format!(
+            "import os, sys\nos.setsid()\nos.execv('/usr/bin/python3', ['python3', '-c', 'import time; time.sleep(36.5)', '{needle}'])\n"
+        ),
+    )
+    .unwrap();
+    let mut child = harness_cmd(&ws, &["once", "--demo"]).spawn().unwrap();
+    let status = wait_bounded(&mut child, Duration::from_secs(30), "timed-out pipeline");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert!(results[0].contains("timed out"), "{results:#?}");
+    assert_none_running(needle);
+    assert_none_running("sleep 36.75");
+}
+
 #[test]
 fn a_second_signal_exits_at_once_and_still_kills_the_group() {
     // Two signals back to back: whichever way the race between them goes, the run ends at

@@ -206,6 +206,7 @@ pub(super) async fn supervise(
             _ = tokio::time::sleep_until(drain_until) => {
                 if ending.is_none() {
                     kill_group(pgid);
+                    children.iter().for_each(Child::kill);
                     let _ = wait_all(&mut children).await;
                     ending = Some(Ending::TimedOut);
                     drain_until = tokio::time::Instant::now() + DRAIN_GRACE;
@@ -216,6 +217,7 @@ pub(super) async fn supervise(
             },
             _ = interrupt.wait(), if ending.is_none() => {
                 kill_group(pgid);
+                children.iter().for_each(Child::kill);
                 let _ = wait_all(&mut children).await;
                 ending = Some(Ending::Interrupted);
                 drain_until = tokio::time::Instant::now() + DRAIN_GRACE;

@@ -283,7 +283,8 @@ impl Spawner {
         socket::send_frame(tx.as_fd(), frame, fds)
     }
 
-    /// Asks the spawner to kill spawn `id`'s group if a process of it still runs. Best effort.
+    /// Asks the spawner to kill spawn `id` (its group, each stage) if a process of it still
+    /// runs. Best effort.
     fn kill(&self, id: u64) {
         if let Ok(frame) = wire::encode_request(&Request::Kill { id }) {
             let _ = self.send(&frame, &[]);
@@ -431,6 +432,14 @@ impl Child {
     /// The process id (the first stage's is the group's id).
     pub fn id(&self) -> i32 {
         self.pid
+    }
+
+    /// Has the spawner kill this spawn: its group and every stage by pid (a later stage of a
+    /// pipeline can leave the group). Best effort, as a signal is.
+    pub fn kill(&self) {
+        if self.status.is_none() {
+            self.spawner.kill(self.id);
+        }
     }
 
     /// Waits for the process to end. Cancel-safe: an ending that arrived is kept.

@@ -44,7 +44,13 @@ struct Spawner {
     procs: Vec<Proc>,
     /// The stack each child runs on until its exec.
     stack: Vec<u8>,
+    /// A job ended: its leftovers are to be swept.
+    sweep_due: bool,
 }
+
+/// How many times [`Spawner::sweep`] looks again for children (each kill can reparent the
+/// killed process's own children here), a millisecond apart at most.
+const SWEEP_ROUNDS: usize = 500;
 
 /// The child's stack until its exec: the confinement and exec calls need little.
 const CHILD_STACK: usize = 256 * 1024;
@@ -78,6 +84,9 @@ pub(super) unsafe fn serve(sock: OwnedFd, harness: libc::pid_t) -> ! {
     }
     libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR1, 0, 0, 0);
+    // What a command leaves behind outside its group (a `setsid` daemon) is reparented here,
+    // not to init, so [`Spawner::sweep`] can end it with the command.
+    libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     if libc::getppid() != harness {
         libc::_exit(0);
     }
@@ -110,6 +119,7 @@ pub(super) unsafe fn serve(sock: OwnedFd, harness: libc::pid_t) -> ! {
         jobs: Vec::new(),
         procs: Vec::new(),
         stack: vec![0u8; CHILD_STACK],
+        sweep_due: false,
     };
     spawner.run()
 }
@@ -150,6 +160,13 @@ impl Spawner {
                 self.bail();
             }
             self.reap();
+            // The harness runs one command at a time, so with no job left every child that is
+            // no stage is the last job's leftover. (Were jobs to overlap, the sweep would wait
+            // for a moment with none.)
+            if self.sweep_due && self.jobs.is_empty() {
+                self.sweep_due = false;
+                self.sweep();
+            }
             self.enforce_deadlines();
             if r > 0 && fds[0].revents != 0 {
                 match recv_frame(self.sock.as_fd()) {
@@ -202,6 +219,7 @@ impl Spawner {
                 self.jobs[j].live -= 1;
                 if self.jobs[j].live == 0 {
                     self.jobs.swap_remove(j);
+                    self.sweep_due = true;
                 }
             }
             self.reply(&Reply::Exited {
@@ -218,7 +236,7 @@ impl Spawner {
         let now = now();
         for job in self.jobs.iter_mut().filter(|j| !j.killed) {
             if now >= job.deadline {
-                kill_group(job.pgid);
+                kill_job(job, &self.procs);
                 job.killed = true;
             }
         }
@@ -238,7 +256,7 @@ impl Spawner {
         match request {
             Request::Kill { id } => {
                 if let Some(job) = self.jobs.iter_mut().find(|j| j.id == id) {
-                    kill_group(job.pgid);
+                    kill_job(job, &self.procs);
                     job.killed = true;
                 }
             }
@@ -328,10 +346,63 @@ impl Spawner {
     /// ours is killed, then the spawner exits.
     fn bail(&self) -> ! {
         for job in &self.jobs {
-            kill_group(job.pgid);
+            kill_job(job, &self.procs);
         }
+        self.sweep();
         // SAFETY: _exit ends the process without running anything of the harness's.
         unsafe { libc::_exit(0) }
+    }
+}
+
+impl Spawner {
+    /// Kills and reaps every child that is no stage of a job: processes a command left
+    /// outside its group (`setsid`, a shell's job control) and reparented here when their
+    /// parent ended. Their own children come here in turn as they are killed, so it looks
+    /// again until none is left. Never reaps a stage (its ending is the harness's to hear).
+    fn sweep(&self) {
+        // SAFETY: getpid has no preconditions.
+        let me = unsafe { libc::getpid() };
+        let list = format!("/proc/self/task/{me}/children");
+        for _ in 0..SWEEP_ROUNDS {
+            let Ok(text) = std::fs::read_to_string(&list) else {
+                return;
+            };
+            let stray: Vec<libc::pid_t> = text
+                .split_whitespace()
+                .filter_map(|s| s.parse().ok())
+                .filter(|pid| !self.procs.iter().any(|p| p.pid == *pid))
+                .collect();
+            if stray.is_empty() {
+                return;
+            }
+            for pid in stray {
+                // SAFETY: signals and a non-blocking wait for a child of ours; a process that
+                // is gone gives ESRCH/ECHILD.
+                unsafe {
+                    if libc::getpgid(pid) == pid {
+                        libc::kill(-pid, libc::SIGKILL);
+                    }
+                    libc::kill(pid, libc::SIGKILL);
+                    let mut status = 0;
+                    libc::waitpid(pid, &mut status, libc::WNOHANG);
+                }
+            }
+            // SAFETY: sleeps a millisecond (poll on no descriptor).
+            unsafe { libc::poll(std::ptr::null_mut(), 0, 1) };
+        }
+    }
+}
+
+/// Kills `job`'s group and each of its stages by pid: a later stage of a pipeline is no group
+/// leader, so it can leave the group (`setsid`), and the harness waits for every stage.
+fn kill_job(job: &Job, procs: &[Proc]) {
+    kill_group(job.pgid);
+    for p in procs.iter().filter(|p| p.id == job.id) {
+        // SAFETY: kill only sends a signal; the stage is our unreaped child, so its pid is
+        // still its own.
+        unsafe {
+            libc::kill(p.pid, libc::SIGKILL);
+        }
     }
 }
 
