@@ -454,6 +454,67 @@ fn a_pipeline_stage_that_left_the_group_is_killed_at_the_timeout() {
     assert_none_running("sleep 36.75");
 }
 
+/// Field `i` (0 = state) after the `(comm)` of `/proc/PID/stat`.
+fn stat_field(pid: i32, i: usize) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split_whitespace().nth(i).unwrap().parse().unwrap()
+}
+
+#[test]
+fn commands_never_get_the_operator_s_terminal() {
+    // harness started from a terminal (a pty as its controlling terminal): its commands run
+    // in a session without one, so none can open /dev/tty or push input into it.
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors; no name, termios or size.
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
+    let llm = Llm::start(&json!([tool_call("c1", "sleep 34.25"), text("done")]));
+    let ws = Workspace::new(&llm.base_url(), |c| allow(c, &["sleep *"]));
+    let mut cmd = harness_cmd(&ws, &["once", "--demo"]);
+    // SAFETY: between fork and exec only setsid and ioctl, both async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 || libc::ioctl(slave, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let pgid = wait_for_descendant(child.id() as i32, "sleep 34.25", &mut child);
+    // tty_nr is field 4 after the state.
+    assert_ne!(
+        stat_field(child.id() as i32, 4),
+        0,
+        "the harness has the pty"
+    );
+    let sleep = processes()
+        .into_iter()
+        .find(|(_, _, g)| *g == pgid)
+        .map(|(pid, _, _)| pid)
+        .unwrap();
+    let (tty, session) = (stat_field(sleep, 4), stat_field(sleep, 3));
+    signal(&child, libc::SIGTERM);
+    let run = finish(child, "terminal run");
+    // SAFETY: closing the two descriptors openpty made.
+    unsafe {
+        libc::close(master);
+        libc::close(slave);
+    }
+    assert_eq!(run.code, 143, "{run:?}");
+    assert_eq!(tty, 0, "the command has a controlling terminal");
+    assert_ne!(session, stat_field(std::process::id() as i32, 3));
+}
+
 #[test]
 fn a_second_signal_exits_at_once_and_still_kills_the_group() {
     // Two signals back to back: whichever way the race between them goes, the run ends at

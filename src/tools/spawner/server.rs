@@ -87,6 +87,10 @@ pub(super) unsafe fn serve(sock: OwnedFd, harness: libc::pid_t) -> ! {
     // What a command leaves behind outside its group (a `setsid` daemon) is reparented here,
     // not to init, so [`Spawner::sweep`] can end it with the command.
     libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    // A session of its own, without a controlling terminal: no command can open the
+    // operator's terminal (`/dev/tty`) to read it or push input into it (TIOCSTI), even
+    // unconfined. (The spawner is no group leader, so this cannot fail.)
+    libc::setsid();
     if libc::getppid() != harness {
         libc::_exit(0);
     }
