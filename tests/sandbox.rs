@@ -38,6 +38,25 @@ fn workspace(llm: &Llm, bash_keys: &str) -> Workspace {
     ws
 }
 
+/// The standard config with only these allow rules (`rules`: the inside of the list).
+fn only(llm: &Llm, rules: &str) -> Workspace {
+    let rules = rules.to_string();
+    Workspace::new(&llm.base_url(), move |c| {
+        c.replace(
+            "allow = [\"ls *\", \"ls\", \"echo *\", \"cat *\", \"pwd\", \"printf *\", \"env\", \"wc *\"]",
+            &format!("allow = [{rules}]"),
+        )
+    })
+}
+
+/// Where `id` is: a program no narrow allow list names.
+fn id_path() -> &'static str {
+    ["/usr/bin/id", "/bin/id"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap()
+}
+
 #[test]
 fn confined_commands_cannot_write_outside_the_work_root() {
     if !landlock() {
@@ -256,16 +275,8 @@ fn a_program_copied_into_memory_is_not_a_way_around_the_exec_set() {
         tool_call("c2", "/usr/bin/python3 direct.py"),
         text("done"),
     ]));
-    let ws = Workspace::new(&llm.base_url(), |c| {
-        c.replace(
-            "allow = [\"ls *\", \"ls\", \"echo *\", \"cat *\", \"pwd\", \"printf *\", \"env\", \"wc *\"]",
-            "allow = [\"/usr/bin/python3 *\"]",
-        )
-    });
-    let id = ["/usr/bin/id", "/bin/id"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .unwrap();
+    let ws = only(&llm, "\"/usr/bin/python3 *\"");
+    let id = id_path();
     std::fs::write(
         ws.path().join("work/mem.py"),
         format!(
@@ -288,6 +299,50 @@ fn a_program_copied_into_memory_is_not_a_way_around_the_exec_set() {
     assert_eq!(
         results[1], "exec refused Permission denied\n[exit status: 0]",
         "{results:#?}"
+    );
+}
+
+#[test]
+fn the_dynamic_loader_runs_no_program_of_its_own() {
+    if !landlock() {
+        return;
+    }
+    let Some(loader) = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        eprintln!("SKIPPED: no known dynamic loader path");
+        return;
+    };
+    // The loader is in the exec set (every dynamic program needs it), and run as a program
+    // it maps any readable file without an execve: the guard refuses that execve (as a `#!`
+    // interpreter too: unit-tested), while cat (dynamic) still starts through it.
+    let llm = Llm::start(&json!([
+        tool_call("c1", "make direct"),
+        tool_call("c2", "cat Makefile"),
+        text("done"),
+    ]));
+    let ws = only(&llm, "\"make *\", \"cat *\"");
+    let id = id_path();
+    std::fs::write(
+        ws.path().join("work/Makefile"),
+        format!("direct:\n\t{loader} {id}\n"),
+    )
+    .unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert!(
+        results[0].contains("Permission denied") && !results[0].contains("uid="),
+        "{results:#?}"
+    );
+    assert!(results[0].ends_with("[exit status: 2]"), "{results:#?}");
+    assert!(results[1].starts_with("direct:"), "{results:#?}");
+    assert!(
+        run.stderr
+            .contains("refused running the dynamic loader as a program"),
+        "{}",
+        run.stderr
     );
 }
 

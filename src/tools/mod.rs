@@ -44,6 +44,9 @@ pub struct BashTool {
     pub files: Option<files::FileTools>,
     /// Starts every command's processes.
     pub spawner: spawner::Spawner,
+    /// Under an exec set: the thread that keeps commands from running the dynamic loader as
+    /// a program (stopped when the tool is dropped).
+    pub loader_guard: Option<sandbox::loader::Guard>,
 }
 
 /// One handled tool call.
@@ -262,6 +265,15 @@ impl BashTool {
             }
             sandbox::Status::Off | sandbox::Status::Unavailable => (None, None),
         };
+        let loader_guard = match landlock.as_ref().map(sandbox::Landlock::loaders) {
+            Some(loaders) if !loaders.is_empty() => {
+                let listener = spawner
+                    .guard(&sandbox::loader::filter())
+                    .context("cannot keep commands from running the dynamic loader")?;
+                Some(sandbox::loader::Guard::start(listener, loaders)?)
+            }
+            _ => None,
+        };
         Ok(BashTool {
             config,
             work_root,
@@ -272,6 +284,7 @@ impl BashTool {
             tmp,
             files: None,
             spawner,
+            loader_guard,
         })
     }
 

@@ -20,6 +20,7 @@
 //! the dynamic loader and `exec_roots` can be executed.
 
 pub mod exec;
+pub mod loader;
 pub mod protect;
 pub mod reads;
 pub mod seccomp;
@@ -290,6 +291,8 @@ pub struct Landlock {
     protect: Option<Arc<Vec<u8>>>,
     /// With `network = false` and `unix_sockets`: how the names are held ([`unix`]).
     unix: Option<UnixSockets>,
+    /// Under an exec set: its dynamic loaders, for the [`loader`] guard.
+    loaders: Arc<Vec<PathBuf>>,
 }
 
 /// The run-wide half of [`unix::Guard::Landlock`] or [`unix::Guard::Supervisor`].
@@ -452,12 +455,22 @@ impl Landlock {
                 unix::supervisor::Supervisor::start(bash.unix_sockets.clone())?,
             ))),
         };
+        let loaders = exec_set
+            .map(|set| set.loaders.into_iter().collect())
+            .unwrap_or_default();
         Ok(Landlock {
             ruleset: Arc::new(ruleset),
             filter: Arc::new(filter),
             protect,
             unix,
+            loaders: Arc::new(loaders),
         })
+    }
+
+    /// Under an exec set: the dynamic loaders it holds, executable only as an interpreter
+    /// ([`loader`]); empty otherwise.
+    pub fn loaders(&self) -> &[PathBuf] {
+        &self.loaders
     }
 
     /// The ruleset's descriptor, passed to the spawner with each command.

@@ -419,7 +419,7 @@ pub fn sandbox_plan_line() -> String {
     .unwrap();
     match status {
         sandbox::Status::Landlock { .. } => format!(
-            "{}; read set: work_root, a private TMPDIR, @system; exec only bash, cat, echo, env, ls, printf, pwd, wc (+ their dynamic loader; no memfd); unix sockets: none",
+            "{}; read set: work_root, a private TMPDIR, @system; exec only bash, cat, echo, env, ls, printf, pwd, wc (+ their dynamic loader, as an interpreter only; no memfd); unix sockets: none",
             status.plan_line(0)
         ),
         _ => status.plan_line(0),

@@ -34,6 +34,9 @@ pub struct ExecSet {
     /// Allowed names that PATH does not hold and `exec_roots` that do not exist (nothing to
     /// allow; the PLAN says so).
     pub missing: BTreeSet<String>,
+    /// The dynamic loaders among `paths` (the `PT_INTERP` of the programs): executable only
+    /// as an interpreter ([`super::loader`]).
+    pub loaders: BTreeSet<PathBuf>,
 }
 
 impl ExecSet {
@@ -41,7 +44,7 @@ impl ExecSet {
     pub fn summary(&self) -> String {
         let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
         let mut s = format!(
-            "exec only {} (+ their dynamic loader; no memfd)",
+            "exec only {} (+ their dynamic loader, as an interpreter only; no memfd)",
             names.join(", ")
         );
         if !self.missing.is_empty() {
@@ -160,8 +163,9 @@ pub fn exec_set(
             Err(_) => set.missing.insert(root.display().to_string()),
         };
     }
-    let loaders: Vec<PathBuf> = set.paths.iter().filter_map(|p| elf_interp(p)).collect();
-    set.paths.extend(loaders);
+    let loaders: BTreeSet<PathBuf> = set.paths.iter().filter_map(|p| elf_interp(p)).collect();
+    set.paths.extend(loaders.iter().cloned());
+    set.loaders = loaders;
     Some(set)
 }
 

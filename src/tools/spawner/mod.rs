@@ -283,6 +283,35 @@ impl Spawner {
         socket::send_frame(tx.as_fd(), frame, fds)
     }
 
+    /// Has the spawner install the seccomp `program` on itself, so on every command it starts
+    /// from now on (a filter cannot be taken off), and returns the listener of its
+    /// notifications. Fails when the spawner is gone, refuses, or says nothing within 5 s.
+    pub fn guard(&self, program: &[libc::sock_filter]) -> io::Result<OwnedFd> {
+        let program = Arc::new(program.to_vec());
+        let (ours, theirs) = sandbox::unix::notify::pair(&program)?;
+        let frame = wire::encode_request(&Request::Guard {
+            program: sandbox::seccomp::filter_bytes(&program),
+            to: 0,
+        })
+        .map_err(io::Error::other)?;
+        self.send(&frame, &[theirs.fd()])?;
+        drop(theirs);
+        let mut poll = libc::pollfd {
+            fd: ours.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, as declared.
+        if unsafe { libc::poll(&mut poll, 1, 5_000) } <= 0 {
+            return Err(io::Error::other("the command spawner did not answer"));
+        }
+        sandbox::unix::notify::recv_fd(&ours)?.ok_or_else(|| {
+            io::Error::other(
+                "the command spawner could not install the filter (seccomp user notification)",
+            )
+        })
+    }
+
     /// Asks the spawner to kill spawn `id` (its group, each stage) if a process of it still
     /// runs. Best effort.
     fn kill(&self, id: u64) {

@@ -66,6 +66,15 @@ pub enum Request {
         /// The spawn.
         id: u64,
     },
+    /// Install the seccomp `program` (raw `sock_filter`s) on the spawner itself, so on every
+    /// command it starts from now on, with a new listener, and send the listener over the
+    /// socket at index `to` (closed without one when that fails).
+    Guard {
+        /// The filter's bytes.
+        program: Vec<u8>,
+        /// Index of the socket the listener goes to.
+        to: i32,
+    },
 }
 
 /// What the spawner tells the harness.
@@ -128,6 +137,7 @@ impl std::error::Error for WireError {}
 
 const SPAWN: u32 = 1;
 const KILL: u32 = 2;
+const GUARD: u32 = 5;
 const STARTED: u32 = 3;
 const EXITED: u32 = 4;
 
@@ -188,6 +198,11 @@ pub fn encode_request(request: &Request) -> Result<Vec<u8>, WireError> {
         Request::Kill { id } => {
             w.u32(KILL);
             w.u64(*id);
+        }
+        Request::Guard { program, to } => {
+            w.u32(GUARD);
+            w.bytes(program);
+            w.i32(*to);
         }
     }
     w.frame()
@@ -257,6 +272,17 @@ pub fn decode_request(body: &[u8], fds: usize) -> Result<Request, WireError> {
             }
         }
         KILL => Request::Kill { id: r.u64()? },
+        GUARD => {
+            let program = r.bytes()?.to_vec();
+            if program.is_empty() || program.len() % 8 != 0 {
+                return Err(WireError::Malformed("guard filter length"));
+            }
+            let to = fd(r.i32()?)?;
+            if to == NO_FD {
+                return Err(WireError::Malformed("guard without a socket"));
+            }
+            Request::Guard { program, to }
+        }
         _ => return Err(WireError::Malformed("unknown request")),
     };
     r.end()?;

@@ -43,13 +43,13 @@ const AUDIT_ARCH: u32 = 0xC000_003E;
 #[cfg(target_arch = "aarch64")]
 const AUDIT_ARCH: u32 = 0xC000_00B7;
 
-const RET_ALLOW: u32 = 0x7fff_0000;
+pub(crate) const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
-const RET_ERRNO: u32 = 0x0005_0000;
+pub(crate) const RET_ERRNO: u32 = 0x0005_0000;
 const SOCK_TYPE_MASK: u32 = 0xf;
 
 /// One instruction with symbolic jump targets, resolved by [`assemble`].
-enum Op {
+pub(crate) enum Op {
     Load(u32),
     And(u32),
     /// Compare A with k: on equal go to the first label, else to the second (None: next).
@@ -58,7 +58,8 @@ enum Op {
     Label(&'static str),
 }
 
-fn assemble(ops: &[Op]) -> Vec<libc::sock_filter> {
+/// The program of `ops`, labels resolved (jumps only go forward).
+pub(crate) fn assemble(ops: &[Op]) -> Vec<libc::sock_filter> {
     let mut at = std::collections::HashMap::new();
     let mut n = 0usize;
     for op in ops {
@@ -86,19 +87,62 @@ fn assemble(ops: &[Op]) -> Vec<libc::sock_filter> {
     out
 }
 
-/// The filter (see the module doc).
-pub fn filter() -> Program {
-    let deny = RET_ERRNO | libc::EACCES as u32;
-    let mut ops = vec![
+/// A filter's start: a foreign architecture is killed (its call numbers differ), the call
+/// number loaded for what follows.
+pub(crate) fn prelude() -> Vec<Op> {
+    vec![
         Op::Load(ARCH),
         Op::Jeq(AUDIT_ARCH, "native", None),
         Op::Ret(RET_KILL_PROCESS),
         Op::Label("native"),
         Op::Load(NR),
+    ]
+}
+
+/// Receives one notification from `listener`; `None` when its caller is gone (`ENOENT`) or
+/// the wait was interrupted.
+pub(crate) fn receive(listener: &OwnedFd) -> Option<libc::seccomp_notif> {
+    // SAFETY: a zeroed request the kernel fills in.
+    let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: the listener is a seccomp notify fd and the buffer is its request type.
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            &mut req,
+        )
+    };
+    (r == 0).then_some(req)
+}
+
+/// Answers notification `id`: `error` (0 or a negated errno) and `flags`
+/// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE` lets the call go on). A caller gone meanwhile is fine.
+pub(crate) fn respond(listener: &OwnedFd, id: u64, error: i32, flags: u32) {
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error,
+        flags,
+    };
+    // SAFETY: the listener is a seccomp notify fd and the buffer is its response type.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &mut resp,
+        )
+    };
+}
+
+/// The filter (see the module doc).
+pub fn filter() -> Program {
+    let deny = RET_ERRNO | libc::EACCES as u32;
+    let mut ops = prelude();
+    ops.extend([
         Op::Jeq(libc::SYS_connect as u32, "notify", None),
         Op::Jeq(libc::SYS_socket as u32, "family", None),
         Op::Jeq(libc::SYS_socketpair as u32, "family", None),
-    ];
+    ]);
     #[cfg(target_arch = "x86_64")]
     {
         const X32: u32 = 0x4000_0000;

@@ -150,19 +150,9 @@ fn run(names: &[SocketName], queue: &Mutex<Vec<OwnedFd>>, wake: &OwnedFd) {
 
 /// Receives one notification and answers it.
 fn answer(listener: &OwnedFd, names: &[SocketName]) {
-    // SAFETY: a zeroed request the kernel fills in.
-    let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
-    // SAFETY: the listener is a seccomp notify fd and the buffer is its request type.
-    if unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_RECV,
-            &mut req,
-        )
-    } != 0
-    {
-        return; // The caller is gone (ENOENT) or the call was interrupted.
-    }
+    let Some(req) = notify::receive(listener) else {
+        return;
+    };
     let error = match act(listener, &req, names) {
         Ok(()) => 0,
         Err(Refusal::Errno(e)) => -e,
@@ -171,20 +161,7 @@ fn answer(listener: &OwnedFd, names: &[SocketName]) {
             -libc::EACCES
         }
     };
-    let mut resp = libc::seccomp_notif_resp {
-        id: req.id,
-        val: 0,
-        error,
-        flags: 0,
-    };
-    // SAFETY: as above; a failed send means the caller is gone.
-    unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_SEND,
-            &mut resp,
-        )
-    };
+    notify::respond(listener, req.id, error, 0);
 }
 
 enum Refusal {
