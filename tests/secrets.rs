@@ -376,7 +376,16 @@ fn the_harness_process_is_not_dumpable() {
     while !started.exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(started.exists(), "the command never ran");
+    if !started.exists() {
+        let mut child = child;
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "the command never ran: {}\n{:?}",
+            String::from_utf8_lossy(&out.stderr),
+            llm.chat_bodies().last().map(tool_results)
+        );
+    }
     let owner = std::fs::metadata(format!("/proc/{}/environ", child.id()))
         .unwrap()
         .uid();

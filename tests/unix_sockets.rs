@@ -328,3 +328,49 @@ fn without_names_no_unix_socket_and_with_network_any() {
     assert_eq!(results[0], "sent\n[exit status: 0]");
     assert_eq!(received(&other), ["plain"]);
 }
+
+#[test]
+fn the_supervisor_also_keeps_the_loader_from_running_programs() {
+    // With named sockets the seccomp supervisor holds each command's one listener, so it
+    // judges the command's execve calls too: the loader run as a program is refused there.
+    if !landlock() || !python3() {
+        return;
+    }
+    let Some(loader) = loader_path() else {
+        eprintln!("SKIPPED: no known dynamic loader path");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let socks = dir.path().join("socks");
+    std::fs::create_dir(&socks).unwrap();
+    let named = listener(&socks.join("named.sock"));
+    let llm = Llm::start(&json!([
+        tool_call("c1", "./scripts/connect.py socks/named.sock first"),
+        tool_call("c2", "./scripts/loader.sh"),
+        text("done"),
+    ]));
+    let ws = workspace(
+        &llm,
+        &socks,
+        &format!(
+            "network = false\nunix_sockets = [{:?}]",
+            socks.join("named.sock").display().to_string()
+        ),
+    );
+    let script = ws.path().join("work/scripts/loader.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\n{loader} /bin/true && echo RAN\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let results = once_tool_results(&ws, &llm);
+    assert_eq!(results[0], "sent\n[exit status: 0]");
+    assert_eq!(received(&named), ["first"]);
+    assert!(
+        results[1].contains("Permission denied") && !results[1].contains("RAN"),
+        "{}",
+        results[1]
+    );
+}

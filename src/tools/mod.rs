@@ -265,13 +265,23 @@ impl BashTool {
             }
             sandbox::Status::Off | sandbox::Status::Unavailable => (None, None),
         };
-        let loader_guard = match landlock.as_ref().map(sandbox::Landlock::loaders) {
-            Some(loaders) if !loaders.is_empty() => {
-                let listener = spawner
-                    .guard(&sandbox::loader::filter())
-                    .context("cannot keep commands from running the dynamic loader")?;
-                Some(sandbox::loader::Guard::start(listener, loaders)?)
-            }
+        let loader_guard = match &landlock {
+            Some(l) if !l.loaders().is_empty() => match l.supervised_exec_pass() {
+                // The Unix-socket supervisor guards the loader in each command's own filter.
+                Some(pass) => {
+                    spawner
+                        .set_pass(pass)
+                        .context("cannot keep commands from running the dynamic loader")?;
+                    None
+                }
+                None => {
+                    let pass = sandbox::loader::pass();
+                    let listener = spawner
+                        .guard(&sandbox::loader::filter(pass), pass)
+                        .context("cannot keep commands from running the dynamic loader")?;
+                    Some(sandbox::loader::Guard::start(listener, l.loaders())?)
+                }
+            },
             _ => None,
         };
         Ok(BashTool {

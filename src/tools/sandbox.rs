@@ -293,6 +293,8 @@ pub struct Landlock {
     unix: Option<UnixSockets>,
     /// Under an exec set: its dynamic loaders, for the [`loader`] guard.
     loaders: Arc<Vec<PathBuf>>,
+    /// See [`Landlock::supervised_exec_pass`].
+    exec_pass: Option<u32>,
 }
 
 /// The run-wide half of [`unix::Guard::Landlock`] or [`unix::Guard::Supervisor`].
@@ -446,25 +448,45 @@ impl Landlock {
         })?
         .map(|f| seccomp::to_bytes(&f))
         .unwrap_or_default();
+        let loaders: Vec<PathBuf> = exec_set
+            .map(|set| set.loaders.into_iter().collect())
+            .unwrap_or_default();
+        // Where the Unix-socket supervisor runs, it is the loader guard too: a process can
+        // hold one seccomp listener only.
+        let mut exec_pass = None;
         let unix = match unix::decide(bash.network, &bash.unix_sockets, kernel_abi().unwrap_or(0)) {
             unix::Guard::Open | unix::Guard::None => None,
             unix::Guard::Landlock => Some(UnixSockets::Landlock(Arc::new(
                 unix::resolve_unix_layer(&bash.unix_sockets)?,
             ))),
-            unix::Guard::Supervisor => Some(UnixSockets::Supervisor(Arc::new(
-                unix::supervisor::Supervisor::start(bash.unix_sockets.clone())?,
-            ))),
+            unix::Guard::Supervisor => {
+                let exec = (!loaders.is_empty()).then(|| {
+                    let pass = loader::pass();
+                    exec_pass = Some(pass);
+                    let ids = loader::ids(&loaders);
+                    let judge: unix::supervisor::ExecJudge =
+                        Arc::new(move |req| loader::decide(req, &ids));
+                    unix::supervisor::ExecGuard { pass, judge }
+                });
+                Some(UnixSockets::Supervisor(Arc::new(
+                    unix::supervisor::Supervisor::start(bash.unix_sockets.clone(), exec)?,
+                )))
+            }
         };
-        let loaders = exec_set
-            .map(|set| set.loaders.into_iter().collect())
-            .unwrap_or_default();
         Ok(Landlock {
             ruleset: Arc::new(ruleset),
             filter: Arc::new(filter),
             protect,
             unix,
             loaders: Arc::new(loaders),
+            exec_pass,
         })
+    }
+
+    /// When the Unix-socket supervisor guards the loader for this ruleset's commands (see
+    /// [`loader`]): the spawner's `execveat` pass it lets through.
+    pub fn supervised_exec_pass(&self) -> Option<u32> {
+        self.exec_pass
     }
 
     /// Under an exec set: the dynamic loaders it holds, executable only as an interpreter

@@ -457,6 +457,13 @@ pub fn landlock() -> bool {
 }
 
 /// Writes an executable bash script.
+/// The dynamic loader of this machine's programs, where it sits at a known path.
+pub fn loader_path() -> Option<&'static str> {
+    ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+}
+
 pub fn script(path: &Path, body: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, format!("#!/bin/bash\n{body}\n")).unwrap();

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::unix::notify::{self, assemble, prelude, Op, RET_ALLOW, RET_ERRNO};
+use super::unix::notify;
 
 /// The longest path the kernel takes (`PATH_MAX`, its NUL included).
 const PATH_MAX: usize = 4096;
@@ -32,31 +32,34 @@ const MAX_SCRIPT_LEVELS: usize = 4;
 /// How much of a `#!` line the kernel reads (`BINPRM_BUF_SIZE`).
 const SHEBANG_MAX: usize = 256;
 
-/// The filter: `execve` and `execveat` to the listener, their x32 numbers refused, a foreign
-/// architecture killed, everything else allowed. It stacks on the command's own filters (the
-/// kernel takes the strictest answer).
-pub fn filter() -> Vec<libc::sock_filter> {
-    let mut ops = prelude();
-    ops.extend([
-        Op::Jeq(libc::SYS_execve as u32, "notify", None),
-        Op::Jeq(libc::SYS_execveat as u32, "notify", None),
-    ]);
-    #[cfg(target_arch = "x86_64")]
-    {
-        const X32: u32 = 0x4000_0000;
-        // x32's execve and execveat have numbers of their own (520, 545).
-        for nr in [520u32, 545] {
-            ops.push(Op::Jeq(X32 | nr, "deny", None));
-        }
-    }
-    ops.extend([
-        Op::Ret(RET_ALLOW),
-        Op::Label("deny"),
-        Op::Ret(RET_ERRNO | libc::EACCES as u32),
-        Op::Label("notify"),
-        Op::Ret(libc::SECCOMP_RET_USER_NOTIF),
-    ]);
-    assemble(&ops)
+/// A random directory-descriptor value no real descriptor has (`0x4000_0000` and up): the
+/// spawner's child starts its program with `execveat(pass, /absolute/path, ...)` (the kernel
+/// ignores the descriptor of an absolute path) and [`filter`] lets exactly that through
+/// unasked. That exec is the harness's own (the program it resolved), and the guard could
+/// not read it anyway: the child shares the spawner's memory, which is not dumpable. A
+/// command would have to guess 2^30 values, one `execveat` each, to use it.
+pub fn pass() -> u32 {
+    let mut bytes = [0u8; 4];
+    // SAFETY: getrandom fills the local buffer (or fails, leaving a fixed but still unknown
+    // value to the command: it cannot read the filter).
+    unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    0x4000_0000 | (u32::from_ne_bytes(bytes) & 0x3fff_ffff)
+}
+
+/// The filter: `execve` and `execveat` to the listener (but the spawner's own `execveat`
+/// with [`pass`]), their x32 numbers refused, a foreign architecture killed, everything else
+/// allowed. It stacks on the command's own filters (the kernel takes the strictest answer).
+pub fn filter(pass: u32) -> Vec<libc::sock_filter> {
+    notify::program(false, Some(pass))
+}
+
+/// The device and inode of each loader: what [`decide`] refuses.
+pub(crate) fn ids(loaders: &[PathBuf]) -> Vec<(u64, u64)> {
+    loaders
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| (m.dev(), m.ino()))
+        .collect()
 }
 
 /// The harness's handle on the guard's thread; dropping it stops the thread (and with the
@@ -70,11 +73,7 @@ pub struct Guard {
 impl Guard {
     /// Starts answering `listener`'s notifications, refusing `loaders`.
     pub fn start(listener: OwnedFd, loaders: &[PathBuf]) -> Result<Guard> {
-        let ids: Vec<(u64, u64)> = loaders
-            .iter()
-            .filter_map(|p| std::fs::metadata(p).ok())
-            .map(|m| (m.dev(), m.ino()))
-            .collect();
+        let ids = ids(loaders);
         let mut fds = [0 as RawFd; 2];
         // SAFETY: pipe2 writes two fds into the array or fails.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -127,22 +126,33 @@ fn answer(listener: &OwnedFd, loaders: &[(u64, u64)]) {
     let Some(req) = notify::receive(listener) else {
         return;
     };
-    let (error, flags) = match judge(&req, loaders) {
+    let (error, flags) = decide(&req, loaders);
+    notify::respond(listener, req.id, error, flags);
+}
+
+/// The answer to an `execve`/`execveat` notification: `(0, CONTINUE)` to let it go on, or
+/// `(-EACCES, 0)` with a warning.
+pub(crate) fn decide(req: &libc::seccomp_notif, loaders: &[(u64, u64)]) -> (i32, u32) {
+    match judge(req, loaders) {
         Ok(()) => (0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
-        Err(Refused::Errno(e)) => (-e, 0),
+        Err(Refused::Unseen) => {
+            tracing::warn!(
+                "sandbox: refused an execve whose path harness cannot read (a process it may not inspect)"
+            );
+            (-libc::EACCES, 0)
+        }
         Err(Refused::Loader(path)) => {
             tracing::warn!(
                 "sandbox: refused running the dynamic loader as a program ({path}): it would load programs past the exec set"
             );
             (-libc::EACCES, 0)
         }
-    };
-    notify::respond(listener, req.id, error, flags);
+    }
 }
 
 enum Refused {
-    /// The errno the call gets, as the kernel would give it.
-    Errno(i32),
+    /// The path could not be read: `EACCES`, and a warning.
+    Unseen,
     /// The file (or a `#!` interpreter on the way) is a loader: `EACCES` and a warning.
     Loader(String),
 }
@@ -156,7 +166,9 @@ fn judge(req: &libc::seccomp_notif, loaders: &[(u64, u64)]) -> Result<(), Refuse
     } else {
         (libc::AT_FDCWD, args[0], 0)
     };
-    let name = read_c_string(pid, name_at).ok_or(Refused::Errno(libc::EFAULT))?;
+    // Unreadable: a process harness may not inspect (one that ran an execute-only program
+    // is not dumpable) or a bad pointer. Closed, not open.
+    let name = read_c_string(pid, name_at).ok_or(Refused::Unseen)?;
     let Some(mut file) = seen_from(pid, dirfd, &name, flags) else {
         // The kernel will not find it either (or finds something else only by a race: see
         // the module doc).
@@ -308,11 +320,18 @@ mod tests {
             .find(|p| p.exists())
     }
 
-    /// A forked child under the filter that runs `argv` with `execv` and exits with 100 +
-    /// errno when it is refused; the guard answers for it.
+    const PASS: u32 = 0x4abc_d123;
+
+    /// A forked child under the filter that runs `argv` with `execv` (or `execveat` with the
+    /// descriptor value `at`) and exits with 100 + errno when it is refused; the guard
+    /// answers for it.
     fn run_guarded(argv: &[&str]) -> i32 {
+        run_guarded_at(argv, None)
+    }
+
+    fn run_guarded_at(argv: &[&str], at: Option<u32>) -> i32 {
         let loaders = vec![loader().unwrap()];
-        let program = std::sync::Arc::new(filter());
+        let program = std::sync::Arc::new(filter(PASS));
         let (ours, end) = notify::pair(&program).unwrap();
         let c: Vec<std::ffi::CString> = argv
             .iter()
@@ -332,7 +351,22 @@ mod tests {
                 if notify::install_and_send(end.fd(), end.program()).is_err() {
                     libc::_exit(99);
                 }
-                libc::execv(ptrs[0], ptrs.as_ptr());
+                match at {
+                    Some(fd) => {
+                        let no_env: [*const libc::c_char; 1] = [std::ptr::null()];
+                        libc::syscall(
+                            libc::SYS_execveat,
+                            fd as libc::c_int,
+                            ptrs[0],
+                            ptrs.as_ptr(),
+                            no_env.as_ptr(),
+                            0,
+                        );
+                    }
+                    None => {
+                        libc::execv(ptrs[0], ptrs.as_ptr());
+                    }
+                }
                 libc::_exit(100 + *libc::__errno_location());
             }
         }
@@ -361,5 +395,26 @@ mod tests {
         // A script of another interpreter runs.
         std::fs::write(&script, "#!/bin/sh\nexit 3\n").unwrap();
         assert_eq!(run_guarded(&[script.to_str().unwrap()]), 3);
+    }
+
+    #[test]
+    fn only_the_pass_lets_an_execveat_through_unasked() {
+        if loader().is_none() {
+            return;
+        }
+        let l = loader().unwrap();
+        let l = l.to_str().unwrap();
+        // The spawner's own start: not judged (it names what harness resolved).
+        assert_eq!(run_guarded_at(&[l, "/bin/true"], Some(PASS)), 0);
+        // Any other descriptor value is judged like execve.
+        assert_eq!(
+            run_guarded_at(&[l, "/bin/true"], Some(PASS + 1)),
+            100 + libc::EACCES
+        );
+        assert_eq!(
+            run_guarded_at(&["/bin/true"], Some(libc::AT_FDCWD as u32)),
+            0
+        );
+        assert!(pass() >= 0x4000_0000 && pass() <= 0x7fff_ffff);
     }
 }

@@ -284,13 +284,15 @@ impl Spawner {
     }
 
     /// Has the spawner install the seccomp `program` on itself, so on every command it starts
-    /// from now on (a filter cannot be taken off), and returns the listener of its
+    /// from now on (a filter cannot be taken off), and start each program with
+    /// `execveat(pass, ...)` ([`sandbox::loader::pass`]); returns the listener of the filter's
     /// notifications. Fails when the spawner is gone, refuses, or says nothing within 5 s.
-    pub fn guard(&self, program: &[libc::sock_filter]) -> io::Result<OwnedFd> {
+    pub fn guard(&self, program: &[libc::sock_filter], pass: u32) -> io::Result<OwnedFd> {
         let program = Arc::new(program.to_vec());
         let (ours, theirs) = sandbox::unix::notify::pair(&program)?;
         let frame = wire::encode_request(&Request::Guard {
             program: sandbox::seccomp::filter_bytes(&program),
+            pass,
             to: 0,
         })
         .map_err(io::Error::other)?;
@@ -310,6 +312,13 @@ impl Spawner {
                 "the command spawner could not install the filter (seccomp user notification)",
             )
         })
+    }
+
+    /// Has the spawner start each program with `execveat(pass, ...)` from now on (see
+    /// [`Request::Pass`]).
+    pub fn set_pass(&self, pass: u32) -> io::Result<()> {
+        let frame = wire::encode_request(&Request::Pass { pass }).map_err(io::Error::other)?;
+        self.send(&frame, &[])
     }
 
     /// Asks the spawner to kill spawn `id` (its group, each stage) if a process of it still

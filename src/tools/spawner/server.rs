@@ -46,6 +46,8 @@ struct Spawner {
     stack: Vec<u8>,
     /// A job ended: its leftovers are to be swept.
     sweep_due: bool,
+    /// Under the loader guard: the `execveat` descriptor value its filter lets through.
+    exec_pass: Option<libc::c_int>,
 }
 
 /// How many times [`Spawner::sweep`] looks again for children (each kill can reparent the
@@ -124,6 +126,7 @@ pub(super) unsafe fn serve(sock: OwnedFd, harness: libc::pid_t) -> ! {
         procs: Vec::new(),
         stack: vec![0u8; CHILD_STACK],
         sweep_due: false,
+        exec_pass: None,
     };
     spawner.run()
 }
@@ -258,7 +261,8 @@ impl Spawner {
             self.bail();
         };
         match request {
-            Request::Guard { program, to } => {
+            Request::Pass { pass } => self.exec_pass = Some(pass as libc::c_int),
+            Request::Guard { program, pass, to } => {
                 let program = seccomp::from_bytes(&program);
                 if let Some(sock) = passed.get(to as usize) {
                     // SAFETY: prctl and the seccomp install act on this single-threaded
@@ -267,7 +271,9 @@ impl Spawner {
                     unsafe {
                         libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
                     }
-                    let _ = sandbox::unix::notify::install_and_send(sock.as_raw_fd(), &program);
+                    if sandbox::unix::notify::install_and_send(sock.as_raw_fd(), &program).is_ok() {
+                        self.exec_pass = Some(pass as libc::c_int);
+                    }
                 }
             }
             Request::Kill { id } => {
@@ -306,6 +312,7 @@ impl Spawner {
                 let common = Common {
                     spawner: std::process::id() as libc::pid_t,
                     cwd: &cwd,
+                    exec_pass: self.exec_pass,
                     confinement: sandbox::ChildConfinement {
                         mounts: mounts.as_ref(),
                         ruleset: raw(ruleset),
@@ -323,7 +330,8 @@ impl Spawner {
                     let started = if broken {
                         Err(libc::EINVAL)
                     } else {
-                        Prepared::new(stage).and_then(|p| p.start(&common, pgid, stdio, stack))
+                        Prepared::new(stage, &cwd)
+                            .and_then(|p| p.start(&common, pgid, stdio, stack))
                     };
                     match started {
                         Ok(pid) => {
@@ -435,6 +443,8 @@ fn kill_group(pgid: libc::pid_t) {
 struct Common<'a> {
     spawner: libc::pid_t,
     cwd: &'a CString,
+    /// See `Spawner::exec_pass`.
+    exec_pass: Option<libc::c_int>,
     confinement: sandbox::ChildConfinement<'a>,
 }
 
@@ -447,9 +457,18 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(stage: &StageSpec) -> Result<Prepared, i32> {
+    /// `stage` with its program made absolute against `cwd` (the loader guard's pass needs an
+    /// absolute path, and it names the same file: the child execs after its `chdir`).
+    fn new(stage: &StageSpec, cwd: &CString) -> Result<Prepared, i32> {
         let c = |b: &Vec<u8>| CString::new(b.clone()).map_err(|_| libc::EINVAL);
-        let program = c(&stage.program)?;
+        let program = if stage.program.starts_with(b"/") {
+            c(&stage.program)?
+        } else {
+            let mut abs = cwd.as_bytes().to_vec();
+            abs.push(b'/');
+            abs.extend_from_slice(&stage.program);
+            c(&abs)?
+        };
         let argv_s = stage.argv.iter().map(c).collect::<Result<Vec<_>, _>>()?;
         let env_s = stage.env.iter().map(c).collect::<Result<Vec<_>, _>>()?;
         let ptrs = |v: &[CString]| {
@@ -555,11 +574,25 @@ impl Prepared {
         // Every descriptor of the spawner's is close-on-exec already; this keeps it so for
         // any that is not (the status pipe must stay open until the exec).
         libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
-        libc::execve(
-            self.program.as_ptr(),
-            self.argv.as_ptr(),
-            self.envp.as_ptr(),
-        );
+        match common.exec_pass {
+            Some(pass) => {
+                libc::syscall(
+                    libc::SYS_execveat,
+                    pass,
+                    self.program.as_ptr(),
+                    self.argv.as_ptr(),
+                    self.envp.as_ptr(),
+                    0,
+                );
+            }
+            None => {
+                libc::execve(
+                    self.program.as_ptr(),
+                    self.argv.as_ptr(),
+                    self.envp.as_ptr(),
+                );
+            }
+        }
         sandbox::errno()
     }
 }

@@ -72,8 +72,18 @@ pub enum Request {
     Guard {
         /// The filter's bytes.
         program: Vec<u8>,
+        /// The directory-descriptor value the filter lets through: each child starts its
+        /// program with `execveat(pass, /absolute/path, ...)` from now on.
+        pass: u32,
         /// Index of the socket the listener goes to.
         to: i32,
+    },
+    /// Start each program with `execveat(pass, ...)` from now on: a notifying filter each
+    /// command installs itself lets that through (the Unix-socket supervisor's, when it
+    /// guards the loader).
+    Pass {
+        /// The descriptor value.
+        pass: u32,
     },
 }
 
@@ -138,6 +148,7 @@ impl std::error::Error for WireError {}
 const SPAWN: u32 = 1;
 const KILL: u32 = 2;
 const GUARD: u32 = 5;
+const PASS: u32 = 6;
 const STARTED: u32 = 3;
 const EXITED: u32 = 4;
 
@@ -199,9 +210,14 @@ pub fn encode_request(request: &Request) -> Result<Vec<u8>, WireError> {
             w.u32(KILL);
             w.u64(*id);
         }
-        Request::Guard { program, to } => {
+        Request::Pass { pass } => {
+            w.u32(PASS);
+            w.u32(*pass);
+        }
+        Request::Guard { program, pass, to } => {
             w.u32(GUARD);
             w.bytes(program);
+            w.u32(*pass);
             w.i32(*to);
         }
     }
@@ -272,16 +288,18 @@ pub fn decode_request(body: &[u8], fds: usize) -> Result<Request, WireError> {
             }
         }
         KILL => Request::Kill { id: r.u64()? },
+        PASS => Request::Pass { pass: r.u32()? },
         GUARD => {
             let program = r.bytes()?.to_vec();
             if program.is_empty() || program.len() % 8 != 0 {
                 return Err(WireError::Malformed("guard filter length"));
             }
+            let pass = r.u32()?;
             let to = fd(r.i32()?)?;
             if to == NO_FD {
                 return Err(WireError::Malformed("guard without a socket"));
             }
-            Request::Guard { program, to }
+            Request::Guard { program, pass, to }
         }
         _ => return Err(WireError::Malformed("unknown request")),
     };

@@ -43,13 +43,13 @@ const AUDIT_ARCH: u32 = 0xC000_003E;
 #[cfg(target_arch = "aarch64")]
 const AUDIT_ARCH: u32 = 0xC000_00B7;
 
-pub(crate) const RET_ALLOW: u32 = 0x7fff_0000;
+const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
-pub(crate) const RET_ERRNO: u32 = 0x0005_0000;
+const RET_ERRNO: u32 = 0x0005_0000;
 const SOCK_TYPE_MASK: u32 = 0xf;
 
 /// One instruction with symbolic jump targets, resolved by [`assemble`].
-pub(crate) enum Op {
+enum Op {
     Load(u32),
     And(u32),
     /// Compare A with k: on equal go to the first label, else to the second (None: next).
@@ -59,7 +59,7 @@ pub(crate) enum Op {
 }
 
 /// The program of `ops`, labels resolved (jumps only go forward).
-pub(crate) fn assemble(ops: &[Op]) -> Vec<libc::sock_filter> {
+fn assemble(ops: &[Op]) -> Vec<libc::sock_filter> {
     let mut at = std::collections::HashMap::new();
     let mut n = 0usize;
     for op in ops {
@@ -89,7 +89,7 @@ pub(crate) fn assemble(ops: &[Op]) -> Vec<libc::sock_filter> {
 
 /// A filter's start: a foreign architecture is killed (its call numbers differ), the call
 /// number loaded for what follows.
-pub(crate) fn prelude() -> Vec<Op> {
+fn prelude() -> Vec<Op> {
     vec![
         Op::Load(ARCH),
         Op::Jeq(AUDIT_ARCH, "native", None),
@@ -136,31 +136,61 @@ pub(crate) fn respond(listener: &OwnedFd, id: u64, error: i32, flags: u32) {
 
 /// The filter (see the module doc).
 pub fn filter() -> Program {
+    Arc::new(program(true, None))
+}
+
+/// One notifying program: with `unix`, the Unix-socket rules of the module doc; with
+/// `exec_pass`, `execve` and `execveat` to the listener too, but an `execveat` whose
+/// descriptor argument is the pass (the spawner's own start of a command: see
+/// `sandbox::loader`). Both can share a program because a process can hold only one
+/// listener in its filter tree (the kernel refuses a second with `EBUSY`).
+pub(crate) fn program(unix: bool, exec_pass: Option<u32>) -> Vec<libc::sock_filter> {
     let deny = RET_ERRNO | libc::EACCES as u32;
     let mut ops = prelude();
-    ops.extend([
-        Op::Jeq(libc::SYS_connect as u32, "notify", None),
-        Op::Jeq(libc::SYS_socket as u32, "family", None),
-        Op::Jeq(libc::SYS_socketpair as u32, "family", None),
-    ]);
+    let mut x32: Vec<i64> = Vec::new();
+    if exec_pass.is_some() {
+        ops.push(Op::Jeq(libc::SYS_execve as u32, "notify", None));
+        ops.push(Op::Jeq(libc::SYS_execveat as u32, "at", None));
+        // x32's own execve and execveat numbers.
+        x32.extend([520, 545]);
+    }
+    if unix {
+        ops.extend([
+            Op::Jeq(libc::SYS_connect as u32, "notify", None),
+            Op::Jeq(libc::SYS_socket as u32, "family", None),
+            Op::Jeq(libc::SYS_socketpair as u32, "family", None),
+        ]);
+        x32.extend([libc::SYS_connect, libc::SYS_socket, libc::SYS_socketpair]);
+    }
     #[cfg(target_arch = "x86_64")]
     {
         const X32: u32 = 0x4000_0000;
-        for nr in [libc::SYS_connect, libc::SYS_socket, libc::SYS_socketpair] {
-            ops.push(Op::Jeq(X32 | nr as u32, "deny", None));
+        for nr in &x32 {
+            ops.push(Op::Jeq(X32 | *nr as u32, "deny", None));
         }
     }
+    ops.push(Op::Ret(RET_ALLOW));
+    if let Some(pass) = exec_pass {
+        ops.extend([
+            Op::Label("at"),
+            Op::Load(arg_lo(0)),
+            Op::Jeq(pass, "allow", Some("notify")),
+        ]);
+    }
+    if unix {
+        ops.extend([
+            Op::Label("family"),
+            Op::Load(arg_lo(0)),
+            // Other families are the socket filter's and the kernel's to refuse.
+            Op::Jeq(libc::AF_UNIX as u32, "type", Some("allow")),
+            Op::Label("type"),
+            Op::Load(arg_lo(1)),
+            Op::And(SOCK_TYPE_MASK),
+            Op::Jeq(libc::SOCK_STREAM as u32, "allow", None),
+            Op::Jeq(libc::SOCK_SEQPACKET as u32, "allow", None),
+        ]);
+    }
     ops.extend([
-        Op::Ret(RET_ALLOW),
-        Op::Label("family"),
-        Op::Load(arg_lo(0)),
-        // Other families are the socket filter's and the kernel's to refuse.
-        Op::Jeq(libc::AF_UNIX as u32, "type", Some("allow")),
-        Op::Label("type"),
-        Op::Load(arg_lo(1)),
-        Op::And(SOCK_TYPE_MASK),
-        Op::Jeq(libc::SOCK_STREAM as u32, "allow", None),
-        Op::Jeq(libc::SOCK_SEQPACKET as u32, "allow", None),
         Op::Label("deny"),
         Op::Ret(deny),
         Op::Label("allow"),
@@ -168,7 +198,7 @@ pub fn filter() -> Program {
         Op::Label("notify"),
         Op::Ret(libc::SECCOMP_RET_USER_NOTIF),
     ]);
-    Arc::new(assemble(&ops))
+    assemble(&ops)
 }
 
 /// The child's end of the socketpair the listener travels over, and the filter to install.

@@ -37,20 +37,36 @@ pub struct Supervisor {
     program: Program,
 }
 
+/// The answer to an `execve`/`execveat` notification (the loader guard's `decide`).
+pub type ExecJudge = Arc<dyn Fn(&libc::seccomp_notif) -> (i32, u32) + Send + Sync>;
+
+/// Under an exec set: the loader guard's part, which this supervisor takes on (a process can
+/// hold one listener only, so the two cannot be separate filters).
+#[derive(Clone)]
+pub struct ExecGuard {
+    /// The spawner's `execveat` pass (`sandbox::loader::pass`).
+    pub pass: u32,
+    /// How an `execve` is answered.
+    pub judge: ExecJudge,
+}
+
 impl Supervisor {
-    /// Starts the thread for commands that may connect to `names`.
-    pub fn start(names: Vec<SocketName>) -> Result<Supervisor> {
+    /// Starts the thread for commands that may connect to `names` (and, with `exec`, whose
+    /// `execve` calls it judges as the loader guard does).
+    pub fn start(names: Vec<SocketName>, exec: Option<ExecGuard>) -> Result<Supervisor> {
         let (wake_r, wake_w) = pipe().context("supervisor: cannot create its wake pipe")?;
         let queue = Arc::new(Mutex::new(Vec::new()));
         let theirs = Arc::clone(&queue);
+        let program = Arc::new(notify::program(true, exec.as_ref().map(|e| e.pass)));
+        let judge = exec.map(|e| e.judge);
         std::thread::Builder::new()
             .name("unix-sockets".to_string())
-            .spawn(move || run(&names, &theirs, &wake_r))
+            .spawn(move || run(&names, judge.as_ref(), &theirs, &wake_r))
             .context("supervisor: cannot start its thread")?;
         Ok(Supervisor {
             queue,
             wake: wake_w,
-            program: notify::filter(),
+            program,
         })
     }
 
@@ -93,7 +109,12 @@ impl Watched {
 }
 
 /// The thread: polls the wake pipe, the pending socketpairs and the listeners.
-fn run(names: &[SocketName], queue: &Mutex<Vec<OwnedFd>>, wake: &OwnedFd) {
+fn run(
+    names: &[SocketName],
+    exec: Option<&ExecJudge>,
+    queue: &Mutex<Vec<OwnedFd>>,
+    wake: &OwnedFd,
+) {
     let mut watched: Vec<Watched> = Vec::new();
     loop {
         if let Ok(mut q) = queue.lock() {
@@ -135,7 +156,7 @@ fn run(names: &[SocketName], queue: &Mutex<Vec<OwnedFd>>, wake: &OwnedFd) {
                 }
                 Watched::Listener(listener) => {
                     if events & libc::POLLIN != 0 {
-                        answer(&listener, names);
+                        answer(&listener, names, exec);
                         keep.push(Watched::Listener(listener));
                     } else if events & (libc::POLLHUP | libc::POLLERR) == 0 {
                         keep.push(Watched::Listener(listener));
@@ -149,10 +170,20 @@ fn run(names: &[SocketName], queue: &Mutex<Vec<OwnedFd>>, wake: &OwnedFd) {
 }
 
 /// Receives one notification and answers it.
-fn answer(listener: &OwnedFd, names: &[SocketName]) {
+fn answer(listener: &OwnedFd, names: &[SocketName], exec: Option<&ExecJudge>) {
     let Some(req) = notify::receive(listener) else {
         return;
     };
+    let nr = i64::from(req.data.nr);
+    if nr == libc::SYS_execve || nr == libc::SYS_execveat {
+        // Only notified under an exec set; refused should the filter ever send one without.
+        let (error, flags) = match exec {
+            Some(judge) => judge(&req),
+            None => (-libc::EACCES, 0),
+        };
+        notify::respond(listener, req.id, error, flags);
+        return;
+    }
     let error = match act(listener, &req, names) {
         Ok(()) => 0,
         Err(Refusal::Errno(e)) => -e,
