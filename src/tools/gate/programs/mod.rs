@@ -19,7 +19,7 @@ pub(crate) mod text;
 pub(crate) mod wrappers;
 pub(crate) mod writes;
 
-use crate::tools::gate::shell::lex::Word;
+use crate::tools::gate::shell::lex::{Stdin, Word};
 use registry::{family, Check};
 
 /// For commands whose options the gate checks, an unquoted glob that could match a file named
@@ -98,5 +98,17 @@ pub(crate) fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
         Check::Uniq => text::two_operands_check(base, args, false),
         Check::Xxd => text::two_operands_check(base, args, true),
         Check::Zip => text::zip_check(base, args),
+    }
+}
+
+/// What the family makes of input the model chose on its stdin, beyond code an interpreter
+/// reads (`interpreters::stdin_code`): an editor it starts takes it as keystrokes.
+pub(crate) fn stdin_findings(base: &str, args: &[Word], stdin: &Stdin) -> Option<String> {
+    if !stdin.given() {
+        return None;
+    }
+    match family(base).map_or(Check::None, |f| f.check) {
+        Check::Git => git::git_editor_check(args).map(|e| format!("`git`: {e}; denied")),
+        _ => None,
     }
 }
