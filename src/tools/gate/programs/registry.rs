@@ -641,6 +641,9 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::runner(&["run-parts"]).inner(Finder::Directory),
     // Glob-guarded: plain data arguments, but an expanded glob could become options.
     Family::guarded(&["tee"]).writes(),
+    // moreutils' `sponge FILE` writes its stdin to FILE; `csplit` writes PREFIX00, PREFIX01...
+    Family::guarded(&["sponge"]).writes(),
+    Family::guarded(&["csplit"]).writes(),
     Family::guarded(&["cp"]).writes(),
     Family::guarded(&["mv"]).writes(),
     Family::guarded(&["ln"]).writes(),

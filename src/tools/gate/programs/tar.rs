@@ -10,6 +10,17 @@ use crate::tools::gate::shell::lex::Word;
 /// (absolute or `..` archive and `-C` paths), nor the options that forge such members
 /// (`-P`, `--transform`, `-h`) or unlink what exists (`-U`, `--recursive-unlink`).
 pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
+    read_tar(args).err()
+}
+
+/// The archive files a tar invocation writes (creating, appending, updating, deleting), for
+/// the places no program may write (`tar -cf Makefile '$(shell id)'`: a member's name starts
+/// the archive, and make expands it); none when it only reads or the line is refused.
+pub(crate) fn tar_archives_written(args: &[Word]) -> Vec<String> {
+    read_tar(args).unwrap_or_default()
+}
+
+fn read_tar(args: &[Word]) -> Result<Vec<String>, String> {
     // Old-style and short options that take a value (consumed in order).
     const VALUED: &str = "bfgCFHIKLNTVX";
     let (mut extract, mut write, mut files_from) = (false, false, false);
@@ -17,7 +28,7 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
     // `-C ~/x` or `--file=$HOME/x`: bash expands these, so the path the gate sees is not the
     // path tar gets.
     if args.iter().any(|w| w.tilde || !w.vars.is_empty()) {
-        return Some(
+        return Err(
             "an argument expands (`~`, `$VAR`): the gate cannot tell where tar writes".into(),
         );
     }
@@ -84,7 +95,7 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
                     }
                 }
                 Some(n) => {
-                    return Some(format!(
+                    return Err(format!(
                         "`--{n}` can write outside the work root or through links"
                     ))
                 }
@@ -95,7 +106,7 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
             c
         } else if k == 1 {
             if !v.chars().all(|c| c.is_ascii_alphabetic()) {
-                return Some(format!("old-style options `{v}` are not understood"));
+                return Err(format!("old-style options `{v}` are not understood"));
             }
             v // old style: `tar czf out.tar dir`
         } else {
@@ -108,12 +119,12 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
                 'c' | 'r' | 'u' | 'A' => write = true,
                 'T' => files_from = true,
                 'g' | 'G' => {
-                    return Some(format!(
+                    return Err(format!(
                         "`-{ch}` keeps an incremental snapshot file (written, and on extraction it deletes files)"
                     ))
                 }
                 'P' | 'h' | 'U' => {
-                    return Some(format!(
+                    return Err(format!(
                         "`-{ch}` can write outside the work root or through links"
                     ))
                 }
@@ -136,10 +147,11 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
         }
     }
     if extract && files_from {
-        return Some(
+        return Err(
             "`-T` file lists can carry `-C DIR` lines that move the extraction anywhere".into(),
         );
     }
+    let mut written = Vec::new();
     for (opt, p) in paths {
         let archive = opt == "f";
         // The archive is written when creating; the directory when extracting.
@@ -147,12 +159,15 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
             continue;
         }
         if outside_path(p) {
-            return Some(format!(
+            return Err(format!(
                 "`-{opt} {p}` writes outside the work root or into a dotfile or .git"
             ));
         }
+        if archive {
+            written.push(p.to_string());
+        }
     }
-    None
+    Ok(written)
 }
 
 /// tar options that run programs, remote archives, and what tar writes ([`tar_writes`]).

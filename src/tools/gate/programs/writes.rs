@@ -4,6 +4,8 @@
 //! redirection may not write either (a dotfile or `.git`, a build file, a path rule's place).
 
 use crate::tools::gate::programs::argv::long_abbrev;
+use crate::tools::gate::programs::registry::{family, Check};
+use crate::tools::gate::programs::tar::tar_archives_written;
 use crate::tools::gate::shell::lex::Word;
 
 /// What a writing program's arguments say it writes.
@@ -98,6 +100,29 @@ const TEE: Grammar = Grammar {
     short_valued: "",
     long: &["append", "ignore-interrupts", "output-error"],
     long_valued: &[],
+};
+
+const SPONGE: Grammar = Grammar {
+    short_valued: "",
+    long: &[],
+    long_valued: &[],
+};
+
+const CSPLIT: Grammar = Grammar {
+    short_valued: "bfn",
+    long: &[
+        "suffix-format",
+        "prefix",
+        "keep-files",
+        "suppress-matched",
+        "digits",
+        "quiet",
+        "silent",
+        "elide-empty-files",
+        "help",
+        "version",
+    ],
+    long_valued: &["suffix-format", "prefix", "digits"],
 };
 
 const TRUNCATE: Grammar = Grammar {
@@ -298,6 +323,68 @@ fn unreadable(base: &str, w: &Word) -> Option<String> {
     None
 }
 
+/// The files git subcommands write at a name the command gives: `bundle create FILE` (its
+/// refs and prerequisite lines carry commit subjects, and make expands `$(shell …)` in a line
+/// before it fails on it), `merge-file CURRENT …` (unless `-p`), and `format-patch`'s numbered
+/// files in the work root with a `--suffix` (which may not hold a `/`).
+fn git_writes(sub: &str, rest: &[Word]) -> Result<Writes, String> {
+    let operands = |valued: &[&str]| {
+        let mut out = Vec::new();
+        let mut k = 0;
+        while let Some(w) = rest.get(k) {
+            k += 1;
+            if w.value == "--" {
+                out.extend(rest[k..].iter());
+                break;
+            }
+            if valued.contains(&w.value.as_str()) {
+                k += 1;
+            } else if !w.value.starts_with('-') || w.value == "-" {
+                out.push(w);
+            }
+        }
+        out
+    };
+    let path = |w: &Word| {
+        unreadable(&format!("git {sub}"), w).map_or(Ok(Writes::Paths(vec![w.value.clone()])), Err)
+    };
+    match sub {
+        "bundle" => match operands(&[]).as_slice() {
+            [create, file, ..] if create.value == "create" => path(file),
+            _ => Ok(Writes::Unknown),
+        },
+        "merge-file" if options_of(rest).any(|v| v == "-p" || v == "--stdout") => {
+            Ok(Writes::Unknown)
+        }
+        "merge-file" => match operands(&["-L"]).first() {
+            Some(current) => path(current),
+            None => Ok(Writes::Unknown),
+        },
+        _ => {
+            let all: Vec<&str> = options_of(rest).collect();
+            let suffix = all.iter().enumerate().find_map(|(k, v)| {
+                long_abbrev(v, &["suffix"]).map(|_| match v.split_once('=') {
+                    Some((_, x)) => x.to_string(),
+                    None => all.get(k + 1).map_or(String::new(), |x| x.to_string()),
+                })
+            });
+            match suffix {
+                Some(x) if x.contains('/') => Err(format!(
+                    "`git format-patch --suffix={x}` puts the patch files in another directory; denied"
+                )),
+                Some(x) => Ok(Writes::Paths(vec![format!("0001{x}")])),
+                None => Ok(Writes::Unknown),
+            }
+        }
+    }
+}
+
+fn options_of(args: &[Word]) -> impl Iterator<Item = &str> {
+    args.iter()
+        .map(|w| w.value.as_str())
+        .take_while(|v| *v != "--")
+}
+
 /// What `base` (a canonical registry name) writes, given its arguments; `tail` when `xargs` or
 /// `find -exec … +` appends arguments the gate cannot see. Errors are denial reasons.
 pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, String> {
@@ -314,20 +401,23 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
                 1
             };
         }
-        if args.get(i).is_some_and(|w| w.value == "mv") {
-            return copies(
-                "git mv",
-                args.get(i + 1..).unwrap_or_default(),
-                &GIT_MV,
-                false,
-            );
-        }
-        return Ok(Writes::Unknown);
+        let rest = args.get(i + 1..).unwrap_or_default();
+        return match args.get(i).map(|w| w.value.as_str()) {
+            Some("mv") => copies("git mv", rest, &GIT_MV, false),
+            Some(sub @ ("bundle" | "merge-file" | "format-patch")) => git_writes(sub, rest),
+            _ => Ok(Writes::Unknown),
+        };
+    }
+    if family(base).is_some_and(|f| f.check == Check::Tar) {
+        return Ok(Writes::Paths(tar_archives_written(args)));
     }
     let copy_like = matches!(base, "cp" | "mv" | "ln" | "install");
     let known = copy_like
         || COMPRESSORS.contains(&base)
-        || matches!(base, "tee" | "dd" | "truncate" | "split" | "rsync");
+        || matches!(
+            base,
+            "tee" | "sponge" | "dd" | "truncate" | "split" | "csplit" | "rsync"
+        );
     if !known {
         return Ok(Writes::Unknown);
     }
@@ -342,8 +432,8 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
             let g = if base == "install" { &INSTALL } else { &CP };
             return copies(base, args, g, base == "install");
         }
-        "tee" => {
-            let p = parse(base, args, &TEE)?;
+        "tee" | "sponge" => {
+            let p = parse(base, args, if base == "tee" { &TEE } else { &SPONGE })?;
             for w in &p.operands {
                 if let Some(e) = unreadable(base, w) {
                     return Err(e);
@@ -369,6 +459,39 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
                     out.push(path.to_string());
                 }
             }
+        }
+        "csplit" => {
+            let p = parse(base, args, &CSPLIT)?;
+            let prefix = opt_value(&p, 'f', "prefix").unwrap_or_else(|| "xx".into());
+            if let Some(w) = p.value('f', "prefix") {
+                if let Some(e) = unreadable(base, w) {
+                    return Err(e);
+                }
+            }
+            // The suffix format numbers the files (`%02d`); a `/` would move them, and its
+            // text can end the name (`%.0d` prints nothing for 0: `-f Makefile -b '%.0d'`).
+            let suffix = opt_value(&p, 'b', "suffix-format");
+            if suffix.as_deref().is_some_and(|b| b.contains('/')) {
+                return Err(format!(
+                    "`{base}` with a `/` in its suffix format writes elsewhere; denied"
+                ));
+            }
+            let text: String = suffix
+                .unwrap_or_default()
+                .split('%')
+                .enumerate()
+                .map(|(k, part)| {
+                    if k == 0 {
+                        part
+                    } else {
+                        part.trim_start_matches(|c: char| !"diouxX".contains(c))
+                            .get(1..)
+                            .unwrap_or("")
+                    }
+                })
+                .collect();
+            out.push(format!("{prefix}00"));
+            out.push(format!("{prefix}{text}"));
         }
         "split" => {
             let p = parse(base, args, &SPLIT)?;
