@@ -138,6 +138,13 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
     }
     // Internal helpers (`submodule--helper`, `difftool--helper`...) run configured commands
     // and take options the gate does not know.
+    // Remote helpers (`remote-https`, `remote-fd`...) take transport commands on stdin,
+    // `push` among them, which no deny rule on `git push` would see.
+    if sub.starts_with("remote-") {
+        return Some(format!(
+            "`git {sub}` is a remote helper that takes transport commands (`push`) on stdin"
+        ));
+    }
     if sub.contains("--") && !sub.starts_with('-') {
         return Some(format!(
             "`git {sub}` is an internal helper that runs programs"

@@ -385,6 +385,46 @@ fn options_of(args: &[Word]) -> impl Iterator<Item = &str> {
         .take_while(|v| *v != "--")
 }
 
+/// The files go's build and test flags write (`-o`, profiles, traces), spelled `-f v`,
+/// `-f=v`, `--f v` or `--f=v` (Go's flag package); the go check has refused paths outside
+/// the work root, these are held to its protected places (`go test -coverprofile=Makefile`
+/// writes `mode: set` and `file:line…` lines that make reads as rules).
+fn go_outputs(args: &[Word]) -> Vec<String> {
+    const OUT: &[&str] = &[
+        "o",
+        "coverprofile",
+        "cpuprofile",
+        "memprofile",
+        "blockprofile",
+        "mutexprofile",
+        "trace",
+        "test.coverprofile",
+        "test.cpuprofile",
+        "test.memprofile",
+        "test.blockprofile",
+        "test.mutexprofile",
+        "test.trace",
+    ];
+    let mut out = Vec::new();
+    let mut k = 0;
+    while let Some(w) = args.get(k) {
+        k += 1;
+        let Some(flag) = w.value.strip_prefix("--").or(w.value.strip_prefix('-')) else {
+            continue;
+        };
+        let (name, value) = match flag.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (flag, None),
+        };
+        if OUT.contains(&name) {
+            if let Some(v) = value.or_else(|| args.get(k).map(|w| w.value.clone())) {
+                out.push(v);
+            }
+        }
+    }
+    out
+}
+
 /// What `base` (a canonical registry name) writes, given its arguments; `tail` when `xargs` or
 /// `find -exec … +` appends arguments the gate cannot see. Errors are denial reasons.
 pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, String> {
@@ -410,6 +450,9 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
     }
     if family(base).is_some_and(|f| f.check == Check::Tar) {
         return Ok(Writes::Paths(tar_archives_written(args)));
+    }
+    if family(base).is_some_and(|f| f.check == Check::Go) {
+        return Ok(Writes::Paths(go_outputs(args)));
     }
     let copy_like = matches!(base, "cp" | "mv" | "ln" | "install");
     let known = copy_like
