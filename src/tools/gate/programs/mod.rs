@@ -98,6 +98,7 @@ pub(crate) fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
         Check::Uniq => text::two_operands_check(base, args, false),
         Check::Xxd => text::two_operands_check(base, args, true),
         Check::Zip => text::zip_check(base, args),
+        Check::Extract => None,
     }
 }
 
@@ -109,6 +110,7 @@ pub(crate) fn stdin_findings(base: &str, args: &[Word], stdin: &Stdin) -> Option
     }
     match family(base).map_or(Check::None, |f| f.check) {
         Check::Git => git::git_editor_check(args).map(|e| format!("`git`: {e}; denied")),
+        Check::Extract => writes::extract_from_stdin(base, args),
         _ => None,
     }
 }

@@ -75,6 +75,9 @@ pub(crate) enum Check {
     /// ssh's checks, and `-S` names a program for the copy tools (scp, sftp).
     Scp,
     Zip,
+    /// Extractors that write what their input names (patch, cpio, pax): input on stdin that
+    /// the model chose is refused (`stdin_findings`).
+    Extract,
 }
 
 /// How to find the command a program runs (programs/wrappers.rs).
@@ -397,6 +400,9 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::checked(&["most"], Check::Pager),
     Family::checked(&["rg"], Check::Rg),
     Family::checked(&["zip"], Check::Zip),
+    Family::checked(&["patch", "gpatch"], Check::Extract),
+    Family::checked(&["cpio"], Check::Extract),
+    Family::checked(&["pax"], Check::Extract),
     Family::checked(&["pandoc"], Check::Pandoc),
     Family::checked(
         &[

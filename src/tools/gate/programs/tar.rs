@@ -2,7 +2,7 @@
 //! archive or extraction writes.
 
 use crate::tools::gate::paths::outside_path;
-use crate::tools::gate::programs::argv::{denied, long_abbrev, options, short_has};
+use crate::tools::gate::programs::argv::{denied, is_stdin_path, long_abbrev, options, short_has};
 use crate::tools::gate::shell::lex::Word;
 
 /// What a tar invocation writes. Creating an archive file and extracting are what a `tar` rule
@@ -24,6 +24,7 @@ fn read_tar(args: &[Word]) -> Result<Vec<String>, String> {
     // Old-style and short options that take a value (consumed in order).
     const VALUED: &str = "bfgCFHIKLNTVX";
     let (mut extract, mut write, mut files_from) = (false, false, false);
+    let mut to_stdout = false;
     let mut paths: Vec<(&str, &str)> = Vec::new();
     // `-C ~/x` or `--file=$HOME/x`: bash expands these, so the path the gate sees is not the
     // path tar gets.
@@ -67,10 +68,12 @@ fn read_tar(args: &[Word]) -> Result<Vec<String>, String> {
                     "incremental",
                     "backup",
                     "suffix",
+                    "to-stdout",
                 ],
             );
             match found {
                 Some("extract" | "get") => extract = true,
+                Some("to-stdout") => to_stdout = true,
                 Some("create" | "append" | "update" | "catenate" | "concatenate" | "delete") => {
                     write = true
                 }
@@ -116,6 +119,7 @@ fn read_tar(args: &[Word]) -> Result<Vec<String>, String> {
         for (n, ch) in cluster.char_indices() {
             match ch {
                 'x' => extract = true,
+                'O' => to_stdout = true,
                 'c' | 'r' | 'u' | 'A' => write = true,
                 'T' => files_from = true,
                 'g' | 'G' => {
@@ -145,6 +149,19 @@ fn read_tar(args: &[Word]) -> Result<Vec<String>, String> {
                 }
             }
         }
+    }
+    // Without `-f`, GNU tar reads stdin (`--show-defaults`: `-f-`). An archive on stdin is
+    // one the model typed (`echo -ne '…' | tar -x`, `git archive --add-virtual-file=…`):
+    // extracting it writes any name with any content, a script under a path rule among them.
+    let archive_stdin = !paths.iter().any(|(o, _)| *o == "f")
+        || paths
+            .iter()
+            .any(|(o, f)| *o == "f" && (is_stdin_path(f) || f.starts_with("/dev/fd/")));
+    if extract && archive_stdin && !to_stdout {
+        return Err(
+            "extracting an archive from stdin writes the names and contents the model typed (`echo -ne … | tar -x`); extract a file, or list it with `-t`"
+                .into(),
+        );
     }
     if extract && files_from {
         return Err(

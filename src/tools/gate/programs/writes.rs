@@ -728,6 +728,48 @@ fn is_root(p: &str) -> bool {
     p.split('/').all(|c| c.is_empty() || c == ".")
 }
 
+/// patch, cpio and pax write the names (and contents) their input holds. Input on stdin that
+/// the model chose (a pipe, heredoc, here-string or file) is a diff or archive it typed:
+/// `printf '+++ scripts/x…' | patch -p0` writes any file. patch reads a file instead with
+/// `-i FILE` or a second operand; pax with `-f FILE`; `cpio -i`/`pax -r` extract, `-t` lists.
+pub(crate) fn extract_from_stdin(base: &str, args: &[Word]) -> Option<String> {
+    let opts: Vec<&str> = args
+        .iter()
+        .map(|w| w.value.as_str())
+        .take_while(|v| *v != "--")
+        .collect();
+    let short = |letters: &str| {
+        opts.iter().any(|v| {
+            v.strip_prefix('-')
+                .is_some_and(|c| !c.starts_with('-') && c.contains(|x| letters.contains(x)))
+        })
+    };
+    let writes = match base {
+        "cpio" => {
+            short("ip")
+                || opts
+                    .iter()
+                    .any(|v| long_abbrev(v, &["extract", "pass-through"]).is_some())
+        }
+        "pax" => short("r") && !short("f"),
+        _ => {
+            let operands = args.iter().filter(|w| !w.value.starts_with('-')).count();
+            !short("i") && long_abbrev_any(&opts, "input").is_none() && operands < 2
+        }
+    };
+    writes.then(|| {
+        format!(
+            "`{base}` would write the files its input names, and that input is what the command gives it on stdin; give it a file"
+        )
+    })
+}
+
+fn long_abbrev_any<'a>(opts: &[&'a str], name: &str) -> Option<&'a str> {
+    opts.iter()
+        .copied()
+        .find(|v| long_abbrev(v, &[name]).is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
