@@ -78,3 +78,53 @@ pub(crate) fn path_option_outside<'a>(
     }
     None
 }
+
+/// Files that build and test tools run or load: writing one turns an allowed `make` or
+/// `cargo test` into running what was written. Compared lowercased, by file name.
+pub(crate) const BUILD_FILES: &[&str] = &[
+    "makefile",
+    "gnumakefile",
+    "build.rs",
+    "cargo.toml",
+    "package.json",
+    "setup.py",
+    "setup.cfg",
+    "pyproject.toml",
+    "conftest.py",
+    "tox.ini",
+    "noxfile.py",
+    "cmakelists.txt",
+    "justfile",
+    "rakefile",
+    "gemfile",
+    "build.gradle",
+    "build.gradle.kts",
+    "pom.xml",
+    "meson.build",
+    "build.ninja",
+    "go.mod",
+    "deno.json",
+    "webpack.config.js",
+    "vite.config.js",
+    "jest.config.js",
+];
+
+/// Is this file name (lowercased) one that build and test tools run or load?
+pub(crate) fn is_build_file(lc: &str) -> bool {
+    BUILD_FILES.contains(&lc) || lc.ends_with(".mk")
+}
+
+/// Can a program that names its files `PREFIX`, a counter (letters or digits) and `SUFFIX`
+/// (split's `xaa`, csplit's `xx00`) reach a build file? `split -l1 - Makefi` names its 291st
+/// file `Makefile`. A counter of more than 4 characters would take millions of files.
+pub(crate) fn counter_reaches_build_file(prefix: &str, suffix: &str) -> Option<&'static str> {
+    let name = basename(prefix).to_ascii_lowercase();
+    let suffix = suffix.to_ascii_lowercase();
+    BUILD_FILES.iter().copied().find(|b| {
+        b.strip_prefix(name.as_str())
+            .and_then(|rest| rest.strip_suffix(suffix.as_str()))
+            .is_some_and(|counter| {
+                counter.len() <= 4 && counter.chars().all(|c| c.is_ascii_alphanumeric())
+            })
+    })
+}

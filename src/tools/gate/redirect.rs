@@ -1,7 +1,7 @@
 //! tools stage (gate), PURE: which redirections may run: heredocs, here-strings, descriptor
 //! duplication and writes into the work root.
 
-use crate::tools::gate::paths::path_under;
+use crate::tools::gate::paths::{is_build_file, path_under};
 use crate::tools::gate::programs::writes::{writes, Writes};
 use crate::tools::gate::rule::{Policy, RuleKind};
 use crate::tools::gate::shell::lex::{Redir, Word};
@@ -88,36 +88,6 @@ pub(crate) fn check_redirect(
     Ok(Some((v.to_string(), ".".to_string())))
 }
 
-/// Files that build and test tools run or load: writing one turns an allowed `make` or
-/// `cargo test` into running what was written. Compared lowercased, by file name.
-const BUILD_FILES: &[&str] = &[
-    "makefile",
-    "gnumakefile",
-    "build.rs",
-    "cargo.toml",
-    "package.json",
-    "setup.py",
-    "setup.cfg",
-    "pyproject.toml",
-    "conftest.py",
-    "tox.ini",
-    "noxfile.py",
-    "cmakelists.txt",
-    "justfile",
-    "rakefile",
-    "gemfile",
-    "build.gradle",
-    "build.gradle.kts",
-    "pom.xml",
-    "meson.build",
-    "build.ninja",
-    "go.mod",
-    "deno.json",
-    "webpack.config.js",
-    "vite.config.js",
-    "jest.config.js",
-];
-
 /// Why a writing program's destinations ([`writes`]) are refused, if they are: the places
 /// output redirection may not write either ([`write_refusal`]), or destinations the gate
 /// cannot read. `tail`: `xargs` or `find -exec … +` appends unseen arguments.
@@ -180,7 +150,7 @@ pub fn write_refusal(policy: &Policy, rel: &str) -> Option<String> {
     }
     if let Some(last) = comps.last() {
         let lc = last.to_ascii_lowercase();
-        if BUILD_FILES.contains(&lc.as_str()) || lc.ends_with(".mk") {
+        if is_build_file(&lc) {
             return Some("writes a file that build and test tools run".into());
         }
     }

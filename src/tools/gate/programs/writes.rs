@@ -3,6 +3,7 @@
 //! arguments as GNU coreutils reads them. The judge refuses a destination that output
 //! redirection may not write either (a dotfile or `.git`, a build file, a path rule's place).
 
+use crate::tools::gate::paths::counter_reaches_build_file;
 use crate::tools::gate::programs::argv::long_abbrev;
 use crate::tools::gate::programs::registry::{family, Check};
 use crate::tools::gate::programs::tar::tar_archives_written;
@@ -533,17 +534,34 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
                     }
                 })
                 .collect();
+            if let Some(b) = counter_reaches_build_file(&prefix, &text) {
+                return Err(format!(
+                    "`{base}` with the prefix `{prefix}` names a later file `{b}`, which build and test tools run; denied"
+                ));
+            }
             out.push(format!("{prefix}00"));
             out.push(format!("{prefix}{text}"));
         }
         "split" => {
             let p = parse(base, args, &SPLIT)?;
-            // `split [FILE [PREFIX]]`: the prefix starts every output name.
-            if let Some(prefix) = p.operands.get(1) {
-                if let Some(e) = unreadable(base, prefix) {
-                    return Err(e);
+            // `split [FILE [PREFIX]]`: the prefix starts every output name, and
+            // `--additional-suffix` ends it (`xaa.mk`).
+            let extra = opt_value(&p, '\0', "additional-suffix").unwrap_or_default();
+            match p.operands.get(1) {
+                Some(prefix) => {
+                    if let Some(e) = unreadable(base, prefix) {
+                        return Err(e);
+                    }
+                    if let Some(b) = counter_reaches_build_file(&prefix.value, &extra) {
+                        return Err(format!(
+                            "`{base}` with the prefix `{}` names a later file `{b}`, which build and test tools run; denied",
+                            prefix.value
+                        ));
+                    }
+                    out.push(format!("{}aa{extra}", prefix.value));
                 }
-                out.push(format!("{}aa", prefix.value));
+                None if !extra.is_empty() => out.push(format!("xaa{extra}")),
+                None => {}
             }
         }
         "rsync" => {
