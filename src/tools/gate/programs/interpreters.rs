@@ -63,6 +63,37 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
 /// Does an interpreter read its program from stdin? True unless a program is given inline
 /// (`-c`, `-e`, `-ne`, `-m`, `-r`, `--eval`, `deno eval`) or as a file operand.
 pub(crate) fn program_from_stdin(args: &[Word]) -> bool {
+    // Options that read commands from stdin after (or instead of) the program given: an
+    // interactive session (`python3 -i -c 1`, `lua -i`, `node -i`, `php -a`) or a debugger
+    // (`perl -d -e 1`), whose commands run code (`!cmd`, `system …`).
+    let interactive = args.iter().take_while(|w| w.value != "--").any(|w| {
+        let v = w.value.as_str();
+        match v.strip_prefix("--") {
+            Some(long) => ["interactive", "inspect", "debug"]
+                .iter()
+                .any(|n| long.starts_with(n)),
+            None => v.strip_prefix('-').is_some_and(|c| {
+                c.chars()
+                    .take_while(|&x| !"ceErm".contains(x))
+                    .any(|x| "ida".contains(x))
+            }),
+        }
+    });
+    // Modules that are a debugger or a REPL (`python3 -m pdb`, `-m asyncio`, `-m code`).
+    const REPLS: &[&str] = &[
+        "pdb", "code", "asyncio", "idlelib", "ipdb", "IPython", "pudb", "bpdb", "ptpython",
+        "bpython", "pdbpp", "wdb", "trepan3k",
+    ];
+    let repl_module = args.iter().enumerate().any(|(k, w)| {
+        let module = match w.value.as_str() {
+            "-m" => args.get(k + 1).map(|m| m.value.as_str()),
+            v => v.strip_prefix("-m").filter(|m| !m.is_empty()),
+        };
+        module.is_some_and(|m| REPLS.contains(&m.split('.').next().unwrap_or(m)))
+    });
+    if interactive || repl_module {
+        return true;
+    }
     for w in args {
         let v = w.value.as_str();
         if is_stdin_path(v) {
@@ -149,6 +180,14 @@ pub(crate) const CODE_CAPABILITIES: &[&str] = &[
     "__",
     "getattr",
     "globals",
+    // Debuggers and REPLs started from code read their commands from stdin.
+    "breakpoint",
+    "pdb",
+    "debug",
+    "irb",
+    "pry",
+    "interact",
+    "repl",
     "vars(",
     "compile",
     "function",
