@@ -6,7 +6,7 @@ use crate::tools::gate::programs::argv::is_stdin_path;
 use crate::tools::gate::programs::registry::{
     canonical, family, same_program, Code, Finder, Kind, StdinCode,
 };
-use crate::tools::gate::rule::{Policy, RuleKind};
+use crate::tools::gate::rule::{glob_match, Policy, RuleKind};
 use crate::tools::gate::shell::lex::{Stdin, Word};
 /// With deny rules in force, an interpreter or opaque runner whose arguments mention a denied
 /// command (or a shell) is denied: the gate cannot follow what it runs.
@@ -34,12 +34,26 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
                 w.raw
             ));
         }
-        for tok in w
-            .value
-            .split(|c: char| !(c.is_alphanumeric() || "_./+-".contains(c)))
+        // The text is code a shell may read: quotes and backslashes inside a name do not
+        // change it (`r''m`, `r\m`), and a glob may match it (`/bin/r?`).
+        let text: String = w.value.chars().filter(|c| !"'\"\\".contains(*c)).collect();
+        for tok in text
+            .split(|c: char| !(c.is_alphanumeric() || "_./+-*?[]".contains(c)))
             .filter(|t| !t.is_empty())
         {
             let b = basename(tok);
+            // A pattern with no letter (`*`, `**` in arithmetic) names no program.
+            if b.contains(['*', '?', '[']) && b.contains(|c: char| c.is_ascii_alphabetic()) {
+                if let Some(d) = denied
+                    .iter()
+                    .find(|d| glob_match(&b.to_ascii_lowercase(), d))
+                {
+                    return Some(format!(
+                        "`{base}` would run code with a pattern `{b}` that matches `{d}`, which a deny rule forbids; the gate cannot follow it"
+                    ));
+                }
+                continue;
+            }
             let kind = canonical(b);
             let b = kind.as_str();
             if denied
@@ -245,9 +259,14 @@ pub(crate) fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<
                 "`{base}` code has a substitution with the `e` flag, which evaluates code"
             ));
         }
+        if fam.code == Code::Escape && w.value.contains('!') {
+            return Some(format!(
+                "`{base}` code has `!`, which runs a shell command the deny rules cannot see"
+            ));
+        }
         let code = w
             .value
-            .contains(|c: char| " ()'\";{}$@`[]=&|<>\n".contains(c));
+            .contains(|c: char| " ()'\";{}$@`[]=&|<>\n!\\".contains(c));
         if !code {
             continue;
         }

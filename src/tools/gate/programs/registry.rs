@@ -130,6 +130,8 @@ pub(crate) enum Code {
     Perl,
     /// Checked by the family's own rule (awk).
     Own,
+    /// Scanned, and `!` starts a shell command (vim/ex/ed `:!`, dc, gdb, psql `\!`...).
+    Escape,
 }
 
 /// One program family: every name it is installed under and what the gate knows about it.
@@ -306,18 +308,31 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::interpreter(&["wish"]).stdin(StdinCode::Always),
     Family::interpreter(&["osascript"]),
     Family::interpreter(&["powershell"]),
-    Family::interpreter(&["ed"]).stdin(StdinCode::Always),
-    Family::interpreter(&["ex"]).stdin(StdinCode::Always),
+    Family::interpreter(&["ed"])
+        .stdin(StdinCode::Always)
+        .code(Code::Escape),
+    Family::interpreter(&["ex"])
+        .stdin(StdinCode::Always)
+        .code(Code::Escape),
     Family::interpreter(&[
         "vim", "vi", "nvim", "view", "rview", "rvim", "vimdiff", "gvim", "evim", "nvi", "elvis",
         "vile",
     ])
-    .stdin(StdinCode::Always),
+    .stdin(StdinCode::Always)
+    .code(Code::Escape),
     Family::interpreter(&["emacs"]).stdin(StdinCode::Always),
-    Family::interpreter(&["sqlite3"]).stdin(StdinCode::Always),
-    Family::interpreter(&["psql"]).stdin(StdinCode::Always),
-    Family::interpreter(&["mysql"]).stdin(StdinCode::Always),
-    Family::interpreter(&["gdb"]).stdin(StdinCode::Always),
+    Family::interpreter(&["sqlite3"])
+        .stdin(StdinCode::Always)
+        .code(Code::Escape),
+    Family::interpreter(&["psql"])
+        .stdin(StdinCode::Always)
+        .code(Code::Escape),
+    Family::interpreter(&["mysql"])
+        .stdin(StdinCode::Always)
+        .code(Code::Escape),
+    Family::interpreter(&["gdb"])
+        .stdin(StdinCode::Always)
+        .code(Code::Escape),
     Family::interpreter(&["expect"]).stdin(StdinCode::Always),
     Family::interpreter(&["jshell"]).stdin(StdinCode::Always),
     Family::interpreter(&["irb"]).stdin(StdinCode::Always),
@@ -327,8 +342,12 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::interpreter(&["sbcl"]).stdin(StdinCode::Always),
     Family::interpreter(&["ghci"]).stdin(StdinCode::Always),
     Family::interpreter(&["swift"]),
-    Family::interpreter(&["dc"]).stdin(StdinCode::Always),
-    Family::interpreter(&["gnuplot"]).stdin(StdinCode::Always),
+    Family::interpreter(&["dc"])
+        .stdin(StdinCode::Always)
+        .code(Code::Escape),
+    Family::interpreter(&["gnuplot"])
+        .stdin(StdinCode::Always)
+        .code(Code::Escape),
     Family::interpreter(&["octave"]).stdin(StdinCode::Always),
     Family::interpreter(&["r"]).stdin(StdinCode::Always),
     Family::interpreter(&["ts-node"]),
@@ -644,6 +663,39 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::runner(&["cross-env"]),
     Family::runner(&["dotenvx"]),
     Family::runner(&["vipe"]),
+    // Programs that start an editor or take commands (`!cmd`, `~!cmd`, aliases with `!`) from
+    // their arguments or from a stdin that is not a terminal (round three).
+    Family::runner(&["sudoedit"]),
+    Family::runner(&["visudo"]),
+    Family::runner(&["vipw", "vigr"]),
+    Family::runner(&["edquota"]),
+    Family::runner(&["hg", "chg"]),
+    Family::runner(&["svn"]),
+    Family::runner(&["bzr", "brz"]),
+    Family::runner(&["fossil"]),
+    Family::runner(&["darcs"]),
+    Family::runner(&[
+        "mail",
+        "mailx",
+        "s-nail",
+        "bsd-mailx",
+        "heirloom-mailx",
+        "nail",
+    ]),
+    Family::runner(&["mutt", "neomutt"]),
+    Family::runner(&["ftp", "tnftp", "lftp", "pftp"]),
+    Family::runner(&["smbclient"]),
+    Family::runner(&["telnet"]),
+    Family::runner(&["nano", "rnano", "pico"]),
+    Family::runner(&["joe", "jmacs", "jpico", "jstar"]),
+    Family::runner(&["mc", "mcedit"]),
+    Family::runner(&["micro"]),
+    Family::runner(&["kak"]),
+    Family::runner(&["hx", "helix"]),
+    Family::runner(&["tig"]),
+    Family::runner(&["lazygit"]),
+    Family::runner(&["ranger"]),
+    Family::runner(&["nnn"]),
     Family::runner(&["run-parts"]).inner(Finder::Directory),
     // Glob-guarded: plain data arguments, but an expanded glob could become options.
     Family::guarded(&["tee"]).writes(),
