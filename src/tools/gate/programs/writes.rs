@@ -565,6 +565,30 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
             }
         }
         "rsync" => {
+            // Side files rsync writes wherever told: a log, a batch and its replay script
+            // (`FILE.sh`, executable), backups, partial and temporary files.
+            let side = [
+                "log-file",
+                "write-batch",
+                "only-write-batch",
+                "backup-dir",
+                "partial-dir",
+                "temp-dir",
+            ];
+            for (k, w) in args.iter().enumerate() {
+                let v = w.value.as_str();
+                let Some(name) = long_abbrev(v, &side) else {
+                    continue;
+                };
+                let value = match v.split_once('=') {
+                    Some((_, x)) => x.to_string(),
+                    None => args.get(k + 1).map_or(String::new(), |x| x.value.clone()),
+                };
+                if name.ends_with("batch") {
+                    out.push(format!("{value}.sh"));
+                }
+                out.push(value);
+            }
             // Options are checked by the rsync check; the destination is the last operand.
             let ops: Vec<&Word> = args
                 .iter()
