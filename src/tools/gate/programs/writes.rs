@@ -762,6 +762,12 @@ fn copies(base: &str, args: &[Word], g: &Grammar, install: bool) -> Result<Write
             out.push(join(&dest, name));
         }
     }
+    // A backup keeps the old file beside each one written, under its name and the suffix
+    // (`cp -b -S .mk a x` writes `x.mk`).
+    if let Some(suffix) = opt_value(&p, 'S', "suffix") {
+        let backups: Vec<String> = out.iter().map(|w| format!("{w}{suffix}")).collect();
+        out.extend(backups);
+    }
     Ok(Writes::Paths(out))
 }
 
