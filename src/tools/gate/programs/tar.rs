@@ -64,6 +64,9 @@ fn read_tar(args: &[Word]) -> Result<Vec<String>, String> {
                     "recursive-unlink",
                     "one-top-level",
                     "files-from",
+                    // `--list` is `-t`; listed first, so that it is not read as an
+                    // abbreviation of `--listed-incremental`.
+                    "list",
                     "listed-incremental",
                     "incremental",
                     "backup",
@@ -74,6 +77,7 @@ fn read_tar(args: &[Word]) -> Result<Vec<String>, String> {
             match found {
                 Some("extract" | "get") => extract = true,
                 Some("to-stdout") => to_stdout = true,
+                Some("list") => {}
                 Some("create" | "append" | "update" | "catenate" | "concatenate" | "delete") => {
                     write = true
                 }
