@@ -149,7 +149,19 @@ pub(crate) const BUILD_FILES: &[&str] = &[
 
 /// Is this file name (lowercased) one that build and test tools run or load?
 pub(crate) fn is_build_file(lc: &str) -> bool {
-    BUILD_FILES.contains(&lc) || lc.ends_with(".mk")
+    BUILD_FILES.contains(&lc) || is_makefile_name(lc)
+}
+
+/// A name make reads as a makefile when given with `-f` (lowercased): `Makefile`,
+/// `GNUmakefile`, `BSDmakefile`, `*.mk`, `*.make`, `*.mak`. `make -f` takes only these, and
+/// no program may write one, so make never reads a file whose lines the model shaped (a git
+/// bundle's commit subjects, a tar archive's member names: make expands `$(shell …)` in a
+/// line before it fails on it). `Makefile.bak` is not one: a copy may be made.
+pub(crate) fn is_makefile_name(lc: &str) -> bool {
+    matches!(lc, "makefile" | "gnumakefile" | "bsdmakefile")
+        || lc.ends_with(".mk")
+        || lc.ends_with(".make")
+        || lc.ends_with(".mak")
 }
 
 /// Can a program that names its files `PREFIX`, a counter (letters or digits) and `SUFFIX`
@@ -158,6 +170,14 @@ pub(crate) fn is_build_file(lc: &str) -> bool {
 pub(crate) fn counter_reaches_build_file(prefix: &str, suffix: &str) -> Option<&'static str> {
     let name = basename(prefix).to_ascii_lowercase();
     let suffix = suffix.to_ascii_lowercase();
+    // A makefile extension the counter finishes (`split -a1 - x.ma` reaches `x.mak`).
+    if suffix.is_empty() {
+        for ext in [".mk", ".make", ".mak"] {
+            if (1..ext.len()).any(|k| name.ends_with(&ext[..k])) {
+                return Some(ext);
+            }
+        }
+    }
     BUILD_FILES.iter().copied().find(|b| {
         b.strip_prefix(name.as_str())
             .and_then(|rest| rest.strip_suffix(suffix.as_str()))

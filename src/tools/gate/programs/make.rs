@@ -1,7 +1,7 @@
 //! tools stage (gate), PURE: make (make, gmake, bmake): paths outside the work root, code on the
 //! command line, variable overrides that change recipes.
 
-use crate::tools::gate::paths::{basename, outside_path};
+use crate::tools::gate::paths::{basename, is_makefile_name, outside_path};
 use crate::tools::gate::programs::argv::{getopt, is_stdin_path, Arity, OptionSpec};
 use crate::tools::gate::programs::registry::{exact, family, Kind};
 use crate::tools::gate::shell::lex::Word;
@@ -112,6 +112,17 @@ pub(crate) fn make_check(args: &[Word]) -> Option<String> {
         .any(|m| is_stdin_path(m) || m.starts_with("/dev/") || m.starts_with("/proc/"))
     {
         return Some("a Makefile read from stdin cannot be checked".into());
+    }
+    // Any other file could hold lines the model shaped with an allowed command (`git bundle
+    // create x.bundle` writes commit subjects, and make expands `$(shell …)` in a line
+    // before it fails on it): only names no program may write.
+    if let Some(m) = parsed
+        .values(&["-f", "--file", "--makefile"])
+        .find(|m| !is_makefile_name(&basename(m).to_ascii_lowercase()))
+    {
+        return Some(format!(
+            "`-f {m}` is not a makefile name (Makefile, GNUmakefile, *.mk, *.make, *.mak); make would read any file's lines as code"
+        ));
     }
     // Paths make reads or writes.
     const PATHS: &[&str] = &[
