@@ -104,7 +104,13 @@ pub(crate) fn program_from_stdin(args: &[Word]) -> bool {
             v => v.strip_prefix("-m").filter(|m| !m.is_empty()),
         };
         module.is_some_and(|m| REPLS.contains(&m.split('.').next().unwrap_or(m)))
-    });
+    }) || args
+        .iter()
+        .any(|w| w.value.starts_with("--pdb") || w.value.starts_with("--trace"))
+        || args
+            .iter()
+            .find(|w| !w.value.starts_with('-'))
+            .is_some_and(|w| w.value == "inspect");
     if interactive || repl_module {
         return true;
     }

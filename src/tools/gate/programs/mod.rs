@@ -99,6 +99,7 @@ pub(crate) fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
         Check::Xxd => text::two_operands_check(base, args, true),
         Check::Zip => text::zip_check(base, args),
         Check::Extract => None,
+        Check::Pytest => packages::pytest_check(base, args),
     }
 }
 

@@ -75,6 +75,9 @@ pub(crate) enum Check {
     /// ssh's checks, and `-S` names a program for the copy tools (scp, sftp).
     Scp,
     Zip,
+    /// pytest's debugger options (`--pdb`, `--trace` read commands from stdin) and plugins
+    /// (`-p NAME` imports a module).
+    Pytest,
     /// Extractors that write what their input names (patch, cpio, pax): input on stdin that
     /// the model chose is refused (`stdin_findings`).
     Extract,
@@ -696,6 +699,40 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::runner(&["lazygit"]),
     Family::runner(&["ranger"]),
     Family::runner(&["nnn"]),
+    // Build and test runners: they run the project's code, and options or stdin that name
+    // more (round three).
+    Family::runner(&["pytest", "py.test"])
+        .check(Check::Pytest)
+        .project(),
+    Family::runner(&["ninja", "samu"]).project(),
+    Family::runner(&["just"]).project(),
+    Family::runner(&["task", "go-task"]).project(),
+    Family::runner(&["rake"]).project(),
+    Family::runner(&["invoke", "inv"]).project(),
+    Family::runner(&["scons"]).project(),
+    Family::runner(&["bazel", "bazelisk"]).project(),
+    Family::runner(&["meson"]).project(),
+    Family::runner(&["ctest"]).project(),
+    Family::runner(&["gradle"]).project(),
+    Family::runner(&["mvn"]).project(),
+    Family::runner(&["ant"]).project(),
+    Family::runner(&["sbt"]).project(),
+    Family::runner(&["mix"]).project(),
+    Family::runner(&["rebar3"]).project(),
+    Family::runner(&["cabal"]).project(),
+    Family::runner(&["dune"]).project(),
+    Family::runner(&["tox"]).project(),
+    Family::runner(&["nox"]).project(),
+    // Debuggers that read their commands from stdin, sdiff (its `e` starts an editor), the
+    // agent that runs a program, text browsers with `!` escapes.
+    Family::runner(&["dlv"]),
+    Family::runner(&["rdbg"]),
+    Family::runner(&["gdbserver"]),
+    Family::runner(&["sdiff"]),
+    Family::runner(&["gpg-agent"]),
+    Family::runner(&["lynx"]),
+    Family::runner(&["w3m"]),
+    Family::runner(&["links", "elinks"]),
     Family::runner(&["run-parts"]).inner(Finder::Directory),
     // Glob-guarded: plain data arguments, but an expanded glob could become options.
     Family::guarded(&["tee"]).writes(),
