@@ -4,6 +4,7 @@
 pub(crate) mod argv;
 pub(crate) mod awk;
 pub(crate) mod documents;
+mod families;
 pub(crate) mod find;
 pub(crate) mod git;
 pub(crate) mod go;
