@@ -426,6 +426,35 @@ fn go_outputs(args: &[Word]) -> Vec<String> {
     out
 }
 
+/// The files a compiler or linker writes at a name it is given: `-o`, `--output`, a
+/// dependency file (`-MF`), an aux-file directory (`-dumpdir`). `gcc -E -P -x c - -o
+/// Makefile <<< 'all:;id'` writes a Makefile from stdin; `-o scripts/x` an executable where a
+/// path rule runs programs.
+fn compiler_outputs(args: &[Word]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut k = 0;
+    while let Some(w) = args.get(k) {
+        k += 1;
+        let v = w.value.as_str();
+        let next = |k: usize| args.get(k).map(|w| w.value.clone());
+        let value = match v {
+            "-o" | "--output" | "-MF" | "-dumpdir" => {
+                k += 1;
+                next(k - 1)
+            }
+            _ => v
+                .strip_prefix("--output=")
+                .or_else(|| v.strip_prefix("-MF"))
+                .or_else(|| v.strip_prefix("-dumpdir"))
+                .or_else(|| v.strip_prefix("-o").filter(|_| !v.starts_with("--")))
+                .filter(|x| !x.is_empty())
+                .map(str::to_string),
+        };
+        out.extend(value);
+    }
+    out
+}
+
 /// What `base` (a canonical registry name) writes, given its arguments; `tail` when `xargs` or
 /// `find -exec … +` appends arguments the gate cannot see. Errors are denial reasons.
 pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, String> {
@@ -454,6 +483,9 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
     }
     if family(base).is_some_and(|f| f.check == Check::Go) {
         return Ok(Writes::Paths(go_outputs(args)));
+    }
+    if family(base).is_some_and(|f| f.check == Check::Compiler) {
+        return Ok(Writes::Paths(compiler_outputs(args)));
     }
     let copy_like = matches!(base, "cp" | "mv" | "ln" | "install");
     let known = copy_like
