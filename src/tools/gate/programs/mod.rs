@@ -10,6 +10,7 @@ pub(crate) mod git;
 pub(crate) mod go;
 pub(crate) mod interpreters;
 pub(crate) mod make;
+pub(crate) mod outputs;
 pub(crate) mod packages;
 pub(crate) mod registry;
 pub(crate) mod remote;
@@ -112,7 +113,7 @@ pub(crate) fn stdin_findings(base: &str, args: &[Word], stdin: &Stdin) -> Option
     }
     match family(base).map_or(Check::None, |f| f.check) {
         Check::Git => git::git_editor_check(args).map(|e| format!("`git`: {e}; denied")),
-        Check::Extract => writes::extract_from_stdin(base, args),
+        Check::Extract => outputs::extract_from_stdin(base, args),
         _ => None,
     }
 }

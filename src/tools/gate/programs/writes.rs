@@ -5,6 +5,9 @@
 
 use crate::tools::gate::paths::counter_reaches_build_file;
 use crate::tools::gate::programs::argv::long_abbrev;
+use crate::tools::gate::programs::outputs::{
+    compiler_outputs, converter_outputs, git_writes, go_outputs,
+};
 use crate::tools::gate::programs::registry::{family, Check};
 use crate::tools::gate::programs::tar::tar_archives_written;
 use crate::tools::gate::shell::lex::Word;
@@ -314,7 +317,7 @@ fn join(dir: &str, name: &str) -> String {
 
 /// A destination word whose text the gate cannot know: a glob could match a protected file,
 /// `{}` is what `find -exec` substitutes.
-fn unreadable(base: &str, w: &Word) -> Option<String> {
+pub(super) fn unreadable(base: &str, w: &Word) -> Option<String> {
     if w.glob || w.brace || w.value.contains("{}") {
         return Some(format!(
             "`{base}` writes to `{}`, which the shell or find expands into paths the gate cannot see; denied",
@@ -322,137 +325,6 @@ fn unreadable(base: &str, w: &Word) -> Option<String> {
         ));
     }
     None
-}
-
-/// The files git subcommands write at a name the command gives: `bundle create FILE` (its
-/// refs and prerequisite lines carry commit subjects, and make expands `$(shell …)` in a line
-/// before it fails on it), `merge-file CURRENT …` (unless `-p`), and `format-patch`'s numbered
-/// files in the work root with a `--suffix` (which may not hold a `/`).
-fn git_writes(sub: &str, rest: &[Word]) -> Result<Writes, String> {
-    let operands = |valued: &[&str]| {
-        let mut out = Vec::new();
-        let mut k = 0;
-        while let Some(w) = rest.get(k) {
-            k += 1;
-            if w.value == "--" {
-                out.extend(rest[k..].iter());
-                break;
-            }
-            if valued.contains(&w.value.as_str()) {
-                k += 1;
-            } else if !w.value.starts_with('-') || w.value == "-" {
-                out.push(w);
-            }
-        }
-        out
-    };
-    let path = |w: &Word| {
-        unreadable(&format!("git {sub}"), w).map_or(Ok(Writes::Paths(vec![w.value.clone()])), Err)
-    };
-    match sub {
-        "bundle" => match operands(&[]).as_slice() {
-            [create, file, ..] if create.value == "create" => path(file),
-            _ => Ok(Writes::Unknown),
-        },
-        "merge-file" if options_of(rest).any(|v| v == "-p" || v == "--stdout") => {
-            Ok(Writes::Unknown)
-        }
-        "merge-file" => match operands(&["-L"]).first() {
-            Some(current) => path(current),
-            None => Ok(Writes::Unknown),
-        },
-        _ => {
-            let all: Vec<&str> = options_of(rest).collect();
-            let suffix = all.iter().enumerate().find_map(|(k, v)| {
-                long_abbrev(v, &["suffix"]).map(|_| match v.split_once('=') {
-                    Some((_, x)) => x.to_string(),
-                    None => all.get(k + 1).map_or(String::new(), |x| x.to_string()),
-                })
-            });
-            match suffix {
-                Some(x) if x.contains('/') => Err(format!(
-                    "`git format-patch --suffix={x}` puts the patch files in another directory; denied"
-                )),
-                Some(x) => Ok(Writes::Paths(vec![format!("0001{x}")])),
-                None => Ok(Writes::Unknown),
-            }
-        }
-    }
-}
-
-fn options_of(args: &[Word]) -> impl Iterator<Item = &str> {
-    args.iter()
-        .map(|w| w.value.as_str())
-        .take_while(|v| *v != "--")
-}
-
-/// The files go's build and test flags write (`-o`, profiles, traces), spelled `-f v`,
-/// `-f=v`, `--f v` or `--f=v` (Go's flag package); the go check has refused paths outside
-/// the work root, these are held to its protected places (`go test -coverprofile=Makefile`
-/// writes `mode: set` and `file:line…` lines that make reads as rules).
-fn go_outputs(args: &[Word]) -> Vec<String> {
-    const OUT: &[&str] = &[
-        "o",
-        "coverprofile",
-        "cpuprofile",
-        "memprofile",
-        "blockprofile",
-        "mutexprofile",
-        "trace",
-        "test.coverprofile",
-        "test.cpuprofile",
-        "test.memprofile",
-        "test.blockprofile",
-        "test.mutexprofile",
-        "test.trace",
-    ];
-    let mut out = Vec::new();
-    let mut k = 0;
-    while let Some(w) = args.get(k) {
-        k += 1;
-        let Some(flag) = w.value.strip_prefix("--").or(w.value.strip_prefix('-')) else {
-            continue;
-        };
-        let (name, value) = match flag.split_once('=') {
-            Some((n, v)) => (n, Some(v.to_string())),
-            None => (flag, None),
-        };
-        if OUT.contains(&name) {
-            if let Some(v) = value.or_else(|| args.get(k).map(|w| w.value.clone())) {
-                out.push(v);
-            }
-        }
-    }
-    out
-}
-
-/// The files a compiler or linker writes at a name it is given: `-o`, `--output`, a
-/// dependency file (`-MF`), an aux-file directory (`-dumpdir`). `gcc -E -P -x c - -o
-/// Makefile <<< 'all:;id'` writes a Makefile from stdin; `-o scripts/x` an executable where a
-/// path rule runs programs.
-fn compiler_outputs(args: &[Word]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut k = 0;
-    while let Some(w) = args.get(k) {
-        k += 1;
-        let v = w.value.as_str();
-        let next = |k: usize| args.get(k).map(|w| w.value.clone());
-        let value = match v {
-            "-o" | "--output" | "-MF" | "-dumpdir" => {
-                k += 1;
-                next(k - 1)
-            }
-            _ => v
-                .strip_prefix("--output=")
-                .or_else(|| v.strip_prefix("-MF"))
-                .or_else(|| v.strip_prefix("-dumpdir"))
-                .or_else(|| v.strip_prefix("-o").filter(|_| !v.starts_with("--")))
-                .filter(|x| !x.is_empty())
-                .map(str::to_string),
-        };
-        out.extend(value);
-    }
-    out
 }
 
 /// What `base` (a canonical registry name) writes, given its arguments; `tail` when `xargs` or
@@ -486,6 +358,9 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
     }
     if family(base).is_some_and(|f| f.check == Check::Compiler) {
         return Ok(Writes::Paths(compiler_outputs(args)));
+    }
+    if let Some(out) = converter_outputs(base, args) {
+        return Ok(Writes::Paths(out));
     }
     let copy_like = matches!(base, "cp" | "mv" | "ln" | "install");
     let known = copy_like
@@ -806,48 +681,6 @@ fn copies(base: &str, args: &[Word], g: &Grammar, install: bool) -> Result<Write
 /// The work root itself: `.`, `./`, `.//.`.
 fn is_root(p: &str) -> bool {
     p.split('/').all(|c| c.is_empty() || c == ".")
-}
-
-/// patch, cpio and pax write the names (and contents) their input holds. Input on stdin that
-/// the model chose (a pipe, heredoc, here-string or file) is a diff or archive it typed:
-/// `printf '+++ scripts/x…' | patch -p0` writes any file. patch reads a file instead with
-/// `-i FILE` or a second operand; pax with `-f FILE`; `cpio -i`/`pax -r` extract, `-t` lists.
-pub(crate) fn extract_from_stdin(base: &str, args: &[Word]) -> Option<String> {
-    let opts: Vec<&str> = args
-        .iter()
-        .map(|w| w.value.as_str())
-        .take_while(|v| *v != "--")
-        .collect();
-    let short = |letters: &str| {
-        opts.iter().any(|v| {
-            v.strip_prefix('-')
-                .is_some_and(|c| !c.starts_with('-') && c.contains(|x| letters.contains(x)))
-        })
-    };
-    let writes = match base {
-        "cpio" => {
-            short("ip")
-                || opts
-                    .iter()
-                    .any(|v| long_abbrev(v, &["extract", "pass-through"]).is_some())
-        }
-        "pax" => short("r") && !short("f"),
-        _ => {
-            let operands = args.iter().filter(|w| !w.value.starts_with('-')).count();
-            !short("i") && long_abbrev_any(&opts, "input").is_none() && operands < 2
-        }
-    };
-    writes.then(|| {
-        format!(
-            "`{base}` would write the files its input names, and that input is what the command gives it on stdin; give it a file"
-        )
-    })
-}
-
-fn long_abbrev_any<'a>(opts: &[&'a str], name: &str) -> Option<&'a str> {
-    opts.iter()
-        .copied()
-        .find(|v| long_abbrev(v, &[name]).is_some())
 }
 
 #[cfg(test)]
