@@ -65,12 +65,29 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::interpreter(&["ed"])
         .stdin(StdinCode::Always)
         .code(Code::Escape),
-    Family::interpreter(&["ex"])
-        .stdin(StdinCode::Always)
-        .code(Code::Escape),
     Family::interpreter(&[
-        "vim", "vi", "nvim", "view", "rview", "rvim", "vimdiff", "gvim", "evim", "nvi", "elvis",
+        "vim",
+        "vi",
+        "nvim",
+        "view",
+        "rview",
+        "rvim",
+        "vimdiff",
+        "gvim",
+        "evim",
+        "nvi",
+        "elvis",
         "vile",
+        // Debian's `ex`, `editor` and `sensible-editor` are vim unless another editor was
+        // chosen: a `vim *` deny rule denies them too (round three).
+        "ex",
+        "editor",
+        "sensible-editor",
+        "vimtutor",
+        "gview",
+        "gvimdiff",
+        "rgvim",
+        "rgview",
     ])
     .stdin(StdinCode::Always)
     .code(Code::Escape),
@@ -320,13 +337,7 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::runner(&["runcon"]),
     Family::runner(&["systemd-cat"]),
     Family::runner(&["newgrp"]),
-    Family::runner(&[
-        "sensible-editor",
-        "editor",
-        "sensible-pager",
-        "pager",
-        "sensible-browser",
-    ]),
+    Family::runner(&["sensible-pager", "pager", "sensible-browser"]),
     Family::runner(&[
         "xdg-open",
         "open",
