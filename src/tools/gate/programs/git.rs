@@ -466,6 +466,16 @@ pub(crate) fn git_editor_check(args: &[Word]) -> Option<String> {
         return None;
     }
     let rest = args.get(i + 1..).unwrap_or_default();
+    // Pathspecs read from stdin take all of it (to its end) before anything else runs, and
+    // git refuses them with `--patch`/`--interactive`.
+    let all: Vec<&str> = options(rest).collect();
+    let pathspecs_from_stdin = all.iter().enumerate().any(|(k, v)| {
+        *v == "--pathspec-from-file=-"
+            || (*v == "--pathspec-from-file" && all.get(k + 1) == Some(&"-"))
+    });
+    if pathspecs_from_stdin {
+        return None;
+    }
     if matches!(sub, "commit" | "tag") {
         let all: Vec<&str> = options(rest).collect();
         let takes_value = if sub == "commit" { "mFCctSu" } else { "mFu" };
@@ -523,6 +533,7 @@ mod tests {
             "commit -p -F -",
             "commit --interactive -F -",
             "revert HEAD",
+            "add -p --pathspec-from-file",
         ] {
             assert!(git_editor_check(&words(line)).is_some(), "{line}");
         }
@@ -535,6 +546,8 @@ mod tests {
             "log -p",
             "status",
             "apply --check",
+            "add --pathspec-from-file=-",
+            "checkout --pathspec-from-file -",
         ] {
             assert_eq!(git_editor_check(&words(line)), None, "{line}");
         }
