@@ -154,10 +154,27 @@ pub fn write_refusal(policy: &Policy, rel: &str) -> Option<String> {
             return Some("writes a file that build and test tools run".into());
         }
     }
-    // Writing a script that a path rule lets run would turn the write into running anything.
+    // Writing a script that a path rule lets run would turn the write into running anything;
+    // so would replacing the directory itself or one above it (`mv evil scripts`, `mv evil/x
+    // scripts` into the existing directory).
     for rule in &policy.allow {
         if let RuleKind::Path(prefix) = &rule.kind {
-            if path_under(rel, prefix, false) || path_under(&format!("./{rel}"), prefix, false) {
+            let rel_dot = format!("./{rel}");
+            let same = |a: &str, b: &str| {
+                let comps = |p: &str| -> Vec<String> {
+                    p.split('/')
+                        .filter(|c| !c.is_empty() && *c != ".")
+                        .map(str::to_string)
+                        .collect()
+                };
+                !a.starts_with('/') && !b.starts_with('/') && comps(a) == comps(b)
+            };
+            if path_under(rel, prefix, false)
+                || path_under(&rel_dot, prefix, false)
+                || same(rel, prefix)
+                || (!rel.split('/').all(|c| c.is_empty() || c == ".")
+                    && path_under(prefix, &rel_dot, false))
+            {
                 return Some(format!(
                     "writes where rule `{}` lets programs run",
                     rule.text
