@@ -37,6 +37,18 @@ pub(super) fn git_writes(sub: &str, rest: &[Word]) -> Result<Writes, String> {
             [create, file, ..] if create.value == "create" => path(file),
             _ => Ok(Writes::Unknown),
         },
+        // The directory a checkout lands in: under a path rule its files become programs
+        // the rule runs (`git clone . scripts/x`, `git worktree add scripts/wt`).
+        "clone" => match operands(&["-o", "-b", "-u", "--origin", "--branch", "--depth", "-j"])
+            .as_slice()
+        {
+            [_, dir, ..] => path(dir),
+            _ => Ok(Writes::Unknown),
+        },
+        "worktree" => match operands(&["-b", "-B", "--reason"]).as_slice() {
+            [add, dir, ..] if add.value == "add" => path(dir),
+            _ => Ok(Writes::Unknown),
+        },
         "merge-file" if options_of(rest).any(|v| v == "-p" || v == "--stdout") => {
             Ok(Writes::Unknown)
         }
