@@ -47,10 +47,12 @@ pub struct Finished {
 /// own config, which cannot undo them): no hooks, whatever a repository's config or a
 /// written `.git/hooks` says; no implicit bare repository, so a git directory the model
 /// wrote below the work root cannot be used to run its hooks or aliases' helpers; no
-/// file-system monitor program (`core.fsmonitor`, which `git status` would run); and no
-/// `ext::` transport (a URL that is a command line), whatever a repository's config allows.
+/// file-system monitor program (`core.fsmonitor`, which `git status` would run); no
+/// `ext::` transport (a URL that is a command line), whatever a repository's config allows;
+/// and no editor (`:` is git's "none"): vi reads its keystrokes from a stdin that is not a
+/// terminal, so `printf ':!id' | git commit` would run `id`.
 const GIT_ENV: &[(&str, &str)] = &[
-    ("GIT_CONFIG_COUNT", "4"),
+    ("GIT_CONFIG_COUNT", "6"),
     ("GIT_CONFIG_KEY_0", "core.hooksPath"),
     ("GIT_CONFIG_VALUE_0", "/dev/null"),
     ("GIT_CONFIG_KEY_1", "safe.bareRepository"),
@@ -59,6 +61,10 @@ const GIT_ENV: &[(&str, &str)] = &[
     ("GIT_CONFIG_VALUE_2", "false"),
     ("GIT_CONFIG_KEY_3", "protocol.ext.allow"),
     ("GIT_CONFIG_VALUE_3", "never"),
+    ("GIT_CONFIG_KEY_4", "core.editor"),
+    ("GIT_CONFIG_VALUE_4", ":"),
+    ("GIT_CONFIG_KEY_5", "sequence.editor"),
+    ("GIT_CONFIG_VALUE_5", ":"),
 ];
 
 /// The environment a command gets: the allow-list of `vars` and [`GIT_ENV`], nothing else.
@@ -447,10 +453,14 @@ mod tests {
                 "GIT_CONFIG_KEY_1",
                 "GIT_CONFIG_KEY_2",
                 "GIT_CONFIG_KEY_3",
+                "GIT_CONFIG_KEY_4",
+                "GIT_CONFIG_KEY_5",
                 "GIT_CONFIG_VALUE_0",
                 "GIT_CONFIG_VALUE_1",
                 "GIT_CONFIG_VALUE_2",
                 "GIT_CONFIG_VALUE_3",
+                "GIT_CONFIG_VALUE_4",
+                "GIT_CONFIG_VALUE_5",
                 "HOME",
                 "LC_ALL",
                 "PATH"
@@ -555,6 +565,23 @@ mod tests {
         assert!(!dir.path().join("hooked").exists(), "the hook ran: {out}");
         // Implicit use of the bare repository is refused (git exits 128).
         assert!(out.trim_end().ends_with("128"), "{out}");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn git_starts_no_editor_that_would_read_stdin_as_keystrokes() {
+        let dir = tempfile::tempdir().unwrap();
+        let setup = "git init -q . && git config user.email t@l && git config user.name t \
+            && git config core.editor vi";
+        set_up(setup, dir.path()).await;
+        let commit = run_in(
+            "printf ':!touch edited\\n:q!\\n' | git commit --allow-empty; true",
+            dir.path(),
+            Duration::from_secs(30),
+            10_000,
+        )
+        .await;
+        let out = commit.output.render(&Redactor::default());
+        assert!(!dir.path().join("edited").exists(), "vi ran: {out}");
     }
 
     #[tokio::test(flavor = "multi_thread")]

@@ -14,7 +14,7 @@
 
 use crate::tools::gate::judge::{judge, judge_program};
 use crate::tools::gate::rule::{Policy, Rule, Verdict};
-use crate::tools::gate::shell::lex::{Dialect, Lexer, Segment};
+use crate::tools::gate::shell::lex::{Dialect, Lexer, Segment, Stdin};
 use std::io::Read;
 use std::process::{Command, Stdio};
 
@@ -362,8 +362,10 @@ fn star() -> Policy {
 fn gate_view(policy: &Policy, src: &str, dialect: Dialect) -> Option<Vec<Segment>> {
     let allowed = match dialect {
         Dialect::Bash => judge(policy, src).verdict == Verdict::Allow,
-        Dialect::Posix => judge_program(policy, src, dialect, 0, &mut Vec::new())
-            .is_ok_and(|segs| segs.iter().all(|s| s.verdict == Verdict::Allow)),
+        Dialect::Posix => {
+            judge_program(policy, src, dialect, 0, &Stdin::default(), &mut Vec::new())
+                .is_ok_and(|segs| segs.iter().all(|s| s.verdict == Verdict::Allow))
+        }
     };
     if !allowed {
         return None;

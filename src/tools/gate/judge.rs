@@ -8,7 +8,7 @@ use crate::tools::gate::programs::interpreters::{
 };
 use crate::tools::gate::programs::registry::{canonical, family};
 use crate::tools::gate::programs::wrappers::inner_command;
-use crate::tools::gate::programs::{dangerous_args, expansion_into_options};
+use crate::tools::gate::programs::{dangerous_args, expansion_into_options, stdin_findings};
 use crate::tools::gate::redirect::{check_redirect, program_write_refusal};
 use crate::tools::gate::rule::{
     allow_matches, deny, deny_matches, Judgement, Outcome, Policy, RuleKind, SegmentJudgement,
@@ -32,7 +32,14 @@ pub fn judge(policy: &Policy, command: &str) -> Judgement {
             command.len()
         ))
     } else {
-        judge_program(policy, command, Dialect::Bash, 0, &mut checks)
+        judge_program(
+            policy,
+            command,
+            Dialect::Bash,
+            0,
+            &Stdin::default(),
+            &mut checks,
+        )
     };
     let segments = match result {
         Ok(segments) => segments,
@@ -74,6 +81,7 @@ pub(crate) fn judge_program(
     src: &str,
     dialect: Dialect,
     depth: usize,
+    inherited: &Stdin,
     checks: &mut Vec<(String, String)>,
 ) -> Result<Vec<SegmentJudgement>, String> {
     if depth > MAX_DEPTH {
@@ -86,7 +94,9 @@ pub(crate) fn judge_program(
     let mut out = Vec::with_capacity(segs.len());
     let mut piped_in = false;
     for seg in &segs {
-        out.push(judge_segment(policy, src, seg, piped_in, depth, checks));
+        out.push(judge_segment(
+            policy, src, seg, piped_in, depth, inherited, checks,
+        ));
         piped_in = seg.pipe_out;
     }
     if out.iter().all(|s| s.verdict == Verdict::Allow) {
@@ -111,6 +121,7 @@ pub(crate) fn judge_segment(
     seg: &Segment,
     piped_in: bool,
     depth: usize,
+    inherited: &Stdin,
     checks: &mut Vec<(String, String)>,
 ) -> SegmentJudgement {
     let text = seg
@@ -123,7 +134,7 @@ pub(crate) fn judge_segment(
         .first()
         .filter(|w| w.literal() && !is_assignment(w))
         .map(|w| w.value.clone());
-    let outcome = judge_segment_outcome(policy, seg, piped_in, depth, checks);
+    let outcome = judge_segment_outcome(policy, seg, piped_in, depth, inherited, checks);
     let (verdict, rule, reason) = match outcome {
         Outcome::Allow { rule, reason } => (Verdict::Allow, rule, reason),
         Outcome::Deny { rule, reason } => (Verdict::Deny, rule, reason),
@@ -142,6 +153,7 @@ pub(crate) fn judge_segment_outcome(
     seg: &Segment,
     piped_in: bool,
     depth: usize,
+    inherited: &Stdin,
     checks: &mut Vec<(String, String)>,
 ) -> Outcome {
     let mut redirect_checks = Vec::new();
@@ -191,7 +203,13 @@ pub(crate) fn judge_segment_outcome(
                 _ => None,
             })
             .collect(),
-    };
+        redirected: seg.redirs.iter().any(|r| {
+            matches!(r.op, "<" | "<>" | "<&")
+                && r.heredoc.is_none()
+                && r.target.value != "/dev/null"
+        }),
+    }
+    .with(inherited);
     let outcome = judge_invocation(policy, words, &stdin, depth, false, checks);
     if matches!(outcome, Outcome::Allow { .. }) {
         checks.extend(redirect_checks);
@@ -284,6 +302,9 @@ pub(crate) fn judge_invocation(
     if let Some(reason) = dangerous_args(&base_lc, args) {
         return deny(reason);
     }
+    if let Some(reason) = stdin_findings(&base_lc, args, stdin) {
+        return deny(reason);
+    }
     if let Some(reason) = program_write_refusal(policy, &base_lc, args, open_tail) {
         return deny(reason);
     }
@@ -316,7 +337,7 @@ pub(crate) fn judge_invocation(
             }
         }
         Inner::Script(script, dialect) => {
-            match judge_program(policy, &script, dialect, depth + 1, checks) {
+            match judge_program(policy, &script, dialect, depth + 1, stdin, checks) {
                 Err(reason) => return deny(format!("inside the script `{base}` runs: {reason}")),
                 Ok(segs) => {
                     if let Some(s) = segs.into_iter().find(|s| s.verdict == Verdict::Deny) {

@@ -8,7 +8,7 @@
 //!
 //! Layout, bottom up (a file imports only from files below it):
 //! - `rule.rs`, `shell/lex.rs`, `shell/words.rs`, `paths.rs`, `programs/argv.rs`,
-//!   `programs/registry.rs`: vocabulary (verdicts, rules, words, path facts, argv helpers, the
+//!   `programs/registry.rs` (rows in `programs/families.rs`): vocabulary (verdicts, rules, words, path facts, argv helpers, the
 //!   program registry).
 //! - `programs/*.rs`: one file per program family; each takes words and returns findings.
 //! - `shell/brush.rs`, `redirect.rs`: the parser cross-check and redirection rules.

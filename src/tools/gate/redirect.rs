@@ -1,7 +1,7 @@
 //! tools stage (gate), PURE: which redirections may run: heredocs, here-strings, descriptor
 //! duplication and writes into the work root.
 
-use crate::tools::gate::paths::path_under;
+use crate::tools::gate::paths::{is_build_file, path_under};
 use crate::tools::gate::programs::writes::{writes, Writes};
 use crate::tools::gate::rule::{Policy, RuleKind};
 use crate::tools::gate::shell::lex::{Redir, Word};
@@ -88,36 +88,6 @@ pub(crate) fn check_redirect(
     Ok(Some((v.to_string(), ".".to_string())))
 }
 
-/// Files that build and test tools run or load: writing one turns an allowed `make` or
-/// `cargo test` into running what was written. Compared lowercased, by file name.
-const BUILD_FILES: &[&str] = &[
-    "makefile",
-    "gnumakefile",
-    "build.rs",
-    "cargo.toml",
-    "package.json",
-    "setup.py",
-    "setup.cfg",
-    "pyproject.toml",
-    "conftest.py",
-    "tox.ini",
-    "noxfile.py",
-    "cmakelists.txt",
-    "justfile",
-    "rakefile",
-    "gemfile",
-    "build.gradle",
-    "build.gradle.kts",
-    "pom.xml",
-    "meson.build",
-    "build.ninja",
-    "go.mod",
-    "deno.json",
-    "webpack.config.js",
-    "vite.config.js",
-    "jest.config.js",
-];
-
 /// Why a writing program's destinations ([`writes`]) are refused, if they are: the places
 /// output redirection may not write either ([`write_refusal`]), or destinations the gate
 /// cannot read. `tail`: `xargs` or `find -exec … +` appends unseen arguments.
@@ -180,14 +150,31 @@ pub fn write_refusal(policy: &Policy, rel: &str) -> Option<String> {
     }
     if let Some(last) = comps.last() {
         let lc = last.to_ascii_lowercase();
-        if BUILD_FILES.contains(&lc.as_str()) || lc.ends_with(".mk") {
+        if is_build_file(&lc) {
             return Some("writes a file that build and test tools run".into());
         }
     }
-    // Writing a script that a path rule lets run would turn the write into running anything.
+    // Writing a script that a path rule lets run would turn the write into running anything;
+    // so would replacing the directory itself or one above it (`mv evil scripts`, `mv evil/x
+    // scripts` into the existing directory).
     for rule in &policy.allow {
         if let RuleKind::Path(prefix) = &rule.kind {
-            if path_under(rel, prefix, false) || path_under(&format!("./{rel}"), prefix, false) {
+            let rel_dot = format!("./{rel}");
+            let same = |a: &str, b: &str| {
+                let comps = |p: &str| -> Vec<String> {
+                    p.split('/')
+                        .filter(|c| !c.is_empty() && *c != ".")
+                        .map(str::to_string)
+                        .collect()
+                };
+                !a.starts_with('/') && !b.starts_with('/') && comps(a) == comps(b)
+            };
+            if path_under(rel, prefix, false)
+                || path_under(&rel_dot, prefix, false)
+                || same(rel, prefix)
+                || (!rel.split('/').all(|c| c.is_empty() || c == ".")
+                    && path_under(prefix, &rel_dot, false))
+            {
                 return Some(format!(
                     "writes where rule `{}` lets programs run",
                     rule.text

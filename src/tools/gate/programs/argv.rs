@@ -128,3 +128,200 @@ pub(crate) fn options(args: &[Word]) -> impl Iterator<Item = &str> {
 pub(crate) fn denied(base: &str, what: &str) -> Option<String> {
     Some(format!("`{base}` {what}; denied whatever the rules say"))
 }
+
+/// How many values an option takes, as GNU getopt reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arity {
+    /// None.
+    Flag,
+    /// One: the rest of a short cluster, after `=`, or the next word.
+    Value,
+    /// An optional one: only the rest of a short cluster, or after `=`.
+    Optional,
+}
+
+/// A program's options, for [`getopt`]: short letters and long names with their arity.
+pub(crate) struct OptionSpec<'a> {
+    pub(crate) short: &'a [(char, Arity)],
+    pub(crate) long: &'a [(&'a str, Arity)],
+}
+
+/// A command line as GNU `getopt_long` reads it (options permuted among operands, clusters,
+/// attached values, unambiguous abbreviations of long names).
+#[derive(Debug, Default)]
+pub(crate) struct Parsed {
+    /// Each option by its full spelling (`-f`, `--file`) with its value, in order.
+    pub(crate) options: Vec<(String, Option<String>)>,
+    pub(crate) operands: Vec<String>,
+}
+
+impl Parsed {
+    /// The values given to any of `names`.
+    pub(crate) fn values<'p>(&'p self, names: &'p [&str]) -> impl Iterator<Item = &'p str> {
+        self.options
+            .iter()
+            .filter(move |(n, _)| names.contains(&n.as_str()))
+            .filter_map(|(_, v)| v.as_deref())
+    }
+
+    pub(crate) fn has(&self, names: &[&str]) -> bool {
+        self.options
+            .iter()
+            .any(|(n, _)| names.contains(&n.as_str()))
+    }
+}
+
+/// Reads `args` as GNU `getopt_long` would with `spec`. An option the spec does not know, an
+/// ambiguous abbreviation or a missing value is an error: the gate would not know which
+/// words are values and which are operands.
+pub(crate) fn getopt(args: &[Word], spec: &OptionSpec) -> Result<Parsed, String> {
+    let mut out = Parsed::default();
+    let mut k = 0;
+    while let Some(w) = args.get(k) {
+        k += 1;
+        let v = w.value.as_str();
+        if v == "--" {
+            out.operands
+                .extend(args[k..].iter().map(|w| w.value.clone()));
+            break;
+        }
+        if v == "-" || !v.starts_with('-') {
+            out.operands.push(v.to_string());
+            continue;
+        }
+        if let Some(body) = v.strip_prefix("--") {
+            let (name, attached) = match body.split_once('=') {
+                Some((n, a)) => (n, Some(a)),
+                None => (body, None),
+            };
+            let exact = spec.long.iter().find(|(n, _)| *n == name);
+            let found = match exact {
+                Some(e) => *e,
+                None => {
+                    let hits: Vec<&(&str, Arity)> = spec
+                        .long
+                        .iter()
+                        .filter(|(n, _)| !name.is_empty() && n.starts_with(name))
+                        .collect();
+                    match hits.as_slice() {
+                        [one] => **one,
+                        [] => return Err(format!("option `--{name}` is not understood")),
+                        _ => return Err(format!("option `--{name}` is ambiguous")),
+                    }
+                }
+            };
+            let value = match (found.1, attached) {
+                (Arity::Flag, Some(_)) => {
+                    return Err(format!("option `--{}` takes no value", found.0))
+                }
+                (Arity::Flag, None) | (Arity::Optional, None) => None,
+                (_, Some(a)) => Some(a.to_string()),
+                (Arity::Value, None) => {
+                    k += 1;
+                    match args.get(k - 1) {
+                        Some(w) => Some(w.value.clone()),
+                        None => return Err(format!("option `--{}` needs a value", found.0)),
+                    }
+                }
+            };
+            out.options.push((format!("--{}", found.0), value));
+            continue;
+        }
+        let cluster = &v[1..];
+        for (n, c) in cluster.char_indices() {
+            let Some(&(_, arity)) = spec.short.iter().find(|(s, _)| *s == c) else {
+                return Err(format!("option `-{c}` is not understood"));
+            };
+            let rest = &cluster[n + c.len_utf8()..];
+            let value = match arity {
+                Arity::Flag => {
+                    out.options.push((format!("-{c}"), None));
+                    continue;
+                }
+                Arity::Optional => (!rest.is_empty()).then(|| rest.to_string()),
+                Arity::Value if !rest.is_empty() => Some(rest.to_string()),
+                Arity::Value => {
+                    k += 1;
+                    match args.get(k - 1) {
+                        Some(w) => Some(w.value.clone()),
+                        None => return Err(format!("option `-{c}` needs a value")),
+                    }
+                }
+            };
+            out.options.push((format!("-{c}"), value));
+            break;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: OptionSpec = OptionSpec {
+        short: &[
+            ('k', Arity::Flag),
+            ('f', Arity::Value),
+            ('j', Arity::Optional),
+        ],
+        long: &[
+            ("file", Arity::Value),
+            ("jobs", Arity::Optional),
+            ("keep-going", Arity::Flag),
+            ("keep-quiet", Arity::Flag),
+        ],
+    };
+
+    fn parse(line: &str) -> Result<Parsed, String> {
+        let words: Vec<Word> = line.split(' ').map(Word::synthetic).collect();
+        getopt(&words, &SPEC)
+    }
+
+    fn values(line: &str) -> Vec<String> {
+        parse(line)
+            .unwrap()
+            .values(&["-f", "--file"])
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn values_are_found_in_every_spelling() {
+        for line in [
+            "-f -",
+            "-f-",
+            "-kf -",
+            "-kf-",
+            "--file -",
+            "--file=-",
+            "--fi -",
+            "--f=-",
+            "all -kf -",
+        ] {
+            assert_eq!(values(line), ["-"], "{line}");
+        }
+    }
+
+    #[test]
+    fn optional_values_are_only_attached() {
+        let p = parse("-j 4 all").unwrap();
+        assert_eq!(p.options, [("-j".to_string(), None)]);
+        assert_eq!(p.operands, ["4", "all"]);
+        let p = parse("-jf x").unwrap();
+        assert_eq!(p.options, [("-j".to_string(), Some("f".to_string()))]);
+        assert_eq!(p.operands, ["x"]);
+    }
+
+    #[test]
+    fn operands_after_dashdash_and_unknowns() {
+        let p = parse("-- -f x").unwrap();
+        assert!(p.options.is_empty());
+        assert_eq!(p.operands, ["-f", "x"]);
+        assert!(parse("-x").is_err());
+        assert!(parse("--keep").is_err(), "ambiguous");
+        assert!(parse("--keep-g").is_ok());
+        assert!(parse("--keep-going=1").is_err(), "a flag takes no value");
+        assert!(parse("-f").is_err(), "missing value");
+    }
+}

@@ -19,13 +19,26 @@ pub(crate) fn pandoc_check(base: &str, args: &[Word]) -> Option<String> {
 
 /// Shell escape runs programs; latexmk also runs code from `-e`, `-r` and `NAME=`.
 pub(crate) fn latex_check(base: &str, args: &[Word], latexmk: bool) -> Option<String> {
+    // web2c reads options with getopt_long_only: one or two dashes, and any unambiguous
+    // prefix (`-enable-w` is `-enable-write18`). `-cnf-line` sets texmf.cnf variables, among
+    // them `shell_escape=t` and `openout_any`.
+    const RUNS: &[&str] = &[
+        "shell-escape",
+        "shell-escape-commands",
+        "enable-write18",
+        "shell-restricted",
+        "cnf-line",
+    ];
     let found = args
         .iter()
+        .filter(|w| w.value.starts_with('-'))
         .map(|w| w.value.trim_start_matches('-'))
         .any(|v| {
-            v.starts_with("shell-escape")
-                || v.starts_with("enable-write18")
-                || v.starts_with("shell-restricted")
+            let name = v.split('=').next().unwrap_or(v);
+            (!name.is_empty()
+                && RUNS
+                    .iter()
+                    .any(|r| r.starts_with(name) || name.starts_with(r)))
                 || (latexmk && (v == "e" || v == "r" || v.contains('=')))
         });
     denied(

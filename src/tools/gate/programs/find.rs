@@ -3,6 +3,7 @@
 
 use crate::tools::gate::programs::argv::{denied, long_abbrev, Inner};
 use crate::tools::gate::programs::git::may_run_git;
+use crate::tools::gate::programs::wrappers::substituted_into_code;
 use crate::tools::gate::rule::glob_match;
 use crate::tools::gate::shell::lex::Word;
 
@@ -26,6 +27,15 @@ pub(crate) fn find_inner(words: &[Word]) -> Result<Inner, String> {
             if words[start].value.contains("{}") {
                 return Err(format!(
                     "`find {}` runs a command named by the file it finds (`{}`); denied",
+                    w.value, words[start].raw
+                ));
+            }
+            // find puts the path it found wherever `{}` appears, also inside a word: in a
+            // shell's or interpreter's code a file named `a;rm x` becomes code (`sh -c 'echo
+            // {}'`), and as a whole word it can be the script itself (`sh {}`).
+            if substituted_into_code(&words[start..end], "{}") {
+                return Err(format!(
+                    "`find {}` puts the names it finds into code that `{}` runs; denied",
                     w.value, words[start].raw
                 ));
             }

@@ -138,6 +138,13 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
     }
     // Internal helpers (`submodule--helper`, `difftool--helper`...) run configured commands
     // and take options the gate does not know.
+    // Remote helpers (`remote-https`, `remote-fd`...) take transport commands on stdin,
+    // `push` among them, which no deny rule on `git push` would see.
+    if sub.starts_with("remote-") {
+        return Some(format!(
+            "`git {sub}` is a remote helper that takes transport commands (`push`) on stdin"
+        ));
+    }
     if sub.contains("--") && !sub.starts_with('-') {
         return Some(format!(
             "`git {sub}` is an internal helper that runs programs"
@@ -411,4 +418,138 @@ pub(crate) fn git_config_check(rest: &[Word]) -> Option<String> {
             || (positional.len() == 1 && positional[0] != "edit")
     };
     (!reads).then(|| "`git config` writing configuration; only reads are allowed".into())
+}
+
+/// git subcommands that may start an editor (`vi` when nothing is configured) or an
+/// interactive prompt whose answers open one (`add -p`, then `e`).
+const EDITOR_SUBCOMMANDS: &[&str] = &[
+    "commit",
+    "tag",
+    "merge",
+    "pull",
+    "rebase",
+    "revert",
+    "cherry-pick",
+    "am",
+    "add",
+    "checkout",
+    "reset",
+    "restore",
+    "stash",
+    "replace",
+    "branch",
+    "notes",
+    "config",
+    "clean",
+    "switch",
+];
+
+/// An editor git starts reads its keystrokes from the command's stdin when that is not a
+/// terminal: `git commit <<< ':!id'` runs `id` in vi. With input the model chose (a pipe,
+/// heredoc, here-string or file), the subcommands that may start one are denied, except a
+/// message read from stdin (`commit -F -`, `tag -F -`), which git reads to its end first.
+pub(crate) fn git_editor_check(args: &[Word]) -> Option<String> {
+    let mut i = 0;
+    while let Some(w) = args.get(i) {
+        let v = w.value.as_str();
+        if !v.starts_with('-') {
+            break;
+        }
+        i += if matches!(v, "-C" | "--namespace") {
+            2
+        } else {
+            1
+        };
+    }
+    let sub = args.get(i)?.value.as_str();
+    if !EDITOR_SUBCOMMANDS.contains(&sub) {
+        return None;
+    }
+    let rest = args.get(i + 1..).unwrap_or_default();
+    // Pathspecs read from stdin take all of it (to its end) before anything else runs, and
+    // git refuses them with `--patch`/`--interactive`.
+    let all: Vec<&str> = options(rest).collect();
+    let pathspecs_from_stdin = all.iter().enumerate().any(|(k, v)| {
+        *v == "--pathspec-from-file=-"
+            || (*v == "--pathspec-from-file" && all.get(k + 1) == Some(&"-"))
+    });
+    if pathspecs_from_stdin {
+        return None;
+    }
+    if matches!(sub, "commit" | "tag") {
+        let all: Vec<&str> = options(rest).collect();
+        let takes_value = if sub == "commit" { "mFCctSu" } else { "mFu" };
+        let message_from_stdin = all.iter().enumerate().any(|(k, v)| {
+            let value = if let Some(long) = v.strip_prefix("--") {
+                long_abbrev(v, &["file"]).and_then(|_| match long.split_once('=') {
+                    Some((_, x)) => Some(x),
+                    None => all.get(k + 1).copied(),
+                })
+            } else {
+                v.strip_prefix('-').and_then(|cluster| {
+                    let at = cluster.find(|c: char| takes_value.contains(c))?;
+                    if !cluster[at..].starts_with('F') {
+                        return None;
+                    }
+                    let attached = &cluster[at + 1..];
+                    if attached.is_empty() {
+                        all.get(k + 1).copied()
+                    } else {
+                        Some(attached)
+                    }
+                })
+            };
+            value == Some("-")
+        });
+        let patch = all.iter().any(|v| {
+            short_has(v, "p", takes_value) || long_abbrev(v, &["patch", "interactive"]).is_some()
+        });
+        if message_from_stdin && !patch {
+            return None;
+        }
+    }
+    Some(format!(
+        "`git {sub}` may start an editor, which would read the command's input as keystrokes (`:!cmd` runs a program); give the message with `-m` or `-F FILE`, without piped or redirected input"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<Word> {
+        line.split(' ').map(Word::synthetic).collect()
+    }
+
+    #[test]
+    fn subcommands_that_may_start_an_editor() {
+        for line in [
+            "commit",
+            "commit -m x -e",
+            "-C . commit --amend",
+            "tag -a v1",
+            "rebase -i HEAD~2",
+            "add -p",
+            "commit -p -F -",
+            "commit --interactive -F -",
+            "revert HEAD",
+            "add -p --pathspec-from-file",
+        ] {
+            assert!(git_editor_check(&words(line)).is_some(), "{line}");
+        }
+        for line in [
+            "commit -F -",
+            "commit -aF-",
+            "commit --file=-",
+            "commit --fil -",
+            "tag -a v1 -F -",
+            "log -p",
+            "status",
+            "apply --check",
+            "add --pathspec-from-file=-",
+            "checkout --pathspec-from-file -",
+        ] {
+            assert_eq!(git_editor_check(&words(line)), None, "{line}");
+        }
+    }
 }

@@ -6,7 +6,7 @@ use crate::tools::gate::programs::argv::is_stdin_path;
 use crate::tools::gate::programs::registry::{
     canonical, family, same_program, Code, Finder, Kind, StdinCode,
 };
-use crate::tools::gate::rule::{Policy, RuleKind};
+use crate::tools::gate::rule::{glob_match, Policy, RuleKind};
 use crate::tools::gate::shell::lex::{Stdin, Word};
 /// With deny rules in force, an interpreter or opaque runner whose arguments mention a denied
 /// command (or a shell) is denied: the gate cannot follow what it runs.
@@ -34,12 +34,26 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
                 w.raw
             ));
         }
-        for tok in w
-            .value
-            .split(|c: char| !(c.is_alphanumeric() || "_./+-".contains(c)))
+        // The text is code a shell may read: quotes and backslashes inside a name do not
+        // change it (`r''m`, `r\m`), and a glob may match it (`/bin/r?`).
+        let text: String = w.value.chars().filter(|c| !"'\"\\".contains(*c)).collect();
+        for tok in text
+            .split(|c: char| !(c.is_alphanumeric() || "_./+-*?[]".contains(c)))
             .filter(|t| !t.is_empty())
         {
             let b = basename(tok);
+            // A pattern with no letter (`*`, `**` in arithmetic) names no program.
+            if b.contains(['*', '?', '[']) && b.contains(|c: char| c.is_ascii_alphabetic()) {
+                if let Some(d) = denied
+                    .iter()
+                    .find(|d| glob_match(&b.to_ascii_lowercase(), d))
+                {
+                    return Some(format!(
+                        "`{base}` would run code with a pattern `{b}` that matches `{d}`, which a deny rule forbids; the gate cannot follow it"
+                    ));
+                }
+                continue;
+            }
             let kind = canonical(b);
             let b = kind.as_str();
             if denied
@@ -63,6 +77,43 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
 /// Does an interpreter read its program from stdin? True unless a program is given inline
 /// (`-c`, `-e`, `-ne`, `-m`, `-r`, `--eval`, `deno eval`) or as a file operand.
 pub(crate) fn program_from_stdin(args: &[Word]) -> bool {
+    // Options that read commands from stdin after (or instead of) the program given: an
+    // interactive session (`python3 -i -c 1`, `lua -i`, `node -i`, `php -a`) or a debugger
+    // (`perl -d -e 1`), whose commands run code (`!cmd`, `system …`).
+    let interactive = args.iter().take_while(|w| w.value != "--").any(|w| {
+        let v = w.value.as_str();
+        match v.strip_prefix("--") {
+            Some(long) => ["interactive", "inspect", "debug"]
+                .iter()
+                .any(|n| long.starts_with(n)),
+            None => v.strip_prefix('-').is_some_and(|c| {
+                c.chars()
+                    .take_while(|&x| !"ceErm".contains(x))
+                    .any(|x| "ida".contains(x))
+            }),
+        }
+    });
+    // Modules that are a debugger or a REPL (`python3 -m pdb`, `-m asyncio`, `-m code`).
+    const REPLS: &[&str] = &[
+        "pdb", "code", "asyncio", "idlelib", "ipdb", "IPython", "pudb", "bpdb", "ptpython",
+        "bpython", "pdbpp", "wdb", "trepan3k",
+    ];
+    let repl_module = args.iter().enumerate().any(|(k, w)| {
+        let module = match w.value.as_str() {
+            "-m" => args.get(k + 1).map(|m| m.value.as_str()),
+            v => v.strip_prefix("-m").filter(|m| !m.is_empty()),
+        };
+        module.is_some_and(|m| REPLS.contains(&m.split('.').next().unwrap_or(m)))
+    }) || args
+        .iter()
+        .any(|w| w.value.starts_with("--pdb") || w.value.starts_with("--trace"))
+        || args
+            .iter()
+            .find(|w| !w.value.starts_with('-'))
+            .is_some_and(|w| w.value == "inspect");
+    if interactive || repl_module {
+        return true;
+    }
     for w in args {
         let v = w.value.as_str();
         if is_stdin_path(v) {
@@ -149,6 +200,14 @@ pub(crate) const CODE_CAPABILITIES: &[&str] = &[
     "__",
     "getattr",
     "globals",
+    // Debuggers and REPLs started from code read their commands from stdin.
+    "breakpoint",
+    "pdb",
+    "debug",
+    "irb",
+    "pry",
+    "interact",
+    "repl",
     "vars(",
     "compile",
     "function",
@@ -206,9 +265,14 @@ pub(crate) fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<
                 "`{base}` code has a substitution with the `e` flag, which evaluates code"
             ));
         }
+        if fam.code == Code::Escape && w.value.contains('!') {
+            return Some(format!(
+                "`{base}` code has `!`, which runs a shell command the deny rules cannot see"
+            ));
+        }
         let code = w
             .value
-            .contains(|c: char| " ()'\";{}$@`[]=&|<>\n".contains(c));
+            .contains(|c: char| " ()'\";{}$@`[]=&|<>\n!\\".contains(c));
         if !code {
             continue;
         }

@@ -1,90 +1,168 @@
 //! tools stage (gate), PURE: make (make, gmake, bmake): paths outside the work root, code on the
 //! command line, variable overrides that change recipes.
 
-use crate::tools::gate::paths::{basename, outside_path};
-use crate::tools::gate::programs::argv::{is_stdin_path, long_abbrev, options, short_has};
+use crate::tools::gate::paths::{basename, is_makefile_name, outside_path};
+use crate::tools::gate::programs::argv::{getopt, is_stdin_path, Arity, OptionSpec};
 use crate::tools::gate::programs::registry::{exact, family, Kind};
 use crate::tools::gate::shell::lex::Word;
+/// GNU make's options (make 4.4 `main.c`), read as its getopt_long reads them.
+const MAKE_OPTIONS: OptionSpec = OptionSpec {
+    short: &[
+        ('b', Arity::Flag),
+        ('B', Arity::Flag),
+        ('C', Arity::Value),
+        ('d', Arity::Flag),
+        ('e', Arity::Flag),
+        ('E', Arity::Value),
+        ('f', Arity::Value),
+        ('h', Arity::Flag),
+        ('i', Arity::Flag),
+        ('I', Arity::Value),
+        ('j', Arity::Optional),
+        ('k', Arity::Flag),
+        ('l', Arity::Optional),
+        ('L', Arity::Flag),
+        ('m', Arity::Flag),
+        ('n', Arity::Flag),
+        ('o', Arity::Value),
+        ('O', Arity::Optional),
+        ('p', Arity::Flag),
+        ('q', Arity::Flag),
+        ('r', Arity::Flag),
+        ('R', Arity::Flag),
+        ('s', Arity::Flag),
+        ('S', Arity::Flag),
+        ('t', Arity::Flag),
+        ('v', Arity::Flag),
+        ('w', Arity::Flag),
+        ('W', Arity::Value),
+    ],
+    long: &[
+        ("always-make", Arity::Flag),
+        ("directory", Arity::Value),
+        ("debug", Arity::Optional),
+        ("environment-overrides", Arity::Flag),
+        ("eval", Arity::Value),
+        ("file", Arity::Value),
+        ("makefile", Arity::Value),
+        ("help", Arity::Flag),
+        ("ignore-errors", Arity::Flag),
+        ("include-dir", Arity::Value),
+        ("jobs", Arity::Optional),
+        ("jobserver-auth", Arity::Value),
+        ("jobserver-fds", Arity::Value),
+        ("jobserver-style", Arity::Value),
+        ("keep-going", Arity::Flag),
+        ("load-average", Arity::Optional),
+        ("max-load", Arity::Optional),
+        ("check-symlink-times", Arity::Flag),
+        ("just-print", Arity::Flag),
+        ("dry-run", Arity::Flag),
+        ("recon", Arity::Flag),
+        ("old-file", Arity::Value),
+        ("assume-old", Arity::Value),
+        ("output-sync", Arity::Optional),
+        ("print-data-base", Arity::Flag),
+        ("question", Arity::Flag),
+        ("no-builtin-rules", Arity::Flag),
+        ("no-builtin-variables", Arity::Flag),
+        ("shuffle", Arity::Optional),
+        ("silent", Arity::Flag),
+        ("quiet", Arity::Flag),
+        ("no-silent", Arity::Flag),
+        ("no-keep-going", Arity::Flag),
+        ("stop", Arity::Flag),
+        ("touch", Arity::Flag),
+        ("trace", Arity::Flag),
+        ("version", Arity::Flag),
+        ("print-directory", Arity::Flag),
+        ("no-print-directory", Arity::Flag),
+        ("what-if", Arity::Value),
+        ("new-file", Arity::Value),
+        ("assume-new", Arity::Value),
+        ("warn-undefined-variables", Arity::Flag),
+    ],
+};
+
+/// Can make hand this name to a recipe's shell unchanged? Goals become `$@`, `$*` and
+/// `$(MAKECMDGOALS)` in recipes (`%: ; $(MAKE) -C sub $@`), file names `$?`, `$^` and
+/// `$(CURDIR)`: shell syntax in one runs as commands (`make 'x;id'`).
+fn shell_safe(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._/+,:@%-".contains(c))
+}
+
 /// `make` runs its Makefile's recipes (what a `make *` rule authorises), but not code given on
 /// the command line or on stdin.
 pub(crate) fn make_check(args: &[Word]) -> Option<String> {
-    // Paths make reads or writes (`-C`, `-f`, `-I`, `-o`, `-W`), in every spelling: clustered
-    // (`-sC dir`), attached (`-C/dir`), abbreviated (`--dir=`).
-    let all: Vec<&str> = options(args).collect();
-    let mut k = 0;
-    while let Some(&v) = all.get(k) {
-        k += 1;
-        let value = if v.starts_with("--") {
-            long_abbrev(
-                v,
-                &[
-                    "directory",
-                    "file",
-                    "makefile",
-                    "include-dir",
-                    "old-file",
-                    "new-file",
-                    "assume-new",
-                    "assume-old",
-                    "what-if",
-                ],
-            )
-            .and_then(|_| match v.split_once('=') {
-                Some((_, x)) => Some(x),
-                None => {
-                    k += 1;
-                    all.get(k - 1).copied()
-                }
-            })
-        } else if let Some(cluster) = v.strip_prefix('-') {
-            cluster
-                .char_indices()
-                .find(|(_, c)| "CfIoWjl".contains(*c))
-                .and_then(|(n, c)| {
-                    let rest = &cluster[n + 1..];
-                    if "jl".contains(c) {
-                        None // numeric, optional
-                    } else if rest.is_empty() {
-                        k += 1;
-                        all.get(k - 1).copied()
-                    } else {
-                        Some(rest)
-                    }
-                })
-        } else {
-            None
+    // Read as make reads them: clustered (`-kf-`), attached (`-C/dir`), abbreviated
+    // (`--fi -`), options among the goals. An option the gate does not know might take a
+    // value, and then the gate would read the wrong word as a goal.
+    let parsed = match getopt(args, &MAKE_OPTIONS) {
+        Ok(p) => p,
+        Err(e) => return Some(e),
+    };
+    if parsed.has(&["-E", "--eval"]) {
+        return Some("`--eval` runs code given on the command line".into());
+    }
+    if parsed
+        .values(&["-f", "--file", "--makefile"])
+        .any(|m| is_stdin_path(m) || m.starts_with("/dev/") || m.starts_with("/proc/"))
+    {
+        return Some("a Makefile read from stdin cannot be checked".into());
+    }
+    // Any other file could hold lines the model shaped with an allowed command (`git bundle
+    // create x.bundle` writes commit subjects, and make expands `$(shell …)` in a line
+    // before it fails on it): only names no program may write.
+    if let Some(m) = parsed
+        .values(&["-f", "--file", "--makefile"])
+        .find(|m| !is_makefile_name(&basename(m).to_ascii_lowercase()))
+    {
+        return Some(format!(
+            "`-f {m}` is not a makefile name (Makefile, GNUmakefile, *.mk, *.make, *.mak); make would read any file's lines as code"
+        ));
+    }
+    // Paths make reads or writes.
+    const PATHS: &[&str] = &[
+        "-C",
+        "--directory",
+        "-f",
+        "--file",
+        "--makefile",
+        "-I",
+        "--include-dir",
+        "-o",
+        "--old-file",
+        "--assume-old",
+        "-W",
+        "--what-if",
+        "--new-file",
+        "--assume-new",
+    ];
+    for (name, value) in &parsed.options {
+        let Some(p) = value.as_deref().filter(|_| PATHS.contains(&name.as_str())) else {
+            continue;
         };
-        if let Some(p) = value.filter(|p| outside_path(p)) {
-            return Some(format!("`{v} {p}` reaches outside the work root"));
+        if outside_path(p) {
+            return Some(format!("`{name} {p}` reaches outside the work root"));
+        }
+        if !shell_safe(p) {
+            return Some(format!(
+                "`{name} {p}`: a name with shell syntax reaches recipes (`$(CURDIR)`, `$?`) as commands"
+            ));
         }
     }
-    let all: Vec<&str> = options(args).collect();
-    for (k, v) in all.iter().enumerate() {
-        if long_abbrev(v, &["eval"]).is_some() || short_has(v, "E", "CfIjlWo") {
-            return Some("`--eval` runs code given on the command line".into());
-        }
-        let makefile = if matches!(*v, "-f" | "--file" | "--makefile") {
-            all.get(k + 1).copied()
-        } else if let Some(rest) = v.strip_prefix("-f").filter(|_| !v.starts_with("--")) {
-            Some(rest)
-        } else if long_abbrev(v, &["file", "makefile"]).is_some() {
-            v.split_once('=').map(|(_, x)| x)
-        } else {
-            None
-        };
-        if makefile
-            .is_some_and(|m| is_stdin_path(m) || m.starts_with("/dev/") || m.starts_with("/proc/"))
-        {
-            return Some("a Makefile read from stdin cannot be checked".into());
-        }
-        if let Some(reason) = make_override(v) {
-            return Some(reason);
-        }
-    }
-    // Overrides may also follow `--`.
-    for w in args.iter().skip_while(|w| w.value != "--") {
-        if let Some(reason) = make_override(&w.value) {
-            return Some(reason);
+    for v in &parsed.operands {
+        if v.contains('=') {
+            if let Some(reason) = make_override(v) {
+                return Some(reason);
+            }
+        } else if !shell_safe(v) {
+            return Some(format!(
+                "the goal `{v}` has characters a recipe's shell would read as syntax (`$@` in a recipe is the goal as written)"
+            ));
         }
     }
     None
@@ -97,6 +175,16 @@ pub(crate) fn make_override(v: &str) -> Option<String> {
         return Some(format!("`{name}=` runs a shell command to set a variable"));
     }
     let name = name.trim_end_matches([':', '?', '+']).trim();
+    // make expands the name of a command-line assignment (`x$(shell id)=1` runs `id`, even
+    // with `-n`).
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+    {
+        return Some(format!(
+            "`{name}=`: make expands a variable name, and this one is not a plain name"
+        ));
+    }
     let value = value.trim();
     // Recipes may run any variable as a program (`CC=rm`, `PYTHON=sh`): a value may
     // not name a shell, an interpreter, a runner or a program that deletes or
@@ -278,4 +366,52 @@ pub(crate) fn make_override(v: &str) -> Option<String> {
         ));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(line: &str) -> Option<String> {
+        let words: Vec<Word> = line.split(' ').map(Word::synthetic).collect();
+        make_check(&words)
+    }
+
+    #[test]
+    fn stdin_makefiles_in_every_spelling() {
+        for line in [
+            "-kf-",
+            "-kf -",
+            "--fi -",
+            "--makef -",
+            "-ef-",
+            "-f /dev/stdin",
+        ] {
+            assert!(check(line).is_some(), "{line}");
+        }
+    }
+
+    #[test]
+    fn goals_and_names_reach_recipes_as_written() {
+        for line in [
+            "x;id",
+            "x$(id)",
+            "a|b",
+            "-- x&y",
+            "-o x;y all",
+            "x$(shell_id)=1",
+        ] {
+            assert!(check(line).is_some(), "{line}");
+        }
+        for line in [
+            "all",
+            "build/out.o",
+            "-j 4 all",
+            "V=1",
+            "-C sub test",
+            "CC=gcc",
+        ] {
+            assert_eq!(check(line), None, "{line}");
+        }
+    }
 }

@@ -4,11 +4,13 @@
 pub(crate) mod argv;
 pub(crate) mod awk;
 pub(crate) mod documents;
+mod families;
 pub(crate) mod find;
 pub(crate) mod git;
 pub(crate) mod go;
 pub(crate) mod interpreters;
 pub(crate) mod make;
+pub(crate) mod outputs;
 pub(crate) mod packages;
 pub(crate) mod registry;
 pub(crate) mod remote;
@@ -19,7 +21,7 @@ pub(crate) mod text;
 pub(crate) mod wrappers;
 pub(crate) mod writes;
 
-use crate::tools::gate::shell::lex::Word;
+use crate::tools::gate::shell::lex::{Stdin, Word};
 use registry::{family, Check};
 
 /// For commands whose options the gate checks, an unquoted glob that could match a file named
@@ -98,5 +100,20 @@ pub(crate) fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
         Check::Uniq => text::two_operands_check(base, args, false),
         Check::Xxd => text::two_operands_check(base, args, true),
         Check::Zip => text::zip_check(base, args),
+        Check::Extract => None,
+        Check::Pytest => packages::pytest_check(base, args),
+    }
+}
+
+/// What the family makes of input the model chose on its stdin, beyond code an interpreter
+/// reads (`interpreters::stdin_code`): an editor it starts takes it as keystrokes.
+pub(crate) fn stdin_findings(base: &str, args: &[Word], stdin: &Stdin) -> Option<String> {
+    if !stdin.given() {
+        return None;
+    }
+    match family(base).map_or(Check::None, |f| f.check) {
+        Check::Git => git::git_editor_check(args).map(|e| format!("`git`: {e}; denied")),
+        Check::Extract => outputs::extract_from_stdin(base, args),
+        _ => None,
     }
 }

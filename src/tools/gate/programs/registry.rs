@@ -2,7 +2,8 @@
 //! every name it is installed as, and what kind of program it is.
 //!
 //! A leaf: the program files and the judge ask it; it asks nothing. Adding a program is one row
-//! here (plus, for a new kind of check, one `Check` variant and its file) and its cases.
+//! in `families.rs` (plus, for a new kind of check, one `Check` variant and its file) and its
+//! cases.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -75,6 +76,12 @@ pub(crate) enum Check {
     /// ssh's checks, and `-S` names a program for the copy tools (scp, sftp).
     Scp,
     Zip,
+    /// pytest's debugger options (`--pdb`, `--trace` read commands from stdin) and plugins
+    /// (`-p NAME` imports a module).
+    Pytest,
+    /// Extractors that write what their input names (patch, cpio, pax): input on stdin that
+    /// the model chose is refused (`stdin_findings`).
+    Extract,
 }
 
 /// How to find the command a program runs (programs/wrappers.rs).
@@ -127,6 +134,8 @@ pub(crate) enum Code {
     Perl,
     /// Checked by the family's own rule (awk).
     Own,
+    /// Scanned, and `!` starts a shell command (vim/ex/ed `:!`, dc, gdb, psql `\!`...).
+    Escape,
 }
 
 /// One program family: every name it is installed under and what the gate knows about it.
@@ -147,7 +156,7 @@ pub(crate) struct Family {
 }
 
 impl Family {
-    const fn new(names: &'static [&'static str], kind: Kind) -> Family {
+    pub(super) const fn new(names: &'static [&'static str], kind: Kind) -> Family {
         Family {
             names,
             kind,
@@ -159,51 +168,51 @@ impl Family {
             project: false,
         }
     }
-    const fn shell(names: &'static [&'static str]) -> Family {
+    pub(super) const fn shell(names: &'static [&'static str]) -> Family {
         Family::new(names, Kind::Shell).inner(Finder::Shell)
     }
-    const fn interpreter(names: &'static [&'static str]) -> Family {
+    pub(super) const fn interpreter(names: &'static [&'static str]) -> Family {
         Family::new(names, Kind::Interpreter)
     }
-    const fn runner(names: &'static [&'static str]) -> Family {
+    pub(super) const fn runner(names: &'static [&'static str]) -> Family {
         Family::new(names, Kind::Runner).stdin(StdinCode::Always)
     }
-    const fn wrapper(names: &'static [&'static str], inner: Finder) -> Family {
+    pub(super) const fn wrapper(names: &'static [&'static str], inner: Finder) -> Family {
         Family::new(names, Kind::Wrapper).inner(inner)
     }
-    const fn checked(names: &'static [&'static str], check: Check) -> Family {
+    pub(super) const fn checked(names: &'static [&'static str], check: Check) -> Family {
         Family::new(names, Kind::Checked).check(check)
     }
-    const fn guarded(names: &'static [&'static str]) -> Family {
+    pub(super) const fn guarded(names: &'static [&'static str]) -> Family {
         Family::new(names, Kind::Guarded)
     }
-    const fn toolchain(names: &'static [&'static str]) -> Family {
+    pub(super) const fn toolchain(names: &'static [&'static str]) -> Family {
         Family::new(names, Kind::Toolchain)
     }
-    const fn plain(names: &'static [&'static str]) -> Family {
+    pub(super) const fn plain(names: &'static [&'static str]) -> Family {
         Family::new(names, Kind::Plain)
     }
-    const fn check(mut self, check: Check) -> Family {
+    pub(super) const fn check(mut self, check: Check) -> Family {
         self.check = check;
         self
     }
-    const fn inner(mut self, inner: Finder) -> Family {
+    pub(super) const fn inner(mut self, inner: Finder) -> Family {
         self.inner = inner;
         self
     }
-    const fn stdin(mut self, stdin: StdinCode) -> Family {
+    pub(super) const fn stdin(mut self, stdin: StdinCode) -> Family {
         self.stdin = stdin;
         self
     }
-    const fn code(mut self, code: Code) -> Family {
+    pub(super) const fn code(mut self, code: Code) -> Family {
         self.code = code;
         self
     }
-    const fn writes(mut self) -> Family {
+    pub(super) const fn writes(mut self) -> Family {
         self.writes = true;
         self
     }
-    const fn project(mut self) -> Family {
+    pub(super) const fn project(mut self) -> Family {
         self.project = true;
         self
     }
@@ -245,445 +254,7 @@ impl Family {
     }
 }
 
-/// Every program family the gate knows.
-pub(crate) static FAMILIES: &[Family] = &[
-    // Shells: `-c` scripts are judged inside; bash's grammar only for the bash-like ones.
-    Family::shell(&["bash", "rbash", "bash-static", "osh"]),
-    Family::shell(&["sh", "dash", "ash"]).inner(Finder::PosixShell),
-    // zsh is not a POSIX shell by default: `=cmd` words, `$=name`/`$~name` flags,
-    // `$name[…]` subscripts, glob qualifiers, `${(e)…}`: a differential against real zsh
-    // found each. Its scripts are not judged but denied, as fish's are.
-    Family::shell(&["zsh", "zsh-static"]).inner(Finder::ForeignShell),
-    Family::shell(&[
-        "ksh",
-        "mksh",
-        "lksh",
-        "pdksh",
-        "oksh",
-        "loksh",
-        "ksh93",
-        "mksh-static",
-        "posh",
-        "sash",
-    ])
-    .inner(Finder::PosixShell),
-    Family::shell(&["yash"]).inner(Finder::PosixShell),
-    Family::shell(&["fish"]).inner(Finder::ForeignShell),
-    Family::shell(&["csh", "tcsh"]).inner(Finder::ForeignShell),
-    Family::shell(&["pwsh"]).inner(Finder::ForeignShell),
-    Family::shell(&["elvish"]).inner(Finder::ForeignShell),
-    Family::shell(&["nu"]).inner(Finder::ForeignShell),
-    Family::shell(&["xonsh"]).inner(Finder::ForeignShell),
-    // Interpreters: code in arguments or on stdin the gate cannot read.
-    Family::interpreter(&[
-        "python",
-        "python2",
-        "python3",
-        "pypy",
-        "pypy3",
-        "ipython",
-        "ipython3",
-        "pythonw",
-        "pdb",
-        "pydoc",
-        "bpython",
-        "ptpython",
-        "jython",
-        "micropython",
-    ]),
-    Family::interpreter(&["perl", "cperl", "perldb"]).code(Code::Perl),
-    Family::interpreter(&["ruby", "erb", "jruby", "truffleruby"]),
-    Family::interpreter(&["node", "nodejs", "js", "qjs", "rhino", "jjs", "d8"]),
-    Family::interpreter(&["deno"]),
-    Family::interpreter(&["bun"]),
-    Family::interpreter(&["php", "php-cgi", "phpdbg"]),
-    Family::interpreter(&["lua", "luajit", "lua-interpreter", "texlua"]),
-    Family::interpreter(&["rscript"]),
-    Family::interpreter(&["tclsh", "jimsh"]).stdin(StdinCode::Always),
-    Family::interpreter(&["wish"]).stdin(StdinCode::Always),
-    Family::interpreter(&["osascript"]),
-    Family::interpreter(&["powershell"]),
-    Family::interpreter(&["ed"]).stdin(StdinCode::Always),
-    Family::interpreter(&["ex"]).stdin(StdinCode::Always),
-    Family::interpreter(&[
-        "vim", "vi", "nvim", "view", "rview", "rvim", "vimdiff", "gvim", "evim", "nvi", "elvis",
-        "vile",
-    ])
-    .stdin(StdinCode::Always),
-    Family::interpreter(&["emacs"]).stdin(StdinCode::Always),
-    Family::interpreter(&["sqlite3"]).stdin(StdinCode::Always),
-    Family::interpreter(&["psql"]).stdin(StdinCode::Always),
-    Family::interpreter(&["mysql"]).stdin(StdinCode::Always),
-    Family::interpreter(&["gdb"]).stdin(StdinCode::Always),
-    Family::interpreter(&["expect"]).stdin(StdinCode::Always),
-    Family::interpreter(&["jshell"]).stdin(StdinCode::Always),
-    Family::interpreter(&["irb"]).stdin(StdinCode::Always),
-    Family::interpreter(&["julia"]),
-    Family::interpreter(&["guile"]).stdin(StdinCode::Always),
-    Family::interpreter(&["racket"]).stdin(StdinCode::Always),
-    Family::interpreter(&["sbcl"]).stdin(StdinCode::Always),
-    Family::interpreter(&["ghci"]).stdin(StdinCode::Always),
-    Family::interpreter(&["swift"]),
-    Family::interpreter(&["dc"]).stdin(StdinCode::Always),
-    Family::interpreter(&["gnuplot"]).stdin(StdinCode::Always),
-    Family::interpreter(&["octave"]).stdin(StdinCode::Always),
-    Family::interpreter(&["r"]).stdin(StdinCode::Always),
-    Family::interpreter(&["ts-node"]),
-    Family::interpreter(&["tsx"]),
-    Family::interpreter(&["groovy"]),
-    Family::interpreter(&["kotlin"]),
-    Family::interpreter(&["scala"]),
-    Family::interpreter(&["elixir"]),
-    Family::interpreter(&["erl"]),
-    Family::interpreter(&["escript"]),
-    Family::interpreter(&["ocaml"]),
-    Family::interpreter(&["runghc", "runhaskell"]),
-    Family::interpreter(&["m4"]).stdin(StdinCode::Always),
-    Family::interpreter(&["cmake"]),
-    Family::interpreter(&["lldb"]).stdin(StdinCode::Always),
-    Family::interpreter(&["duckdb"]).stdin(StdinCode::Always),
-    Family::interpreter(&["mongosh"]).stdin(StdinCode::Always),
-    Family::interpreter(&[
-        "awk",
-        "gawk",
-        "mawk",
-        "nawk",
-        "original-awk",
-        "bwk-awk",
-        "goawk",
-    ])
-    .check(Check::Awk)
-    .code(Code::Own)
-    .stdin(StdinCode::Never),
-    Family::interpreter(&["make", "gmake", "bmake"])
-        .check(Check::Make)
-        .stdin(StdinCode::Never)
-        .project(),
-    // Wrappers: run another command, which the gate finds and judges.
-    Family::wrapper(&["env"], Finder::Env),
-    Family::wrapper(&["xargs"], Finder::Xargs),
-    Family::wrapper(&["command"], Finder::Command),
-    Family::wrapper(&["builtin"], Finder::Builtin),
-    Family::wrapper(&["nohup"], Finder::Builtin),
-    Family::wrapper(&["nice"], Finder::Nice),
-    Family::wrapper(&["timeout"], Finder::Timeout),
-    Family::wrapper(&["stdbuf"], Finder::Stdbuf),
-    Family::wrapper(&["setsid"], Finder::Setsid),
-    Family::wrapper(&["time"], Finder::Time),
-    Family::wrapper(&["busybox"], Finder::Busybox),
-    Family::wrapper(&["watch"], Finder::Watch),
-    Family::wrapper(&["sudo"], Finder::Sudo),
-    Family::wrapper(&["doas"], Finder::Doas),
-    // Options checked: some run programs or write files.
-    Family::checked(&["find"], Check::Find).inner(Finder::Find),
-    Family::checked(&["fd", "fdfind"], Check::None).inner(Finder::Fd),
-    Family::checked(&["git"], Check::Git),
-    Family::checked(&["tar", "gtar", "bsdtar"], Check::Tar),
-    Family::checked(&["sed", "gsed"], Check::Sed),
-    Family::checked(&["go"], Check::Go).project(),
-    Family::checked(&["cargo"], Check::Cargo).project(),
-    Family::checked(&["sort"], Check::Sort),
-    Family::checked(&["split"], Check::Split),
-    Family::checked(&["shuf"], Check::Output),
-    Family::checked(&["iconv"], Check::Output),
-    Family::checked(&["tree"], Check::Output),
-    Family::checked(&["uniq"], Check::Uniq),
-    Family::checked(&["xxd"], Check::Xxd),
-    Family::checked(&["printf"], Check::Printf),
-    Family::checked(&["test", "["], Check::Test),
-    Family::checked(&["man"], Check::Man),
-    Family::checked(&["less"], Check::Pager),
-    Family::checked(&["more"], Check::Pager),
-    Family::checked(&["most"], Check::Pager),
-    Family::checked(&["rg"], Check::Rg),
-    Family::checked(&["zip"], Check::Zip),
-    Family::checked(&["pandoc"], Check::Pandoc),
-    Family::checked(
-        &[
-            "tex", "etex", "pdftex", "xetex", "luatex", "latex", "pdflatex", "xelatex", "lualatex",
-        ],
-        Check::Latex,
-    ),
-    Family::checked(&["latexmk"], Check::Latexmk),
-    Family::checked(&["exiftool"], Check::Exiftool),
-    Family::checked(&["gpg", "gpg2"], Check::Gpg),
-    Family::checked(&["openssl"], Check::Openssl),
-    Family::checked(&["ssh-keygen"], Check::SshKeys),
-    Family::checked(&["ssh-add"], Check::SshKeys),
-    Family::checked(&["nc", "ncat", "netcat"], Check::Nc).writes(),
-    Family::checked(&["rsync"], Check::Rsync),
-    Family::checked(&["scp"], Check::Scp).writes(),
-    Family::checked(&["sftp"], Check::Scp),
-    Family::checked(&["tcpdump"], Check::Tcpdump),
-    Family::checked(&["apt", "apt-get", "apt-cache"], Check::Apt),
-    Family::checked(&["dpkg"], Check::Apt),
-    Family::checked(&["crontab"], Check::Crontab),
-    Family::runner(&["ssh"]).check(Check::Ssh).writes(),
-    Family::runner(&["ld.so"]),
-    Family::runner(&["toybox"]).inner(Finder::Busybox),
-    // Opaque runners: run another command in a way the gate does not parse.
-    Family::runner(&["strace"]),
-    Family::runner(&["ltrace"]),
-    Family::runner(&["ionice"]),
-    Family::runner(&["chrt"]),
-    Family::runner(&["taskset"]),
-    Family::runner(&["flock"]),
-    Family::runner(&["unbuffer"]),
-    Family::runner(&["script"]),
-    Family::runner(&["su"]),
-    Family::runner(&["runuser"]),
-    Family::runner(&["chroot"]),
-    Family::runner(&["unshare"]),
-    Family::runner(&["nsenter"]),
-    Family::runner(&["firejail"]),
-    Family::runner(&["systemd-run"]),
-    Family::runner(&["parallel"]),
-    Family::runner(&["entr"]),
-    Family::runner(&["valgrind"]),
-    Family::runner(&["perf"]),
-    Family::runner(&["fakeroot"]),
-    Family::runner(&["proot"]),
-    Family::runner(&["numactl"]),
-    Family::runner(&["cgexec"]),
-    Family::runner(&["torsocks"]),
-    Family::runner(&["proxychains", "proxychains4"]),
-    Family::runner(&["faketime"]),
-    Family::runner(&["sg"]),
-    Family::runner(&["pkexec"]),
-    Family::runner(&["dbus-launch"]),
-    Family::runner(&["xvfb-run"]),
-    Family::runner(&["catchsegv"]),
-    Family::runner(&["tmux"]),
-    Family::runner(&["screen"]),
-    Family::runner(&["at"]),
-    Family::runner(&["batch"]),
-    Family::runner(&["docker"]),
-    Family::runner(&["podman"]),
-    Family::runner(&["kubectl"]),
-    Family::runner(&["npx"]).project(),
-    Family::runner(&["uvx"]),
-    Family::runner(&["pipx"]),
-    Family::runner(&["nix-shell"]),
-    Family::runner(&["direnv"]),
-    Family::runner(&["chronic"]),
-    Family::runner(&["ifne"]),
-    Family::runner(&["sem"]),
-    Family::runner(&["rlwrap"]),
-    Family::runner(&["caffeinate"]),
-    Family::runner(&["bwrap"]),
-    Family::runner(&["minijail0"]),
-    Family::runner(&["ip"]),
-    Family::runner(&["nix"]),
-    Family::runner(&["pnpx"]),
-    Family::runner(&["bunx"]),
-    Family::runner(&["git-lfs"]),
-    Family::runner(&["ssh-agent"]),
-    Family::runner(&["setpriv"]),
-    Family::runner(&["capsh"]),
-    Family::runner(&["prlimit"]),
-    Family::runner(&["cpulimit"]),
-    Family::runner(&["trickle"]),
-    Family::runner(&["nocache"]),
-    Family::runner(&["eatmydata"]),
-    Family::runner(&["gosu"]),
-    Family::runner(&["su-exec"]),
-    Family::runner(&["chpst"]),
-    Family::runner(&["envdir"]),
-    Family::runner(&["setuidgid"]),
-    Family::runner(&["daemonize"]),
-    Family::runner(&["start-stop-daemon"]),
-    Family::runner(&["logsave"]),
-    Family::runner(&["tsp"]),
-    Family::runner(&["nq"]),
-    Family::runner(&["dbus-run-session"]),
-    // setarch and the personality names it is installed under (util-linux).
-    Family::runner(&[
-        "setarch",
-        "linux32",
-        "linux64",
-        "uname26",
-        "i386",
-        "i486",
-        "i586",
-        "i686",
-        "athlon",
-        "x86_64",
-        "ia64",
-        "ppc",
-        "ppc32",
-        "ppc64",
-        "ppc64le",
-        "s390",
-        "s390x",
-        "sparc",
-        "sparc32",
-        "sparc32bash",
-        "sparc64",
-        "mips",
-        "mips32",
-        "mips64",
-        "parisc",
-        "parisc32",
-        "parisc64",
-        "arm",
-        "armv7l",
-        "armh",
-        "armv8l",
-        "aarch64",
-        "arm64",
-        "alpha",
-        "m68k",
-        "loongarch",
-        "loongarch64",
-        "riscv64",
-    ]),
-    Family::runner(&["choom"]),
-    Family::runner(&["runcon"]),
-    Family::runner(&["systemd-cat"]),
-    Family::runner(&["newgrp"]),
-    Family::runner(&[
-        "sensible-editor",
-        "editor",
-        "sensible-pager",
-        "pager",
-        "sensible-browser",
-    ]),
-    Family::runner(&[
-        "xdg-open",
-        "open",
-        "x-www-browser",
-        "www-browser",
-        "see",
-        "run-mailcap",
-    ]),
-    Family::runner(&["sshpass"]),
-    Family::runner(&["hyperfine"]),
-    Family::runner(&["watchexec"]),
-    Family::runner(&["nodemon"]),
-    Family::runner(&["concurrently"]),
-    Family::runner(&["xterm"]),
-    Family::runner(&["systemd-nspawn"]),
-    Family::runner(&["machinectl"]),
-    Family::runner(&["nerdctl"]),
-    Family::runner(&["distrobox"]),
-    Family::runner(&["flatpak"]),
-    Family::runner(&["uv"]).project(),
-    Family::runner(&["poetry"]).project(),
-    Family::runner(&["pipenv"]),
-    Family::runner(&["pdm"]),
-    Family::runner(&["hatch"]),
-    Family::runner(&["conda"]),
-    Family::runner(&["mamba"]),
-    Family::runner(&["micromamba"]),
-    Family::runner(&["pixi"]),
-    Family::runner(&["bundle"]).project(),
-    Family::runner(&["npm"]).project(),
-    Family::runner(&["yarn"]).project(),
-    Family::runner(&["pnpm"]).project(),
-    Family::runner(&["mise"]),
-    Family::runner(&["asdf"]),
-    Family::runner(&["devbox"]),
-    Family::runner(&["aws-vault"]),
-    Family::runner(&["doppler"]),
-    Family::runner(&["dotenv"]),
-    Family::runner(&["foreman"]),
-    Family::runner(&["honcho"]),
-    Family::runner(&["stack"]),
-    Family::runner(&["opam"]),
-    Family::runner(&["rbenv"]),
-    Family::runner(&["pyenv"]),
-    Family::runner(&["volta"]),
-    Family::runner(&["fnm"]),
-    Family::runner(&["scl"]),
-    Family::runner(&["abduco"]),
-    Family::runner(&["dtach"]),
-    Family::runner(&["softlimit"]),
-    Family::runner(&["fakechroot"]),
-    Family::runner(&["retry"]),
-    Family::runner(&["lckdo"]),
-    Family::runner(&["pee"]),
-    Family::runner(&["xe"]),
-    Family::runner(&["mispipe"]),
-    Family::runner(&["run-one"]),
-    Family::runner(&["x-terminal-emulator"]),
-    Family::runner(&["gnome-terminal"]),
-    Family::runner(&["konsole"]),
-    Family::runner(&["kitty"]),
-    Family::runner(&["alacritty"]),
-    Family::runner(&["wezterm"]),
-    Family::runner(&["foot"]),
-    Family::runner(&["byobu"]),
-    Family::runner(&["zellij"]),
-    Family::runner(&["bpftrace"]),
-    Family::runner(&["uftrace"]),
-    Family::runner(&["rr"]),
-    Family::runner(&["systemd-inhibit"]),
-    Family::runner(&["flatpak-spawn"]),
-    Family::runner(&["toolbox"]),
-    Family::runner(&["distrobox-enter"]),
-    Family::runner(&["lxc-attach"]),
-    Family::runner(&["lxc-execute"]),
-    Family::runner(&["schroot"]),
-    Family::runner(&["apptainer"]),
-    Family::runner(&["singularity"]),
-    Family::runner(&["socat"]).writes(),
-    Family::runner(&["heaptrack"]),
-    Family::runner(&["dumb-init"]),
-    Family::runner(&["tini"]),
-    Family::runner(&["mpirun"]),
-    Family::runner(&["srun"]),
-    Family::runner(&["pdsh"]),
-    Family::runner(&["pssh"]),
-    Family::runner(&["env-cmd"]),
-    Family::runner(&["cross-env"]),
-    Family::runner(&["dotenvx"]),
-    Family::runner(&["vipe"]),
-    Family::runner(&["run-parts"]).inner(Finder::Directory),
-    // Glob-guarded: plain data arguments, but an expanded glob could become options.
-    Family::guarded(&["tee"]).writes(),
-    Family::guarded(&["cp"]).writes(),
-    Family::guarded(&["mv"]).writes(),
-    Family::guarded(&["ln"]).writes(),
-    Family::guarded(&["chmod"]).writes(),
-    Family::guarded(&["chown"]).writes(),
-    // Programs that delete or rewrite files or reach the network (a make variable may not name one).
-    Family::plain(&["rm"]).writes(),
-    Family::plain(&["rmdir"]).writes(),
-    Family::plain(&["unlink"]).writes(),
-    Family::plain(&["shred"]).writes(),
-    Family::plain(&["dd"]).writes(),
-    Family::plain(&["truncate"]).writes(),
-    Family::plain(&["install"]).writes(),
-    Family::plain(&["curl"]).writes(),
-    Family::plain(&["wget"]).writes(),
-    Family::plain(&["kill"]).writes(),
-    Family::plain(&["pkill"]).writes(),
-    // Package tools whose bare rule (`pip *`) runs project code.
-    Family::plain(&["pip", "pip3"]).project(),
-    Family::plain(&["gem"]).project(),
-    // Toolchain programs a make variable may name (`CC=gcc`).
-    Family::toolchain(&["gcc"]).check(Check::Compiler),
-    Family::toolchain(&["g++"]).check(Check::Compiler),
-    Family::toolchain(&["cc"]).check(Check::Compiler),
-    Family::toolchain(&["c++"]).check(Check::Compiler),
-    Family::toolchain(&["clang"]).check(Check::Compiler),
-    Family::toolchain(&["clang++"]).check(Check::Compiler),
-    Family::toolchain(&["gfortran"]).check(Check::Compiler),
-    Family::toolchain(&["rustc"]),
-    Family::toolchain(&["ld"]).check(Check::Compiler),
-    Family::toolchain(&["ld.lld"]).check(Check::Compiler),
-    Family::toolchain(&["ld.gold"]).check(Check::Compiler),
-    Family::toolchain(&["lld"]).check(Check::Compiler),
-    Family::toolchain(&["ar"]),
-    Family::toolchain(&["llvm-ar"]),
-    Family::toolchain(&["ranlib"]),
-    Family::toolchain(&["as"]),
-    Family::toolchain(&["nm"]),
-    Family::toolchain(&["strip"]),
-    Family::toolchain(&["objcopy"]),
-    Family::toolchain(&["tcc"]).check(Check::Compiler),
-    Family::toolchain(&["musl-gcc"]).check(Check::Compiler),
-];
+pub(crate) use super::families::FAMILIES;
 
 static BY_NAME: LazyLock<HashMap<&'static str, &'static Family>> = LazyLock::new(|| {
     FAMILIES

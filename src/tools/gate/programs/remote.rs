@@ -20,6 +20,10 @@ pub(crate) fn rsync_check(base: &str, args: &[Word]) -> Option<String> {
         if short_has(v, "e", "BfMT") || long_abbrev(v, &["rsh", "rsync-path"]).is_some() {
             return hit("`-e`/`--rsh`/`--rsync-path` runs a program");
         }
+        // A daemon runs its config's `pre-xfer exec`/`post-xfer exec` programs.
+        if long_abbrev(v, &["daemon", "config", "dparam"]).is_some() {
+            return hit("`--daemon`/`--config` runs a server whose config can run programs");
+        }
     }
     None
 }
@@ -37,6 +41,8 @@ const SSH_RUNS: &[&str] = &[
     "securitykeyprovider",
     "include",
     "match",
+    // The path of the xauth program ssh runs for X11 forwarding.
+    "xauthlocation",
 ];
 
 /// ssh, scp and sftp (`copy`): options that run local programs. Short options are read as
@@ -80,7 +86,10 @@ pub(crate) fn ssh_check(base: &str, args: &[Word], copy: bool) -> Option<String>
                         .to_ascii_lowercase();
                     SSH_RUNS.iter().any(|o| line.contains(o))
                 }
-                'F' | 'I' => true,
+                // `-J` is ProxyJump (a proxy command line ssh builds and runs); ssh's `-E`
+                // appends its log to any file.
+                'F' | 'I' | 'J' => true,
+                'E' => !copy,
                 'S' | 'D' | 'b' => copy,
                 _ => false,
             };

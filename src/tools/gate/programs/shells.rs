@@ -23,6 +23,9 @@ pub(crate) fn shell_inner(
             break;
         }
         if matches!(v, "-o" | "+o" | "-O" | "+O" | "--rcfile" | "--init-file") {
+            if let Some(value) = words.get(i + 1) {
+                option_changes_reading(base, &v[..2], &value.value)?;
+            }
             i += 2;
             continue;
         }
@@ -59,12 +62,22 @@ pub(crate) fn shell_inner(
             if flags.contains('i') {
                 return Err(format!("interactive `{base} -i` is denied"));
             }
+            if flags.contains('k') && v.starts_with('-') {
+                return Err(format!(
+                    "`{base} -k` makes every `NAME=value` word of a command an environment assignment (`git diff GIT_EXTERNAL_DIFF=prog`); denied"
+                ));
+            }
             // Each `o`/`O` in a cluster (`-co posix`) takes the next word as its value.
-            let values = flags.chars().filter(|c| matches!(c, 'o' | 'O')).count();
+            let letters: Vec<char> = flags.chars().filter(|c| matches!(c, 'o' | 'O')).collect();
+            let values = letters.len();
             if words[i + 1..].iter().take(values).any(|w| !w.literal()) {
                 return Err(format!(
                     "`{base}` option `{v}` takes a value the gate cannot read"
                 ));
+            }
+            for (letter, value) in letters.iter().zip(&words[i + 1..]) {
+                let sign = if v.starts_with('-') { "-" } else { "+" };
+                option_changes_reading(base, &format!("{sign}{letter}"), &value.value)?;
             }
             i += 1 + values;
             continue;
@@ -98,4 +111,32 @@ pub(crate) fn shell_inner(
             "`{base}` reads its script from a file or stdin, which the deny rules cannot see into"
         ))
     }
+}
+
+/// Shell options that change how the script's words are read, which the gate reads with the
+/// defaults: `-o keyword` (as `-k`: `NAME=value` anywhere is an environment assignment), and
+/// any `shopt` set with `-O` but a few that only widen globs (`nullglob` makes a word vanish,
+/// so another becomes an option's value; `compat*` change parsing).
+fn option_changes_reading(base: &str, option: &str, value: &str) -> Result<(), String> {
+    const SHOPT_OK: &[&str] = &[
+        "dotglob",
+        "globstar",
+        "nocaseglob",
+        "failglob",
+        "extglob",
+        "lastpipe",
+        "xpg_echo",
+        "inherit_errexit",
+    ];
+    let bad = match option {
+        "-o" => value == "keyword",
+        "-O" => !SHOPT_OK.contains(&value),
+        _ => false,
+    };
+    if bad {
+        return Err(format!(
+            "`{base} {option} {value}` changes how the shell reads the script's words; denied"
+        ));
+    }
+    Ok(())
 }

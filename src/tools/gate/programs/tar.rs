@@ -2,7 +2,7 @@
 //! archive or extraction writes.
 
 use crate::tools::gate::paths::outside_path;
-use crate::tools::gate::programs::argv::{denied, long_abbrev, options, short_has};
+use crate::tools::gate::programs::argv::{denied, is_stdin_path, long_abbrev, options, short_has};
 use crate::tools::gate::shell::lex::Word;
 
 /// What a tar invocation writes. Creating an archive file and extracting are what a `tar` rule
@@ -10,14 +10,26 @@ use crate::tools::gate::shell::lex::Word;
 /// (absolute or `..` archive and `-C` paths), nor the options that forge such members
 /// (`-P`, `--transform`, `-h`) or unlink what exists (`-U`, `--recursive-unlink`).
 pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
+    read_tar(args).err()
+}
+
+/// The archive files a tar invocation writes (creating, appending, updating, deleting), for
+/// the places no program may write (`tar -cf Makefile '$(shell id)'`: a member's name starts
+/// the archive, and make expands it); none when it only reads or the line is refused.
+pub(crate) fn tar_archives_written(args: &[Word]) -> Vec<String> {
+    read_tar(args).unwrap_or_default()
+}
+
+fn read_tar(args: &[Word]) -> Result<Vec<String>, String> {
     // Old-style and short options that take a value (consumed in order).
     const VALUED: &str = "bfgCFHIKLNTVX";
     let (mut extract, mut write, mut files_from) = (false, false, false);
+    let mut to_stdout = false;
     let mut paths: Vec<(&str, &str)> = Vec::new();
     // `-C ~/x` or `--file=$HOME/x`: bash expands these, so the path the gate sees is not the
     // path tar gets.
     if args.iter().any(|w| w.tilde || !w.vars.is_empty()) {
-        return Some(
+        return Err(
             "an argument expands (`~`, `$VAR`): the gate cannot tell where tar writes".into(),
         );
     }
@@ -52,14 +64,20 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
                     "recursive-unlink",
                     "one-top-level",
                     "files-from",
+                    // `--list` is `-t`; listed first, so that it is not read as an
+                    // abbreviation of `--listed-incremental`.
+                    "list",
                     "listed-incremental",
                     "incremental",
                     "backup",
                     "suffix",
+                    "to-stdout",
                 ],
             );
             match found {
                 Some("extract" | "get") => extract = true,
+                Some("to-stdout") => to_stdout = true,
+                Some("list") => {}
                 Some("create" | "append" | "update" | "catenate" | "concatenate" | "delete") => {
                     write = true
                 }
@@ -84,7 +102,7 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
                     }
                 }
                 Some(n) => {
-                    return Some(format!(
+                    return Err(format!(
                         "`--{n}` can write outside the work root or through links"
                     ))
                 }
@@ -95,7 +113,7 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
             c
         } else if k == 1 {
             if !v.chars().all(|c| c.is_ascii_alphabetic()) {
-                return Some(format!("old-style options `{v}` are not understood"));
+                return Err(format!("old-style options `{v}` are not understood"));
             }
             v // old style: `tar czf out.tar dir`
         } else {
@@ -105,15 +123,16 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
         for (n, ch) in cluster.char_indices() {
             match ch {
                 'x' => extract = true,
+                'O' => to_stdout = true,
                 'c' | 'r' | 'u' | 'A' => write = true,
                 'T' => files_from = true,
                 'g' | 'G' => {
-                    return Some(format!(
+                    return Err(format!(
                         "`-{ch}` keeps an incremental snapshot file (written, and on extraction it deletes files)"
                     ))
                 }
                 'P' | 'h' | 'U' => {
-                    return Some(format!(
+                    return Err(format!(
                         "`-{ch}` can write outside the work root or through links"
                     ))
                 }
@@ -135,11 +154,25 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
             }
         }
     }
+    // Without `-f`, GNU tar reads stdin (`--show-defaults`: `-f-`). An archive on stdin is
+    // one the model typed (`echo -ne '…' | tar -x`, `git archive --add-virtual-file=…`):
+    // extracting it writes any name with any content, a script under a path rule among them.
+    let archive_stdin = !paths.iter().any(|(o, _)| *o == "f")
+        || paths
+            .iter()
+            .any(|(o, f)| *o == "f" && (is_stdin_path(f) || f.starts_with("/dev/fd/")));
+    if extract && archive_stdin && !to_stdout {
+        return Err(
+            "extracting an archive from stdin writes the names and contents the model typed (`echo -ne … | tar -x`); extract a file, or list it with `-t`"
+                .into(),
+        );
+    }
     if extract && files_from {
-        return Some(
+        return Err(
             "`-T` file lists can carry `-C DIR` lines that move the extraction anywhere".into(),
         );
     }
+    let mut written = Vec::new();
     for (opt, p) in paths {
         let archive = opt == "f";
         // The archive is written when creating; the directory when extracting.
@@ -147,12 +180,15 @@ pub(crate) fn tar_writes(args: &[Word]) -> Option<String> {
             continue;
         }
         if outside_path(p) {
-            return Some(format!(
+            return Err(format!(
                 "`-{opt} {p}` writes outside the work root or into a dotfile or .git"
             ));
         }
+        if archive {
+            written.push(p.to_string());
+        }
     }
-    None
+    Ok(written)
 }
 
 /// tar options that run programs, remote archives, and what tar writes ([`tar_writes`]).

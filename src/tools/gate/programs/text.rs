@@ -43,6 +43,13 @@ pub(crate) fn output_check(base: &str, args: &[Word]) -> Option<String> {
         if long_abbrev(v, &["output"]).is_some() || short_has(v, "o", "ntiIPLx") {
             return hit("`-o`/`--output` writes a file");
         }
+        // tree reads each letter of a cluster in turn, and a letter that takes a value takes
+        // the next word (`tree -Lo 1 FILE` is `-L 1 -o FILE`); `-R` writes `00Tree.html`
+        // into every directory.
+        let cluster = v.strip_prefix('-').filter(|c| !c.starts_with('-'));
+        if base == "tree" && cluster.is_some_and(|c| c.contains(['o', 'R'])) {
+            return hit("`-o` or `-R` (anywhere in a cluster) writes files");
+        }
     }
     None
 }

@@ -3,7 +3,13 @@
 //! arguments as GNU coreutils reads them. The judge refuses a destination that output
 //! redirection may not write either (a dotfile or `.git`, a build file, a path rule's place).
 
+use crate::tools::gate::paths::counter_reaches_build_file;
 use crate::tools::gate::programs::argv::long_abbrev;
+use crate::tools::gate::programs::outputs::{
+    compiler_outputs, converter_outputs, git_writes, go_outputs,
+};
+use crate::tools::gate::programs::registry::{family, Check};
+use crate::tools::gate::programs::tar::tar_archives_written;
 use crate::tools::gate::shell::lex::Word;
 
 /// What a writing program's arguments say it writes.
@@ -98,6 +104,29 @@ const TEE: Grammar = Grammar {
     short_valued: "",
     long: &["append", "ignore-interrupts", "output-error"],
     long_valued: &[],
+};
+
+const SPONGE: Grammar = Grammar {
+    short_valued: "",
+    long: &[],
+    long_valued: &[],
+};
+
+const CSPLIT: Grammar = Grammar {
+    short_valued: "bfn",
+    long: &[
+        "suffix-format",
+        "prefix",
+        "keep-files",
+        "suppress-matched",
+        "digits",
+        "quiet",
+        "silent",
+        "elide-empty-files",
+        "help",
+        "version",
+    ],
+    long_valued: &["suffix-format", "prefix", "digits"],
 };
 
 const TRUNCATE: Grammar = Grammar {
@@ -288,7 +317,7 @@ fn join(dir: &str, name: &str) -> String {
 
 /// A destination word whose text the gate cannot know: a glob could match a protected file,
 /// `{}` is what `find -exec` substitutes.
-fn unreadable(base: &str, w: &Word) -> Option<String> {
+pub(super) fn unreadable(base: &str, w: &Word) -> Option<String> {
     if w.glob || w.brace || w.value.contains("{}") {
         return Some(format!(
             "`{base}` writes to `{}`, which the shell or find expands into paths the gate cannot see; denied",
@@ -314,20 +343,34 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
                 1
             };
         }
-        if args.get(i).is_some_and(|w| w.value == "mv") {
-            return copies(
-                "git mv",
-                args.get(i + 1..).unwrap_or_default(),
-                &GIT_MV,
-                false,
-            );
-        }
-        return Ok(Writes::Unknown);
+        let rest = args.get(i + 1..).unwrap_or_default();
+        return match args.get(i).map(|w| w.value.as_str()) {
+            Some("mv") => copies("git mv", rest, &GIT_MV, false),
+            Some(sub @ ("bundle" | "merge-file" | "format-patch" | "clone" | "worktree")) => {
+                git_writes(sub, rest)
+            }
+            _ => Ok(Writes::Unknown),
+        };
+    }
+    if family(base).is_some_and(|f| f.check == Check::Tar) {
+        return Ok(Writes::Paths(tar_archives_written(args)));
+    }
+    if family(base).is_some_and(|f| f.check == Check::Go) {
+        return Ok(Writes::Paths(go_outputs(args)));
+    }
+    if family(base).is_some_and(|f| f.check == Check::Compiler) {
+        return Ok(Writes::Paths(compiler_outputs(args)));
+    }
+    if let Some(out) = converter_outputs(base, args) {
+        return Ok(Writes::Paths(out));
     }
     let copy_like = matches!(base, "cp" | "mv" | "ln" | "install");
     let known = copy_like
         || COMPRESSORS.contains(&base)
-        || matches!(base, "tee" | "dd" | "truncate" | "split" | "rsync");
+        || matches!(
+            base,
+            "tee" | "sponge" | "dd" | "truncate" | "split" | "csplit" | "rsync"
+        );
     if !known {
         return Ok(Writes::Unknown);
     }
@@ -342,8 +385,8 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
             let g = if base == "install" { &INSTALL } else { &CP };
             return copies(base, args, g, base == "install");
         }
-        "tee" => {
-            let p = parse(base, args, &TEE)?;
+        "tee" | "sponge" => {
+            let p = parse(base, args, if base == "tee" { &TEE } else { &SPONGE })?;
             for w in &p.operands {
                 if let Some(e) = unreadable(base, w) {
                     return Err(e);
@@ -370,17 +413,91 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
                 }
             }
         }
-        "split" => {
-            let p = parse(base, args, &SPLIT)?;
-            // `split [FILE [PREFIX]]`: the prefix starts every output name.
-            if let Some(prefix) = p.operands.get(1) {
-                if let Some(e) = unreadable(base, prefix) {
+        "csplit" => {
+            let p = parse(base, args, &CSPLIT)?;
+            let prefix = opt_value(&p, 'f', "prefix").unwrap_or_else(|| "xx".into());
+            if let Some(w) = p.value('f', "prefix") {
+                if let Some(e) = unreadable(base, w) {
                     return Err(e);
                 }
-                out.push(format!("{}aa", prefix.value));
+            }
+            // The suffix format numbers the files (`%02d`); a `/` would move them, and its
+            // text can end the name (`%.0d` prints nothing for 0: `-f Makefile -b '%.0d'`).
+            let suffix = opt_value(&p, 'b', "suffix-format");
+            if suffix.as_deref().is_some_and(|b| b.contains('/')) {
+                return Err(format!(
+                    "`{base}` with a `/` in its suffix format writes elsewhere; denied"
+                ));
+            }
+            let text: String = suffix
+                .unwrap_or_default()
+                .split('%')
+                .enumerate()
+                .map(|(k, part)| {
+                    if k == 0 {
+                        part
+                    } else {
+                        part.trim_start_matches(|c: char| !"diouxX".contains(c))
+                            .get(1..)
+                            .unwrap_or("")
+                    }
+                })
+                .collect();
+            if let Some(b) = counter_reaches_build_file(&prefix, &text) {
+                return Err(format!(
+                    "`{base}` with the prefix `{prefix}` names a later file `{b}`, which build and test tools run; denied"
+                ));
+            }
+            out.push(format!("{prefix}00"));
+            out.push(format!("{prefix}{text}"));
+        }
+        "split" => {
+            let p = parse(base, args, &SPLIT)?;
+            // `split [FILE [PREFIX]]`: the prefix starts every output name, and
+            // `--additional-suffix` ends it (`xaa.mk`).
+            let extra = opt_value(&p, '\0', "additional-suffix").unwrap_or_default();
+            match p.operands.get(1) {
+                Some(prefix) => {
+                    if let Some(e) = unreadable(base, prefix) {
+                        return Err(e);
+                    }
+                    if let Some(b) = counter_reaches_build_file(&prefix.value, &extra) {
+                        return Err(format!(
+                            "`{base}` with the prefix `{}` names a later file `{b}`, which build and test tools run; denied",
+                            prefix.value
+                        ));
+                    }
+                    out.push(format!("{}aa{extra}", prefix.value));
+                }
+                None if !extra.is_empty() => out.push(format!("xaa{extra}")),
+                None => {}
             }
         }
         "rsync" => {
+            // Side files rsync writes wherever told: a log, a batch and its replay script
+            // (`FILE.sh`, executable), backups, partial and temporary files.
+            let side = [
+                "log-file",
+                "write-batch",
+                "only-write-batch",
+                "backup-dir",
+                "partial-dir",
+                "temp-dir",
+            ];
+            for (k, w) in args.iter().enumerate() {
+                let v = w.value.as_str();
+                let Some(name) = long_abbrev(v, &side) else {
+                    continue;
+                };
+                let value = match v.split_once('=') {
+                    Some((_, x)) => x.to_string(),
+                    None => args.get(k + 1).map_or(String::new(), |x| x.value.clone()),
+                };
+                if name.ends_with("batch") {
+                    out.push(format!("{value}.sh"));
+                }
+                out.push(value);
+            }
             // Options are checked by the rsync check; the destination is the last operand.
             let ops: Vec<&Word> = args
                 .iter()
@@ -553,6 +670,12 @@ fn copies(base: &str, args: &[Word], g: &Grammar, install: bool) -> Result<Write
         } else if !whole {
             out.push(join(&dest, name));
         }
+    }
+    // A backup keeps the old file beside each one written, under its name and the suffix
+    // (`cp -b -S .mk a x` writes `x.mk`).
+    if let Some(suffix) = opt_value(&p, 'S', "suffix") {
+        let backups: Vec<String> = out.iter().map(|w| format!("{w}{suffix}")).collect();
+        out.extend(backups);
     }
     Ok(Writes::Paths(out))
 }

@@ -692,8 +692,28 @@ pub(crate) fn ansi_c_decode(body: &[char]) -> Result<String, String> {
     Ok(out)
 }
 
-/// What a command reads on stdin: another segment's output, and/or heredoc and here-string text.
+/// What a command reads on stdin: another segment's output, heredoc and here-string text, a
+/// file, or what the shell running its script was given.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Stdin {
     pub(crate) piped: bool,
     pub(crate) texts: Vec<String>,
+    /// Input redirected from a file or descriptor (`< keys`, `<&3`, `<>`), not `/dev/null`.
+    pub(crate) redirected: bool,
+}
+
+impl Stdin {
+    /// Does the command get input the model chose (anything but the harness's /dev/null)?
+    pub(crate) fn given(&self) -> bool {
+        self.piped || self.redirected || !self.texts.is_empty()
+    }
+
+    /// A segment's own stdin joined with what the script around it was given: a command in
+    /// `sh -c 'python3'` reads the stdin of `sh`.
+    pub(crate) fn with(mut self, outer: &Stdin) -> Stdin {
+        self.piped |= outer.piped;
+        self.redirected |= outer.redirected;
+        self.texts.extend(outer.texts.iter().cloned());
+        self
+    }
 }
