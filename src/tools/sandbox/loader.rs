@@ -181,6 +181,11 @@ fn judge(req: &libc::seccomp_notif, loaders: &[(u64, u64)]) -> Result<(), Refuse
         if loaders.contains(&(meta.dev(), meta.ino())) {
             return Err(Refused::Loader(String::from_utf8_lossy(&name).into_owned()));
         }
+        // Only a regular file is run (the kernel refuses the rest with EACCES), and only one
+        // may be opened here: a FIFO would block the guard.
+        if !meta.is_file() {
+            return Ok(());
+        }
         match interpreter(&file) {
             Some(interp) => file = seen_from(pid, libc::AT_FDCWD, &interp, 0).unwrap_or_default(),
             None => return Ok(()),
@@ -215,8 +220,17 @@ fn seen_from(pid: libc::pid_t, dirfd: i32, name: &[u8], flags: i32) -> Option<Pa
 /// The interpreter a `#!` line names, as the kernel reads it (the first word after `#!`,
 /// blanks skipped, within the first 256 bytes).
 fn interpreter(file: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
     let mut head = [0u8; SHEBANG_MAX];
-    let mut f = std::fs::File::open(file).ok()?;
+    // Non-blocking: the file was regular when looked at, but a command could swap in a FIFO.
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(file)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
     let mut n = 0;
     while n < head.len() {
         match f.read(&mut head[n..]) {
@@ -395,6 +409,12 @@ mod tests {
         // A script of another interpreter runs.
         std::fs::write(&script, "#!/bin/sh\nexit 3\n").unwrap();
         assert_eq!(run_guarded(&[script.to_str().unwrap()]), 3);
+        // A FIFO is refused by the kernel, and never opened (it would block) by the guard.
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o755) }, 0);
+        assert_eq!(run_guarded(&[fifo.to_str().unwrap()]), 100 + libc::EACCES);
     }
 
     #[test]
