@@ -45,18 +45,29 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String> {
     String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
 }
 
-fn refuse_unless_regular(path: &Path, meta: &std::fs::Metadata, limit: u64) -> Result<()> {
-    let kind = meta.file_type();
-    let what = if kind.is_dir() {
-        "a directory"
+/// What a file that is not a regular one is, in words (`a FIFO`, `a device`, ...); `None`
+/// for a regular file. Symlinks are what the caller's metadata made of them.
+pub fn irregular(kind: std::fs::FileType) -> Option<&'static str> {
+    if kind.is_file() {
+        None
+    } else if kind.is_dir() {
+        Some("a directory")
     } else if kind.is_fifo() {
-        "a FIFO"
+        Some("a FIFO")
     } else if kind.is_char_device() || kind.is_block_device() {
-        "a device"
+        Some("a device")
     } else if kind.is_socket() {
-        "a socket"
-    } else if !kind.is_file() {
-        "not a regular file"
+        Some("a socket")
+    } else if kind.is_symlink() {
+        Some("a symbolic link")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+fn refuse_unless_regular(path: &Path, meta: &std::fs::Metadata, limit: u64) -> Result<()> {
+    let what = if let Some(what) = irregular(meta.file_type()) {
+        what
     } else if meta.len() > limit {
         bail!(
             "{} is {} bytes, larger than {}",

@@ -188,6 +188,7 @@ fn writable_target(path: &Path) -> anyhow::Result<()> {
     if path.is_dir() {
         bail!("is a directory");
     }
+    crate::atomic::check_target(path)?;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -221,6 +222,8 @@ mod tests {
         let e = writable_target(&dir.path().join("file/c.json")).unwrap_err();
         assert!(format!("{e:#}").contains("cannot write in"), "{e:#}");
         assert!(writable_target(&dir.path().join("missing/c.json")).is_err());
+        let e = writable_target(Path::new("/dev/full")).unwrap_err();
+        assert!(format!("{e:#}").contains("is a device"), "{e:#}");
         // Nothing is left behind by the probe.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }

@@ -233,10 +233,14 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// Largest textfile read back: harness's own is a few KiB.
+const TEXTFILE_MAX: u64 = 4 * 1024 * 1024;
+
 /// Reads the textfile at `path`, adds this run and writes it back atomically, holding a
 /// `flock` on `<path>.lock` meanwhile.
 pub fn update(path: &Path, run: &Run) -> anyhow::Result<()> {
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
     let lock_path = {
         let mut p = path.as_os_str().to_owned();
         p.push(".lock");
@@ -245,10 +249,12 @@ pub fn update(path: &Path, run: &Run) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    // O_NONBLOCK: a FIFO put at the lock's name fails the open instead of blocking it.
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(&lock_path)
         .with_context(|| format!("cannot open {}", lock_path.display()))?;
     // SAFETY: flock on a descriptor we own; the lock goes when the file closes.
@@ -256,9 +262,11 @@ pub fn update(path: &Path, run: &Run) -> anyhow::Result<()> {
         return Err(std::io::Error::last_os_error())
             .with_context(|| format!("cannot lock {}", lock_path.display()));
     }
-    let previous = match std::fs::read_to_string(path) {
+    // Bounded and regular only: a huge file or a FIFO at the textfile's name is an error,
+    // never a hang or a memory blow-up; only a missing file starts the counters anew.
+    let previous = match crate::bounded::read_text(path, TEXTFILE_MAX) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(_) if std::fs::symlink_metadata(path).is_err() => String::new(),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
     // Atomic but not fsynced: the fsyncs cost over ten times the rest of the update, and a
