@@ -32,6 +32,16 @@ fn model(body: &'static str) -> Stub {
     Stub::start(move |_, _, _| Reply::json(body))
 }
 
+/// The run ended with `code` and its stderr says `needle`.
+fn fails_with(run: &common::Run, code: i32, needle: &str) {
+    assert_eq!(run.code, code, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(needle),
+        "{needle:?} not in:\n{}",
+        run.stderr
+    );
+}
+
 const HELLO: &str =
     r#"{"choices":[{"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}"#;
 
@@ -106,4 +116,45 @@ fn an_events_fifo_without_a_reader_is_refused_at_once() {
     let text = reader.join().unwrap();
     assert!(text.contains("\"run.completed\""), "{text}");
     assert!(!text.contains(CANARY));
+}
+
+// ---------------------------------------------------------------------------------------
+// No redirect is followed, to another port of 127.0.0.1 or anywhere else
+
+/// A peer that must never be reached; it logs what reaches it.
+fn trap() -> Stub {
+    Stub::start(|_, _, _| Reply::json(HELLO))
+}
+
+#[test]
+fn a_model_endpoint_that_redirects_is_not_followed() {
+    let elsewhere = trap();
+    let to = format!("{}/v1/chat/completions", elsewhere.url);
+    let llm = Stub::start(move |_, _, _| Reply::redirect(307, &to));
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| c);
+    let run = run_bounded(harness_cmd(&ws, &["once", "--demo"]), "redirect");
+    fails_with(&run, 4, "HTTP 307: a redirect to");
+    assert!(run.stderr.contains("which harness does not follow"));
+    assert_eq!(elsewhere.requests(), Vec::<String>::new());
+    // Final, not retried, and the REPORT says why.
+    assert_eq!(llm.requests().len(), 1, "{:?}", llm.requests());
+    let report = ws.latest();
+    assert!(report.contains("which harness does not follow"), "{report}");
+    assert!(!run.stderr.contains(CANARY) && !report.contains(CANARY));
+}
+
+#[test]
+fn a_redmine_that_redirects_is_not_followed() {
+    let elsewhere = trap();
+    let to = format!("{}/issues.json", elsewhere.url);
+    let redmine = Stub::start(move |_, _, _| Reply::redirect(301, &to));
+    let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
+        format!(
+            "{c}\n[redmine]\nurl = \"{}\"\nkey_ref = \"env:HARNESS_TEST_REDMINE_KEY\"\nscope_query = \"status_id=open\"\n",
+            redmine.url
+        )
+    });
+    let run = run_bounded(harness_cmd(&ws, &["once"]), "redmine redirect");
+    fails_with(&run, 2, "a redirect (301), which harness does not follow");
+    assert_eq!(elsewhere.requests(), Vec::<String>::new());
 }

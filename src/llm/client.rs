@@ -184,6 +184,7 @@ impl HttpClient {
             .map_err(|e| Attempt::no_answer(transport_message(&e)))?;
         let status = response.status().as_u16();
         let retry_after = http::retry_after_header(response.headers());
+        let redirect = http::redirect_target(status, response.headers());
         let is_sse = response
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
@@ -211,8 +212,14 @@ impl HttpClient {
         }
         // A status the policy retries ends, when retries run out, as Exhausted; any other is
         // final at once and classified.
+        let message = match redirect {
+            Some(to) => format!(
+                "HTTP {status}: a redirect to {to}, which harness does not follow; set [litellm].base_url to the final address"
+            ),
+            None => format!("HTTP {status}: {}", excerpt(&text)),
+        };
         Err(Attempt {
-            message: format!("HTTP {status}: {}", excerpt(&text)),
+            message,
             fault: Fault::Status(status),
             retry_after,
             kind: (!http::is_retryable_status(status)).then(|| classify_refusal(status, &text)),
@@ -297,6 +304,7 @@ impl HttpClient {
             .await
             .map_err(|e| fail(LlmErrorKind::Exhausted, transport_message(&e)))?;
         let status = response.status().as_u16();
+        let redirect = http::redirect_target(status, response.headers());
         let text = http::read_body(response, http::MAX_BODY)
             .await
             .map_err(|e| {
@@ -319,10 +327,11 @@ impl HttpClient {
         } else {
             String::new()
         };
-        Err(fail(
-            kind,
-            format!("{key_note}HTTP {status}: {}", excerpt(&text)),
-        ))
+        let what = match redirect {
+            Some(to) => format!("a redirect to {to}, which harness does not follow; set [litellm].base_url to the final address"),
+            None => excerpt(&text),
+        };
+        Err(fail(kind, format!("{key_note}HTTP {status}: {what}")))
     }
 }
 

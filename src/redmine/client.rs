@@ -173,6 +173,10 @@ impl RedmineClient {
             403 => "Redmine refused the request (403): the REST API is disabled (Administration > Settings > API > Enable REST web service) or the bot user's role lacks the permission".to_string(),
             404 => "not found (404): check the issue id, [redmine].scope_query_id and [redmine].project".to_string(),
             412 => "precondition failed (412)".to_string(),
+            300..=399 => format!(
+                "a redirect ({}), which harness does not follow: set [redmine].url to the address Redmine answers on",
+                a.status
+            ),
             422 => format!(
                 "Redmine refused the change (422): {}",
                 self.redactor.redact(&excerpt(&a.body))

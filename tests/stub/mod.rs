@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 pub enum Body {
     /// This text, with its Content-Length.
     Full(String),
+    /// These bytes as the whole response, status line and headers included (a redirect, a
+    /// body that is not UTF-8); `status` and `content_type` are not used.
+    Raw(Vec<u8>),
     /// `head`, then `fill` bytes until the client hangs up; `claimed` is the Content-Length
     /// announced (none: the body is close-delimited).
     Endless {
@@ -37,6 +40,24 @@ impl Reply {
             status: 200,
             content_type: "application/json",
             body: Body::Full(body.to_string()),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A redirect (`status` 3xx) to `location`.
+    pub fn redirect(status: u16, location: &str) -> Reply {
+        let raw = format!(
+            "HTTP/1.1 {status} Moved\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        Reply::raw(raw.into_bytes())
+    }
+
+    /// These bytes as the whole response.
+    pub fn raw(bytes: Vec<u8>) -> Reply {
+        Reply {
+            status: 0,
+            content_type: "",
+            body: Body::Raw(bytes),
             delay: Duration::ZERO,
         }
     }
@@ -142,6 +163,9 @@ fn serve(conn: TcpStream, handler: &Handler, log: &Mutex<Vec<String>>, sent: &At
         Body::Full(text) => {
             let _ = out.write_all(head(Some(text.len() as u64)).as_bytes());
             let _ = out.write_all(text.as_bytes());
+        }
+        Body::Raw(bytes) => {
+            let _ = out.write_all(&bytes);
         }
         Body::Endless {
             head: start,
