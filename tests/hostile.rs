@@ -158,3 +158,50 @@ fn a_redmine_that_redirects_is_not_followed() {
     fails_with(&run, 2, "a redirect (301), which harness does not follow");
     assert_eq!(elsewhere.requests(), Vec::<String>::new());
 }
+
+// ---------------------------------------------------------------------------------------
+// A flood of tool calls costs what `[loop].max_tool_calls` calls cost
+
+#[test]
+fn a_reply_of_thousands_of_tool_calls_leaves_a_small_report() {
+    const CALLS: usize = 20_000;
+    let flood = {
+        let calls: Vec<String> = (0..CALLS)
+            .map(|i| {
+                format!(
+                    r#"{{"id":"c{i}","type":"function","function":{{"name":"bash","arguments":"{{\"command\":\"echo {i}\"}}"}}}}"#
+                )
+            })
+            .collect();
+        format!(
+            r#"{{"choices":[{{"message":{{"role":"assistant","content":null,"tool_calls":[{}]}},"finish_reason":"tool_calls"}}]}}"#,
+            calls.join(",")
+        )
+    };
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    let sizes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = sizes.clone();
+    let llm = Stub::start(move |_, _, body| {
+        log.lock().unwrap().push(body.len());
+        match seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => Reply::json(&flood),
+            _ => Reply::json(HELLO),
+        }
+    });
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| c);
+    let run = run_bounded(harness_cmd(&ws, &["once", "--demo"]), "flood");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("made 20000 tool calls; only the first 32 were taken"),
+        "{}",
+        run.stderr
+    );
+    // Narration, the REPORT and the next request hold the 32 calls taken, not 20,000.
+    assert!(run.stderr.lines().count() < 100, "{}", run.stderr.len());
+    let report = ws.latest();
+    assert!(report.len() < 64 * 1024, "REPORT of {} bytes", report.len());
+    let sizes = sizes.lock().unwrap().clone();
+    assert_eq!(sizes.len(), 2, "{sizes:?}");
+    assert!(sizes[1] < 64 * 1024, "second request of {} bytes", sizes[1]);
+}
