@@ -18,6 +18,7 @@ pub mod events;
 pub mod exit;
 pub mod http;
 pub mod intake;
+pub mod jsontext;
 pub mod llm;
 pub mod once;
 pub mod plan;

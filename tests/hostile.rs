@@ -205,3 +205,37 @@ fn a_reply_of_thousands_of_tool_calls_leaves_a_small_report() {
     assert_eq!(sizes.len(), 2, "{sizes:?}");
     assert!(sizes[1] < 64 * 1024, "second request of {} bytes", sizes[1]);
 }
+
+// ---------------------------------------------------------------------------------------
+// JSON a peer may send: lone surrogates, NUL, escape sequences
+
+#[test]
+fn a_reply_with_lone_surrogates_nul_and_escapes_is_read_and_reported_safely() {
+    // `\ud800` alone is valid JSON grammar but no character: serde refused the whole reply,
+    // so a model that cut an emoji in two failed the turn.
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    let llm = Stub::start(move |_, _, _| {
+        match seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => Reply::json(
+                r#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"echo half-\\ud83d-emoji\"}"}}]},"finish_reason":"tool_calls"}]}"#,
+            ),
+            _ => Reply::json(
+                r#"{"choices":[{"message":{"role":"assistant","content":"done \ud83d\ude00 cut \ud800 nul \u0000 esc \u001b[2J\u001b]0;title\u0007 end"},"finish_reason":"stop"}]}"#,
+            ),
+        }
+    });
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| c);
+    let run = run_bounded(harness_cmd(&ws, &["once", "--demo"]), "surrogates");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("allowed, exit 0"), "{}", run.stderr);
+    let report = ws.latest();
+    let body = common::body(&report);
+    assert!(
+        body.starts_with("done \u{1f600} cut \u{fffd} nul \u{fffd} esc \u{fffd}[2J"),
+        "{body:?}"
+    );
+    assert!(
+        !report.contains('\u{1b}') && !report.contains('\0') && !report.contains('\u{7}'),
+        "{report:?}"
+    );
+}

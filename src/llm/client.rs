@@ -17,6 +17,7 @@ use super::wire::{ChatRequest, ChatResponse};
 use super::{reply_from, LlmError, LlmErrorKind, Reply};
 use crate::config::{LitellmConfig, ModelPrice};
 use crate::http::{self, excerpt, transport_message, Fault, Retry};
+use crate::jsontext::lone_surrogates_replaced;
 use crate::secrets::{KeyRef, Redactor, Secret};
 
 /// How often a streaming reply's progress is narrated.
@@ -201,7 +202,7 @@ impl HttpClient {
             .map_err(Attempt::unread)?;
         debug!("llm: HTTP {status}, {} bytes", text.len());
         if status == 200 {
-            return serde_json::from_str::<ChatResponse>(&text)
+            return serde_json::from_str::<ChatResponse>(&lone_surrogates_replaced(&text))
                 .map(|r| (r, cost))
                 .map_err(|e| {
                     Attempt::no_answer(format!(

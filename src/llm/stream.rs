@@ -255,8 +255,10 @@ impl StreamAssembler {
             self.done = true;
             return Ok(());
         }
-        let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|e| StreamFault::BadEvent(format!("{e}: {}", crate::http::excerpt(data))))?;
+        let chunk: Chunk = serde_json::from_str(&crate::jsontext::lone_surrogates_replaced(data))
+            .map_err(|e| {
+            StreamFault::BadEvent(format!("{e}: {}", crate::http::excerpt(data)))
+        })?;
         if let Some(error) = chunk.error {
             let message = error["message"]
                 .as_str()
@@ -437,6 +439,21 @@ mod tests {
             assert_eq!(r.model.as_deref(), Some("glm-5.3"));
             assert_eq!(cost, Some(0.000088));
         }
+    }
+
+    #[test]
+    fn a_delta_with_a_lone_surrogate_is_read() {
+        // A provider cutting an emoji between two deltas sends each half alone.
+        let text = "data: {\"choices\":[{\"delta\":{\"content\":\"a\\ud83d\"}}]}\n\n\
+data: {\"choices\":[{\"delta\":{\"content\":\"\\ude00b\"},\"finish_reason\":\"stop\"}]}\n\n\
+data: [DONE]\n\n";
+        let mut a = StreamAssembler::default();
+        a.push(text.as_bytes()).unwrap();
+        let (r, _) = a.finish().unwrap();
+        assert_eq!(
+            r.choices[0].message.content.as_deref(),
+            Some("a\u{fffd}\u{fffd}b")
+        );
     }
 
     #[test]

@@ -195,13 +195,15 @@ impl RedmineClient {
         if a.status != 200 {
             return Err(self.refusal("GET", path, &a));
         }
-        serde_json::from_str(&a.body).with_context(|| {
-            format!(
-                "GET {}{path}: the body is not JSON: {}",
-                self.base,
-                self.redactor.redact(&excerpt(&a.body))
-            )
-        })
+        serde_json::from_str(&crate::jsontext::lone_surrogates_replaced(&a.body)).with_context(
+            || {
+                format!(
+                    "GET {}{path}: the body is not JSON: {}",
+                    self.base,
+                    self.redactor.redact(&excerpt(&a.body))
+                )
+            },
+        )
     }
 
     /// PUT a JSON document; Redmine answers 204 (which does not prove anything was applied).
