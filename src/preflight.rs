@@ -153,13 +153,44 @@ pub fn key(
 ) -> anyhow::Result<Secret> {
     let key = key_ref.resolve(label)?;
     redactor.add(&key);
-    if !header_safe(key.expose()) {
-        bail!(
-            "{config_key} ({}): the key is not a valid HTTP header value (it holds a line break or another control character)",
-            key_ref.describe()
-        );
+    if let Some(why) = key_problem(key.expose()) {
+        bail!("{config_key} ({}): {why}", key_ref.describe());
     }
     Ok(key)
+}
+
+/// Why a resolved key cannot be sent as it is, in words that never show it: a control
+/// character (a line break would end the header), a non-ASCII character or blanks at either
+/// end. API keys are ASCII; a byte order mark or a zero-width space pasted with one is sent
+/// as bytes a peer may echo back decoded otherwise, where the masking no longer finds the
+/// key (an echoing proxy showed the rest of it), and the key is refused anyway.
+pub fn key_problem(value: &str) -> Option<String> {
+    if !header_safe(value) {
+        return Some(
+            "the key is not a valid HTTP header value (it holds a line break or another control character)"
+                .into(),
+        );
+    }
+    if let Some((at, c)) = value.chars().enumerate().find(|(_, c)| !c.is_ascii()) {
+        // Invisible characters are named; any other may be part of the secret.
+        let which = match c {
+            '\u{feff}' => " (U+FEFF, a byte order mark)".to_string(),
+            '\u{a0}' | '\u{200b}'..='\u{200d}' | '\u{2060}' => {
+                format!(" (U+{:04X}, an invisible space)", c as u32)
+            }
+            _ => String::new(),
+        };
+        return Some(format!(
+            "the key holds a non-ASCII character{which} at character {}; API keys are ASCII: remove it where the key is kept",
+            at + 1
+        ));
+    }
+    if value.trim() != value {
+        return Some(
+            "the key begins or ends with blanks; remove them where the key is kept".into(),
+        );
+    }
+    None
 }
 
 /// Whether `value` can be an HTTP header value as sent: visible ASCII, spaces and tabs, or
@@ -203,6 +234,32 @@ fn writable_target(path: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_ascii_without_blanks_at_the_ends() {
+        assert_eq!(key_problem("sk-abc123"), None);
+        let bom = key_problem("\u{feff}sk-abc").unwrap();
+        assert!(
+            bom.contains("U+FEFF, a byte order mark) at character 1"),
+            "{bom}"
+        );
+        let zw = key_problem("sk\u{200b}abc").unwrap();
+        assert!(
+            zw.contains("U+200B, an invisible space) at character 3"),
+            "{zw}"
+        );
+        // A visible non-ASCII character is not shown: it may be part of the secret.
+        let e = key_problem("sk-é").unwrap();
+        assert!(
+            e.contains("non-ASCII character at character 4") && !e.contains('é'),
+            "{e}"
+        );
+        assert!(key_problem(" sk-abc").unwrap().contains("blanks"));
+        assert!(key_problem("sk-abc\t").unwrap().contains("blanks"));
+        assert!(key_problem("two\nlines")
+            .unwrap()
+            .contains("control character"));
+    }
 
     #[test]
     fn header_values_hold_no_control_characters() {

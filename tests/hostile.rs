@@ -239,3 +239,43 @@ fn a_reply_with_lone_surrogates_nul_and_escapes_is_read_and_reported_safely() {
         "{report:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Keys: what cannot be masked reliably is never sent
+
+#[test]
+fn a_key_with_a_byte_order_mark_or_an_invisible_space_is_refused_before_any_request() {
+    // An endpoint that echoes the request's headers in its 401, as some proxies do. The
+    // key's bytes came back decoded as Latin-1, where the masking did not find the key and
+    // its ASCII part reached stderr and the REPORT.
+    let echo = Stub::start(|_, _, _| Reply {
+        status: 401,
+        content_type: "text/plain",
+        body: stub::Body::Full("echo".into()),
+        delay: Duration::ZERO,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let bom = dir.path().join("key");
+    std::fs::write(&bom, format!("\u{feff}{CANARY}\n")).unwrap();
+    for (key_ref, why) in [
+        (
+            format!("file:{}", bom.display()),
+            "(U+FEFF, a byte order mark) at character 1",
+        ),
+        (
+            format!("literal:\u{200b}{CANARY}"),
+            "(U+200B, an invisible space) at character 1",
+        ),
+        (format!("literal:{CANARY} "), "begins or ends with blanks"),
+    ] {
+        let ws = Workspace::new(&format!("{}/v1", echo.url), |c| {
+            c.replace("env:HARNESS_TEST_LLM_KEY", &key_ref)
+        });
+        let run = run_bounded(harness_cmd(&ws, &["once", "--demo"]), &key_ref);
+        fails_with(&run, 1, why);
+        assert!(run.stderr.contains("[litellm].key_ref"), "{}", run.stderr);
+        assert!(!run.stderr.contains(CANARY), "{}", run.stderr);
+        assert!(ws.report_files().is_empty());
+    }
+    assert_eq!(echo.requests(), Vec::<String>::new());
+}
