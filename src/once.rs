@@ -64,11 +64,16 @@ pub async fn once(
     let backend = if args.dry_run {
         None
     } else {
-        Some(ready_backend(&cfg, &args, replay.as_deref(), redactor)?)
+        Some(unless_arrived(ready_backend(
+            &cfg,
+            &args,
+            replay.as_deref(),
+            redactor,
+        ))?)
     };
 
     // intake and routing
-    let redmine = redmine_client(&cfg, &args, redactor)?;
+    let redmine = unless_arrived(redmine_client(&cfg, &args, redactor))?;
     events.mask_with(redactor);
     let Some(taken) = take_task(&cfg, &args, redmine.as_ref(), &run_id, interrupt).await? else {
         info!("intake: no tasks in scope; nothing to do");
@@ -318,6 +323,17 @@ async fn unless_signalled<T>(
         .or_signal(stage)
         .await
         .unwrap_or_else(|signal| Err(interrupted(signal)))
+}
+
+/// The result of a synchronous stage before the turn, unless a signal arrived while it ran:
+/// such a stage (resolving a `cmd:` key ref runs a program) holds the runtime's one thread,
+/// so [`unless_signalled`] could not see the signal; the low-level flag can, and the key
+/// program was stopped at once.
+fn unless_arrived<T>(out: Result<T, Failure>) -> Result<T, Failure> {
+    match crate::signals::arrived() {
+        Some(signal) => Err(interrupted(signal)),
+        None => out,
+    }
 }
 
 /// Lets a signal that reached the process be seen (the handler is a task on this thread)

@@ -279,3 +279,37 @@ fn a_key_with_a_byte_order_mark_or_an_invisible_space_is_refused_before_any_requ
     }
     assert_eq!(echo.requests(), Vec::<String>::new());
 }
+
+// ---------------------------------------------------------------------------------------
+// Signals while a synchronous stage holds the one runtime thread
+
+#[test]
+fn a_signal_while_a_cmd_key_ref_runs_is_honoured_at_once() {
+    // The key program sleeps; the run used to wait for it (up to its 30 s limit), then fail
+    // with exit 1 as if the program had printed no key.
+    for (signal, code) in [(libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
+        let marker = format!("{}.{signal}", std::process::id());
+        let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
+            c.replace(
+                "env:HARNESS_TEST_LLM_KEY",
+                &format!("cmd:sh -c 'sleep 20; echo {marker}'"),
+            )
+        });
+        let child = harness_cmd(&ws, &["once", "--demo"]).spawn().unwrap();
+        common::wait_for_process(&format!("sleep 20; echo {marker}"));
+        let start = Instant::now();
+        // SAFETY: kill only sends a signal to our own child.
+        unsafe {
+            libc::kill(child.id() as i32, signal);
+        }
+        let run = common::runs::finish(child, "signal during cmd:");
+        fails_with(&run, code, "interrupted by signal");
+        assert!(start.elapsed() < Duration::from_secs(5), "{}", run.stderr);
+        // The key program went with it.
+        assert!(
+            !common::process_running(&format!("echo {marker}")),
+            "the key program outlived harness"
+        );
+        assert!(ws.report_files().is_empty());
+    }
+}
