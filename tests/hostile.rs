@@ -313,3 +313,30 @@ fn a_signal_while_a_cmd_key_ref_runs_is_honoured_at_once() {
         assert!(ws.report_files().is_empty());
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Output: a stderr that cannot be written loses narration, never the exit code
+
+#[test]
+fn a_full_stderr_does_not_turn_a_run_into_a_panic() {
+    let llm = model(HELLO);
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| c);
+    for (args, code) in [
+        (&["once", "--demo"][..], 0),
+        (&["once", "--demo", "--dry-run"][..], 0),
+        // An error's own line cannot be printed either: its code still stands.
+        (&["once", "--demo", "--replay", "missing.json"][..], 1),
+    ] {
+        let mut cmd = harness_cmd(&ws, args);
+        cmd.stderr(
+            std::fs::File::options()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        );
+        let out = cmd.output().unwrap();
+        // The subscriber's complaint about a failed write panicked: exit 101.
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+    }
+    assert!(ws.latest().contains("hello"));
+}
