@@ -94,6 +94,22 @@ pub fn size(bytes: u64) -> String {
     }
 }
 
+/// `text` as one line of at most `max` characters: control characters (line breaks, escape
+/// sequences) become blanks, the ends are trimmed, and a longer line is cut with `…`. For
+/// text a peer or a file supplies that narration, the PLAN and the REPORT show on one line
+/// (a task's subject): a Redmine reply may hold megabytes of it.
+pub fn one_line(text: &str, max: usize) -> String {
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let line = line.trim();
+    match line.char_indices().nth(max.saturating_sub(1)) {
+        Some((cut, _)) if line.chars().count() > max => format!("{}…", &line[..cut]),
+        _ => line.to_string(),
+    }
+}
+
 /// `text` when it is at most `max` bytes; else its head and tail (cut on character
 /// boundaries) around a note of how many bytes were left out.
 pub fn clip(text: &str, max: usize) -> String {
@@ -120,6 +136,18 @@ pub fn clip(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_line_is_one_bounded_line() {
+        assert_eq!(
+            one_line("  Fix\nthe \u{1b}[2Jlogin\t ", 100),
+            "Fix the  [2Jlogin"
+        );
+        assert_eq!(one_line("abcdef", 4), "abc…");
+        assert_eq!(one_line("abcd", 4), "abcd");
+        assert_eq!(one_line("ééééé", 3), "éé…");
+        assert_eq!(one_line(&"S".repeat(3_000_000), 255).chars().count(), 255);
+    }
 
     #[test]
     fn reads_a_small_regular_file() {

@@ -340,3 +340,59 @@ fn a_full_stderr_does_not_turn_a_run_into_a_panic() {
     }
     assert!(ws.latest().contains("hello"));
 }
+
+// ---------------------------------------------------------------------------------------
+// Redmine: an issue of megabytes shows as one bounded line
+
+#[test]
+fn an_enormous_redmine_subject_is_one_bounded_line_everywhere() {
+    let issue = serde_json::json!({
+        "id": 7, "subject": format!("{}\u{1b}[2J\nsecond line", "S".repeat(2_000_000)),
+        "description": "Do seven.", "status": {"id": 1, "name": "New"},
+        "updated_on": "2026-01-01T00:00:00Z", "project": {"id": 1, "name": "p"},
+        "tracker": {"id": 1, "name": "t"}, "author": {"id": 1, "name": "a"},
+        "custom_fields": [{"id": 1, "name": "Class", "value": "C".repeat(1_000_000)}],
+    });
+    let list = serde_json::json!({"issues": [issue.clone()], "total_count": 1}).to_string();
+    let one = serde_json::json!({"issue": issue}).to_string();
+    let redmine = Stub::start(move |_, path, _| match path.split('?').next().unwrap() {
+        "/users/current.json" => Reply::json(r#"{"user":{"id":1,"login":"bot"}}"#),
+        "/issues.json" => Reply::json(&list),
+        "/issues/7.json" => Reply::json(&one),
+        _ => Reply::json("{}"),
+    });
+    let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
+        format!(
+            "{c}\n[redmine]\nurl = \"{}\"\nkey_ref = \"env:HARNESS_TEST_REDMINE_KEY\"\nscope_query = \"status_id=open\"\n",
+            redmine.url
+        )
+    });
+    // The class does not route: the error names it, cut.
+    let run = run_bounded(harness_cmd(&ws, &["once", "--dry-run"]), "huge subject");
+    fails_with(&run, 1, "unknown class");
+    assert!(
+        run.stderr.len() < 4096,
+        "stderr of {} bytes",
+        run.stderr.len()
+    );
+    let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
+        format!(
+            "{c}\n[redmine]\nurl = \"{}\"\nkey_ref = \"env:HARNESS_TEST_REDMINE_KEY\"\nscope_query = \"status_id=open\"\nclass_field = \"None\"\n",
+            redmine.url
+        )
+    });
+    for args in [&["once", "--dry-run"][..], &["scope"][..]] {
+        let run = run_bounded(harness_cmd(&ws, args), "huge subject");
+        assert_eq!(
+            run.code,
+            0,
+            "{args:?}: {}",
+            &run.stderr[..run.stderr.len().min(2000)]
+        );
+        for out in [&run.stdout, &run.stderr] {
+            assert!(out.len() < 8192, "{args:?}: {} bytes", out.len());
+            assert!(!out.contains('\u{1b}'), "{args:?}: {out}");
+        }
+        assert!(run.stdout.contains("SSS…"), "{args:?}: {}", run.stdout);
+    }
+}

@@ -99,8 +99,8 @@ pub fn parse(stem: &str, text: &str) -> Result<Task, String> {
     Ok(Task {
         id: stem.to_string(),
         source: Kind::Inbox,
-        subject,
-        class,
+        subject: crate::bounded::one_line(&subject, super::SUBJECT_MAX),
+        class: class.map(|c| crate::bounded::one_line(&c, super::CLASS_MAX)),
         prompt: prompt.to_string(),
     })
 }
