@@ -396,3 +396,22 @@ fn an_enormous_redmine_subject_is_one_bounded_line_everywhere() {
         assert!(run.stdout.contains("SSS…"), "{args:?}: {}", run.stdout);
     }
 }
+
+#[test]
+fn a_200_with_an_error_body_names_the_error_masked() {
+    // A proxy that answers 200 with an error object echoing the request's key.
+    let body: &'static str = Box::leak(
+        format!(r#"{{"error":{{"message":"upstream refused key {CANARY}","type":"x"}}}}"#)
+            .into_boxed_str(),
+    );
+    let llm = model(body);
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| c);
+    let run = run_bounded(harness_cmd(&ws, &["once", "--demo"]), "200 error");
+    fails_with(
+        &run,
+        4,
+        "the reply has no choices but an error: upstream refused key [redacted]",
+    );
+    assert!(!run.stderr.contains(CANARY));
+    assert!(!ws.all_files_text().contains(CANARY));
+}

@@ -119,7 +119,19 @@ impl Backend {
 /// Turns a parsed response into a [`Reply`], or says why it is unusable.
 pub fn reply_from(raw: ChatResponse, retries: u32, latency: Duration) -> Result<Reply, String> {
     let Some(choice) = raw.choices.first() else {
-        return Err("the reply has no choices".to_string());
+        // A proxy that answers 200 with an error object: its message says what went wrong.
+        return Err(match &raw.error {
+            Some(error) => {
+                let message = error["message"]
+                    .as_str()
+                    .map_or_else(|| error.to_string(), str::to_string);
+                format!(
+                    "the reply has no choices but an error: {}",
+                    crate::http::excerpt(&message)
+                )
+            }
+            None => "the reply has no choices".to_string(),
+        });
     };
     let content = choice.message.content.clone();
     let mut tool_calls = choice.message.tool_calls.clone().unwrap_or_default();

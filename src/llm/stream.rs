@@ -225,6 +225,7 @@ impl StreamAssembler {
                 finish_reason: self.finish_reason,
             }],
             usage: self.usage,
+            error: None,
         };
         Ok((response, self.cost))
     }

@@ -101,6 +101,9 @@ pub struct ChatResponse {
     /// Token counts; some endpoints omit them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// An error object some proxies send with status 200 instead of choices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<serde_json::Value>,
 }
 
 /// One choice of a response.
@@ -177,6 +180,18 @@ pub fn bash_tool_spec() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_200_with_an_error_object_says_its_message() {
+        let r: ChatResponse =
+            serde_json::from_str(r#"{"error":{"message":"upstream\nrefused","code":429}}"#)
+                .unwrap();
+        let e = crate::llm::reply_from(r, 0, std::time::Duration::ZERO).unwrap_err();
+        assert_eq!(e, "the reply has no choices but an error: upstream refused");
+        let r: ChatResponse = serde_json::from_str(r#"{"choices":[]}"#).unwrap();
+        let e = crate::llm::reply_from(r, 0, std::time::Duration::ZERO).unwrap_err();
+        assert_eq!(e, "the reply has no choices");
+    }
     use pretty_assertions::assert_eq;
 
     #[test]
