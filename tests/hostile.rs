@@ -415,3 +415,25 @@ fn a_200_with_an_error_body_names_the_error_masked() {
     assert!(!run.stderr.contains(CANARY));
     assert!(!ws.all_files_text().contains(CANARY));
 }
+
+#[test]
+fn a_signal_ends_check_at_once_even_while_the_proxy_hangs() {
+    // `harness check` waited out the proxy's whole timeout, then exited 1.
+    let proxy = Stub::start(|_, _, _| Reply::json(r#"{"data":[]}"#).after(Duration::from_secs(60)));
+    let ws = Workspace::new(&format!("{}/v1", proxy.url), |c| {
+        c.replace(
+            "timeout_secs = 10\nmax_retries",
+            "timeout_secs = 120\nmax_retries",
+        )
+    });
+    let child = harness_cmd(&ws, &["check"]).spawn().unwrap();
+    proxy.wait_for("/models", Duration::from_secs(20));
+    let start = Instant::now();
+    // SAFETY: kill only sends a signal to our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let run = common::runs::finish(child, "check");
+    fails_with(&run, 130, "interrupted by signal 2");
+    assert!(start.elapsed() < Duration::from_secs(5), "{}", run.stderr);
+}
