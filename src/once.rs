@@ -106,7 +106,9 @@ pub async fn once(
     });
 
     // session
-    let opened = match open_session(&cfg, &args, &taken, redmine.as_ref()).await {
+    // A signal while a session attachment downloads: honoured at once, the claim released.
+    let opening = open_session(&cfg, &args, &taken, redmine.as_ref());
+    let opened = match unless_signalled(interrupt, opening).await {
         Ok(opened) => opened,
         Err(failure) => {
             let why = redactor.redact(&format!("{:#}", failure.error));
@@ -138,7 +140,7 @@ pub async fn once(
     }
 
     // the task's git worktree, which becomes the work root
-    let (cfg, workspace) = match with_workspace(cfg, task) {
+    let (cfg, workspace) = match unless_arrived(with_workspace(cfg, task)) {
         Ok(opened) => opened,
         Err(failure) => {
             let why = redactor.redact(&format!("{:#}", failure.error));

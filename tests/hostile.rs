@@ -437,3 +437,36 @@ fn a_signal_ends_check_at_once_even_while_the_proxy_hangs() {
     fails_with(&run, 130, "interrupted by signal 2");
     assert!(start.elapsed() < Duration::from_secs(5), "{}", run.stderr);
 }
+
+#[test]
+fn a_signal_while_the_session_downloads_releases_the_claim_at_once() {
+    // The session attachment's download hangs; the signal used to wait for it (the Redmine
+    // timeout, times the retries) before the claim was released.
+    let redmine = stub::MiniRedmine::start_with(Duration::ZERO, Some(Duration::from_secs(60)));
+    let llm = model(HELLO);
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| {
+        format!(
+            "{}\n[redmine]\nurl = \"{}\"\nkey_ref = \"env:HARNESS_TEST_REDMINE_KEY\"\nscope_query = \"status_id=open\"\ntimeout_secs = 120\n",
+            c.replace("[session]\nenabled = false", "[session]\nenabled = true"),
+            redmine.stub.url
+        )
+    });
+    let child = harness_cmd(&ws, &["once"]).spawn().unwrap();
+    redmine
+        .stub
+        .wait_for("/attachments/download/", Duration::from_secs(20));
+    let start = Instant::now();
+    // SAFETY: kill only sends a signal to our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let run = common::runs::finish(child, "signal during the session download");
+    fails_with(&run, 143, "interrupted by signal 15 before the turn");
+    assert!(start.elapsed() < Duration::from_secs(5), "{}", run.stderr);
+    let notes = redmine.notes();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[0].starts_with("[harness-claim]"), "{notes:?}");
+    assert!(notes[1].starts_with("[harness-release]"), "{notes:?}");
+    assert!(llm.requests().is_empty(), "{:?}", llm.requests());
+    assert!(ws.report_files().is_empty());
+}

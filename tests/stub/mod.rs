@@ -193,6 +193,12 @@ pub struct MiniRedmine {
 impl MiniRedmine {
     /// Starts it; every `PUT` is answered after `put_delay`.
     pub fn start(put_delay: Duration) -> MiniRedmine {
+        MiniRedmine::start_with(put_delay, None)
+    }
+
+    /// Like [`start`](Self::start); with `session_download`, the issue carries a session
+    /// attachment of vertical `test` whose download answers after that long.
+    pub fn start_with(put_delay: Duration, session_download: Option<Duration>) -> MiniRedmine {
         let journals = Arc::new(Mutex::new(Vec::<String>::new()));
         let state = Arc::new(Mutex::new((1u64, None::<u64>)));
         let j = journals.clone();
@@ -219,6 +225,12 @@ impl MiniRedmine {
                 }
                 if full {
                     v["journals"] = journals.into();
+                    if session_download.is_some() {
+                        v["attachments"] = serde_json::json!([{
+                            "id": 5, "filename": "session-test-7-run1.jsonl.gz", "filesize": 100,
+                            "content_url": "/attachments/download/5/session-test-7-run1.jsonl.gz",
+                        }]);
+                    }
                 }
                 v
             };
@@ -253,6 +265,12 @@ impl MiniRedmine {
                         delay: put_delay,
                     }
                 }
+                ("GET", p) if p.starts_with("/attachments/download/") => Reply {
+                    status: 200,
+                    content_type: "application/octet-stream",
+                    body: Body::Full("not reached".into()),
+                    delay: session_download.unwrap_or_default(),
+                },
                 _ => Reply {
                     status: 404,
                     content_type: "application/json",
