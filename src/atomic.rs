@@ -119,6 +119,26 @@ pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
     }
 }
 
+/// Whether `target` is the file `place`, or lies inside the directory `place`, once both are
+/// resolved (symlinks, `..`, relative to the current directory); a path that does not exist
+/// yet is resolved through its parent. Used to refuse an output that would overwrite one
+/// of harness's own inputs.
+pub fn lies_in(target: &Path, place: &Path) -> bool {
+    let (Some(target), Some(place)) = (resolved(target), resolved(place)) else {
+        return false;
+    };
+    target.starts_with(place)
+}
+
+/// `path` made absolute with its symlinks resolved, as far as it exists.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return Some(real);
+    }
+    let name = path.file_name()?;
+    Some(std::fs::canonicalize(parent_dir(path)).ok()?.join(name))
+}
+
 fn parent_dir(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -137,6 +157,19 @@ fn sync_dir(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_lies_in_itself_and_beneath_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("harness.toml");
+        std::fs::write(&f, "x").unwrap();
+        std::os::unix::fs::symlink(&f, d.path().join("link")).unwrap();
+        assert!(lies_in(&f, &f));
+        assert!(lies_in(&d.path().join("link"), &f));
+        assert!(lies_in(&d.path().join("new.md"), d.path()));
+        assert!(!lies_in(&d.path().join("other.toml"), &f));
+        assert!(!lies_in(Path::new("/nonexistent/x"), &f));
+    }
 
     #[test]
     fn only_a_regular_file_is_ever_replaced() {

@@ -108,6 +108,17 @@ async fn run_once(
     mut redactor: Redactor,
     spawner: tools::spawner::Spawner,
 ) -> Result<Success, Failure> {
+    if let Some(path) = args.events.as_deref().filter(|p| p.as_os_str() != "-") {
+        // Appending events to the config file breaks it for every later run.
+        let config = config::config_path(args.config.clone());
+        if atomic::lies_in(path, &config) {
+            return Err(anyhow!(
+                "--events {}: is the config file, which harness reads; write the stream elsewhere",
+                path.display()
+            ))
+            .stage(Stage::Usage);
+        }
+    }
     let events = Events::open(args.events.as_deref(), "once").stage(Stage::Usage)?;
     let last_words = events.clone();
     interrupt.on_hard_exit(Box::new(move |signal| {

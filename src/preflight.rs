@@ -82,7 +82,8 @@ pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
         checks.push(Check {
             what: "record",
             stage: Stage::Usage,
-            outcome: writable_target(path)
+            outcome: not_an_input(path, cfg)
+                .and_then(|()| writable_target(path))
                 .map(|()| format!("{} can be written", path.display()))
                 .with_context(|| format!("--record {}", path.display())),
         });
@@ -211,6 +212,25 @@ fn report_dir(dir: &Path) -> anyhow::Result<()> {
         );
     }
     crate::report::prepare_dir(dir)
+}
+
+/// `path` is none of harness's own input files: not the config file, not a key file
+/// (`--record harness.toml` replaced the config with a cassette, exit 0).
+fn not_an_input(path: &Path, cfg: &Config) -> anyhow::Result<()> {
+    let input = cfg
+        .bash
+        .never_read
+        .iter()
+        .filter(|n| **n != crate::config::NeverRead::cassette(path) && !n.path.is_dir())
+        .find(|n| crate::atomic::lies_in(path, &n.path));
+    match input {
+        Some(n) => bail!(
+            "is {} ({}), which harness reads; write it elsewhere",
+            n.what,
+            n.path.display()
+        ),
+        None => Ok(()),
+    }
 }
 
 /// A file can be written atomically at `path`: it is not a directory, and a temp file can be

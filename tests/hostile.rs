@@ -470,3 +470,52 @@ fn a_signal_while_the_session_downloads_releases_the_claim_at_once() {
     assert!(llm.requests().is_empty(), "{:?}", llm.requests());
     assert!(ws.report_files().is_empty());
 }
+
+// ---------------------------------------------------------------------------------------
+// An output never overwrites one of harness's own inputs
+
+#[test]
+fn record_and_events_never_overwrite_the_config_or_a_key_file() {
+    let llm = model(HELLO);
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("llm.key");
+    std::fs::write(&key, format!("{CANARY}\n")).unwrap();
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| {
+        c.replace(
+            "env:HARNESS_TEST_LLM_KEY",
+            &format!("file:{}", key.display()),
+        )
+    });
+    let config = std::fs::read_to_string(ws.config()).unwrap();
+    let config_path = ws.config();
+    let (config_arg, key_arg) = (config_path.to_str().unwrap(), key.to_str().unwrap());
+    // `--record harness.toml` replaced the config with a cassette and exited 0;
+    // `--events harness.toml` appended JSON lines to it.
+    for (args, why) in [
+        (
+            vec!["once", "--demo", "--record", config_arg],
+            "is the config file",
+        ),
+        (
+            vec!["once", "--demo", "--record", "harness.toml"],
+            "is the config file",
+        ),
+        (
+            vec!["once", "--demo", "--record", key_arg],
+            "is the key file of [litellm].key_ref",
+        ),
+        (
+            vec!["once", "--demo", "--events", config_arg],
+            "is the config file",
+        ),
+    ] {
+        let run = run_bounded(harness_cmd(&ws, &args), why);
+        fails_with(&run, 1, why);
+    }
+    assert_eq!(std::fs::read_to_string(ws.config()).unwrap(), config);
+    assert_eq!(
+        std::fs::read_to_string(&key).unwrap(),
+        format!("{CANARY}\n")
+    );
+    assert!(llm.requests().is_empty(), "{:?}", llm.requests());
+}
