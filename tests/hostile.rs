@@ -42,6 +42,24 @@ fn fails_with(run: &common::Run, code: i32, needle: &str) {
     );
 }
 
+type Sizes = std::sync::Arc<std::sync::Mutex<Vec<usize>>>;
+
+/// An endpoint that answers `first` to the first chat request and [`HELLO`] to the rest,
+/// logging each request body's size.
+fn first_then_hello(first: String) -> (Stub, Sizes) {
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    let sizes = Sizes::default();
+    let log = sizes.clone();
+    let llm = Stub::start(move |_, _, body| {
+        log.lock().unwrap().push(body.len());
+        match seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => Reply::json(&first),
+            _ => Reply::json(HELLO),
+        }
+    });
+    (llm, sizes)
+}
+
 const HELLO: &str =
     r#"{"choices":[{"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}"#;
 
@@ -178,16 +196,7 @@ fn a_reply_of_thousands_of_tool_calls_leaves_a_small_report() {
             calls.join(",")
         )
     };
-    let seen = std::sync::atomic::AtomicUsize::new(0);
-    let sizes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let log = sizes.clone();
-    let llm = Stub::start(move |_, _, body| {
-        log.lock().unwrap().push(body.len());
-        match seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
-            0 => Reply::json(&flood),
-            _ => Reply::json(HELLO),
-        }
-    });
+    let (llm, sizes) = first_then_hello(flood);
     let ws = Workspace::new(&format!("{}/v1", llm.url), |c| c);
     let run = run_bounded(harness_cmd(&ws, &["once", "--demo"]), "flood");
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -518,4 +527,33 @@ fn record_and_events_never_overwrite_the_config_or_a_key_file() {
         format!("{CANARY}\n")
     );
     assert!(llm.requests().is_empty(), "{:?}", llm.requests());
+}
+
+#[test]
+fn a_tool_call_with_a_name_and_an_id_of_megabytes_stays_small_everywhere() {
+    let big = "N".repeat(2_000_000);
+    let first = format!(
+        r#"{{"choices":[{{"message":{{"role":"assistant","content":null,"tool_calls":[{{"id":"{big}","type":"function","function":{{"name":"{big}","arguments":"{{}}"}}}}]}},"finish_reason":"tool_calls"}}]}}"#
+    );
+    let (llm, sizes) = first_then_hello(first);
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| c);
+    let events = ws.path().join("events.jsonl");
+    let run = run_bounded(
+        harness_cmd(
+            &ws,
+            &["once", "--demo", "--events", events.to_str().unwrap()],
+        ),
+        "huge name",
+    );
+    assert_eq!(run.code, 0, "{}", &run.stderr[..run.stderr.len().min(2000)]);
+    assert!(
+        run.stderr.len() < 8192,
+        "stderr of {} bytes",
+        run.stderr.len()
+    );
+    let stream = std::fs::read_to_string(&events).unwrap();
+    assert!(stream.len() < 64 * 1024, "events of {} bytes", stream.len());
+    assert!(ws.latest().len() < 64 * 1024);
+    let sizes = sizes.lock().unwrap().clone();
+    assert!(sizes[1] < 64 * 1024, "second request of {} bytes", sizes[1]);
 }

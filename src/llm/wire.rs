@@ -182,6 +182,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn huge_tool_call_ids_and_names_are_cut() {
+        let body = format!(
+            r#"{{"choices":[{{"message":{{"tool_calls":[{{"id":"{}","type":"function","function":{{"name":"{}","arguments":"{{}}"}}}},{{"id":"ok_1","type":"function","function":{{"name":"bash","arguments":"{{}}"}}}}]}}}}]}}"#,
+            "i".repeat(100_000),
+            "n".repeat(100_000)
+        );
+        let r: ChatResponse = serde_json::from_str(&body).unwrap();
+        let reply = crate::llm::reply_from(r, 0, std::time::Duration::ZERO).unwrap();
+        assert_eq!(reply.tool_calls[0].id, "call_0");
+        assert_eq!(reply.tool_calls[0].function.name.chars().count(), 64);
+        assert_eq!(reply.tool_calls[1].id, "ok_1");
+        assert_eq!(reply.tool_calls[1].function.name, "bash");
+    }
+
+    #[test]
     fn a_200_with_an_error_object_says_its_message() {
         let r: ChatResponse =
             serde_json::from_str(r#"{"error":{"message":"upstream\nrefused","code":429}}"#)
