@@ -557,3 +557,39 @@ fn a_tool_call_with_a_name_and_an_id_of_megabytes_stays_small_everywhere() {
     let sizes = sizes.lock().unwrap().clone();
     assert!(sizes[1] < 64 * 1024, "second request of {} bytes", sizes[1]);
 }
+
+#[test]
+fn a_streamed_tool_call_with_a_huge_index_is_one_call() {
+    // One 150-byte event with `"index": 1000000000` grew the call list to that length:
+    // gigabytes, then an abort. (5,000,000 here keeps a regression cheap to see: the call
+    // at the gap's end was never run, placeholders were.)
+    const EVENTS: &str = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":5000000,\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"{\\\"command\\\":\\\"echo far-call\\\"}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    let llm =
+        Stub::start(
+            move |_, _, _| match seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                0 => Reply {
+                    status: 200,
+                    content_type: "text/event-stream",
+                    body: stub::Body::Full(EVENTS.into()),
+                    delay: Duration::ZERO,
+                },
+                _ => Reply::json(HELLO),
+            },
+        );
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| {
+        c.replace("max_retries = 2\n", "max_retries = 2\nstreaming = true\n")
+    });
+    let run = run_bounded(harness_cmd(&ws, &["once", "--demo"]), "huge index");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("1 tool call"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("\"echo far-call\" -> allowed"),
+        "{}",
+        run.stderr
+    );
+}
