@@ -593,3 +593,21 @@ fn a_streamed_tool_call_with_a_huge_index_is_one_call() {
         run.stderr
     );
 }
+
+#[test]
+fn token_counts_of_u64_max_saturate_and_still_stop_a_budget() {
+    // `prompt_tokens: u64::MAX` overflowed the turn's sum: a panic (exit 101), no REPORT.
+    let first = r#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"bash","arguments":"{\"command\":\"echo x\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":18446744073709551615,"total_tokens":0}}"#;
+    let (llm, _) = first_then_hello(first.to_string());
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| {
+        format!("{c}\n[budget]\nmax_total_tokens = 1000\n")
+    });
+    let run = run_bounded(harness_cmd(&ws, &["once", "--demo"]), "u64::MAX usage");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = ws.latest();
+    assert_eq!(common::front(&report, "stop_reason"), "budget", "{report}");
+    assert_eq!(
+        common::front(&report, "total_tokens"),
+        serde_json::json!(u64::MAX)
+    );
+}

@@ -37,8 +37,10 @@ impl Tally {
                 usage, cost_usd, ..
             } => {
                 self.rounds += 1;
-                self.prompt_tokens += usage.prompt_tokens;
-                self.completion_tokens += usage.completion_tokens;
+                self.prompt_tokens = self.prompt_tokens.saturating_add(usage.prompt_tokens);
+                self.completion_tokens = self
+                    .completion_tokens
+                    .saturating_add(usage.completion_tokens);
                 self.cost_usd += cost_usd.unwrap_or(0.0);
             }
             Event::ToolCompleted { verdict, .. } => self.tool_calls[verdict_index(*verdict)] += 1,

@@ -454,10 +454,12 @@ pub fn parse_model_info(body: &str) -> Result<BTreeMap<String, ModelPrice>, Stri
         let Some(name) = entry["model_name"].as_str() else {
             continue;
         };
+        // A price is a sum of money: a negative one would hold a cost budget off.
         let per_token = |k: &str| {
             entry["model_info"][k]
                 .as_f64()
                 .or_else(|| entry["litellm_params"][k].as_f64())
+                .filter(|p| p.is_finite() && *p >= 0.0)
         };
         if let (Some(input), Some(output)) = (
             per_token("input_cost_per_token"),

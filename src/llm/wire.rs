@@ -148,13 +148,19 @@ pub struct Usage {
 impl Usage {
     /// Adds another response's counts; a missing total is computed.
     pub fn add(&mut self, other: &Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.total_tokens += if other.total_tokens == 0 {
-            other.prompt_tokens + other.completion_tokens
-        } else {
-            other.total_tokens
-        };
+        // Saturating: the counts are the endpoint's word, and u64::MAX from it overflowed
+        // (a panic, exit 101, no REPORT).
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.total_tokens = self
+            .total_tokens
+            .saturating_add(if other.total_tokens == 0 {
+                other.prompt_tokens.saturating_add(other.completion_tokens)
+            } else {
+                other.total_tokens
+            });
     }
 }
 
@@ -180,6 +186,20 @@ pub fn bash_tool_spec() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_from_the_endpoint_saturates() {
+        let max = Usage {
+            prompt_tokens: u64::MAX,
+            completion_tokens: u64::MAX,
+            total_tokens: 0,
+        };
+        let mut total = Usage::default();
+        total.add(&max);
+        total.add(&max);
+        assert_eq!(total.total_tokens, u64::MAX);
+        assert_eq!(total.prompt_tokens, u64::MAX);
+    }
 
     #[test]
     fn huge_tool_call_ids_and_names_are_cut() {

@@ -268,7 +268,10 @@ pub fn drop_tool_choice(error: &LlmError, shape: Shape) -> bool {
 /// The cost of a round: the endpoint's own figure, else `usage` x `price`; `None` when
 /// neither is known. Rounded to a nano-dollar.
 pub fn round_cost(reported: Option<f64>, price: Option<&ModelPrice>, usage: &Usage) -> Option<f64> {
+    // A cost the endpoint reports must be a sum of money: a negative one (a stream's
+    // `usage.cost` is not checked on the way in) would hold a `max_cost_usd` budget off.
     reported
+        .filter(|c| c.is_finite() && *c >= 0.0)
         .or_else(|| price.map(|p| p.cost(usage)))
         .map(round_usd)
 }
@@ -544,6 +547,9 @@ mod tests {
         assert_eq!(round_cost(Some(0.25), Some(&price), &usage), Some(0.25));
         assert_eq!(round_cost(None, Some(&price), &usage), Some(0.002));
         assert_eq!(round_cost(None, None, &usage), None);
+        // A reported cost that is no sum of money falls back to the price.
+        assert_eq!(round_cost(Some(-1e300), Some(&price), &usage), Some(0.002));
+        assert_eq!(round_cost(Some(f64::NAN), None, &usage), None);
         assert_eq!(add_cost(None, None), None);
         assert_eq!(add_cost(Some(0.1), None), Some(0.1));
         assert_eq!(add_cost(Some(0.1), Some(0.2)), Some(0.3));
