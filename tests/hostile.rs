@@ -611,3 +611,17 @@ fn token_counts_of_u64_max_saturate_and_still_stop_a_budget() {
         serde_json::json!(u64::MAX)
     );
 }
+
+#[test]
+fn a_reply_with_odd_token_counts_is_still_a_reply() {
+    // `null`, negative or float counts made serde refuse the whole reply: three attempts,
+    // then an LLM error (exit 4) for a reply that was fine.
+    let llm = model(
+        r#"{"choices":[{"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":null,"completion_tokens":-1,"total_tokens":2.5}}"#,
+    );
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| c);
+    let run = run_bounded(harness_cmd(&ws, &["once", "--demo"]), "odd usage");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(llm.requests().len(), 1, "{:?}", llm.requests());
+    assert_eq!(common::front(&ws.latest(), "total_tokens"), 2);
+}

@@ -135,14 +135,33 @@ pub struct ResponseMessage {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens in the prompt.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "count")]
     pub prompt_tokens: u64,
     /// Tokens generated.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "count")]
     pub completion_tokens: u64,
     /// Their sum, as the endpoint reports it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "count")]
     pub total_tokens: u64,
+}
+
+/// A token count as an endpoint may send it: a whole number, or `null`, a float, a
+/// negative number or a string of digits, none of which may make the whole reply unusable
+/// (the counts only inform): each reads as the count it can be, else 0.
+fn count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(match v {
+        serde_json::Value::Number(n) => n
+            .as_u64()
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.is_finite() && *f > 0.0)
+                    .map(|f| f as u64)
+            })
+            .unwrap_or(0),
+        serde_json::Value::String(s) => s.trim().parse().unwrap_or(0),
+        _ => 0,
+    })
 }
 
 impl Usage {
@@ -186,6 +205,25 @@ pub fn bash_tool_spec() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn odd_token_counts_never_make_a_reply_unusable() {
+        let r: ChatResponse = serde_json::from_str(
+            r#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":null,"completion_tokens":-3,"total_tokens":"12"}}"#,
+        )
+        .unwrap();
+        let u = r.usage.unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.total_tokens),
+            (0, 0, 12)
+        );
+        let r: ChatResponse = serde_json::from_str(
+            r#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":7.9,"completion_tokens":{}}}"#,
+        )
+        .unwrap();
+        let u = r.usage.unwrap();
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (7, 0));
+    }
 
     #[test]
     fn usage_from_the_endpoint_saturates() {
