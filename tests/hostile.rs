@@ -625,3 +625,17 @@ fn a_reply_with_odd_token_counts_is_still_a_reply() {
     assert_eq!(llm.requests().len(), 1, "{:?}", llm.requests());
     assert_eq!(common::front(&ws.latest(), "total_tokens"), 2);
 }
+
+#[test]
+fn tool_call_arguments_sent_as_an_object_run() {
+    let first = r#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"bash","arguments":{"command":"echo object-args"}}}]},"finish_reason":"tool_calls"}]}"#;
+    let (llm, _) = first_then_hello(first.to_string());
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| c);
+    let run = run_bounded(harness_cmd(&ws, &["once", "--demo"]), "object arguments");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("\"echo object-args\" -> allowed"),
+        "{}",
+        run.stderr
+    );
+}

@@ -63,9 +63,19 @@ pub struct FunctionCall {
     /// Tool name (`bash`).
     #[serde(default)]
     pub name: String,
-    /// JSON text; may be invalid, which the turn reports back to the model.
-    #[serde(default)]
+    /// JSON text; may be invalid, which the turn reports back to the model. An endpoint
+    /// that sends the arguments as an object (or `null`) gets them read as their JSON text,
+    /// not the whole reply refused.
+    #[serde(default, deserialize_with = "json_text")]
     pub arguments: String,
+}
+
+fn json_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => s,
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    })
 }
 
 /// The body of `POST /chat/completions`.
@@ -223,6 +233,17 @@ mod tests {
         .unwrap();
         let u = r.usage.unwrap();
         assert_eq!((u.prompt_tokens, u.completion_tokens), (7, 0));
+    }
+
+    #[test]
+    fn arguments_sent_as_an_object_are_read_as_their_json() {
+        let r: ChatResponse = serde_json::from_str(
+            r#"{"choices":[{"message":{"tool_calls":[{"id":"a","function":{"name":"bash","arguments":{"command":"ls"}}},{"id":"b","function":{"name":"bash","arguments":null}}]}}]}"#,
+        )
+        .unwrap();
+        let calls = r.choices[0].message.tool_calls.clone().unwrap();
+        assert_eq!(calls[0].function.arguments, r#"{"command":"ls"}"#);
+        assert_eq!(calls[1].function.arguments, "");
     }
 
     #[test]
