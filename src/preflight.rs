@@ -191,6 +191,14 @@ pub fn key_problem(value: &str) -> Option<String> {
             "the key begins or ends with blanks; remove them where the key is kept".into(),
         );
     }
+    // The redactor leaves values this short alone (they would mask ordinary text), so such
+    // a key would show wherever a peer echoed it.
+    if value.len() < 4 {
+        return Some(
+            "the key is shorter than 4 characters: too short to be masked in outputs, and no real key"
+                .into(),
+        );
+    }
     None
 }
 
@@ -279,6 +287,8 @@ mod tests {
         assert!(key_problem("two\nlines")
             .unwrap()
             .contains("control character"));
+        assert!(key_problem("abc").unwrap().contains("shorter than 4"));
+        assert_eq!(key_problem("abcd"), None);
     }
 
     #[test]
