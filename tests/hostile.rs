@@ -641,3 +641,24 @@ fn tool_call_arguments_sent_as_an_object_run() {
         run.stderr
     );
 }
+
+#[test]
+fn an_sse_content_type_in_any_case_is_a_stream() {
+    const EVENTS: &str = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"streamed\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let llm = Stub::start(|_, _, _| Reply {
+        status: 200,
+        content_type: "Text/Event-Stream; charset=UTF-8",
+        body: stub::Body::Full(EVENTS.into()),
+        delay: Duration::ZERO,
+    });
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| {
+        c.replace("max_retries = 2\n", "max_retries = 2\nstreaming = true\n")
+    });
+    let run = run_bounded(harness_cmd(&ws, &["once", "--demo"]), "SSE content type");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(common::body(&ws.latest()), "streamed\n");
+}

@@ -190,7 +190,12 @@ impl HttpClient {
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
+            // Media types are case-insensitive (`Text/Event-Stream; charset=utf-8`).
+            .is_some_and(|v| {
+                v.trim()
+                    .to_ascii_lowercase()
+                    .starts_with("text/event-stream")
+            });
         if status == 200 && is_sse {
             return self.read_stream(response, model).await;
         }
