@@ -407,6 +407,25 @@ harness_last_run_duration_seconds{vertical="demo"} 1.5
     }
 
     #[test]
+    fn a_textfile_that_is_a_fifo_or_huge_fails_at_once_and_is_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let tally = Tally::default();
+        let r = run("completed", 0, &tally, "2026-12-01T10:00:00Z");
+        let fifo = d.path().join("h.prom");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = format!("{:#}", update(&fifo, &r).unwrap_err());
+        assert!(e.contains("is a FIFO"), "{e}");
+        let big = d.path().join("big.prom");
+        std::fs::write(&big, vec![b'#'; TEXTFILE_MAX as usize + 1]).unwrap();
+        let e = format!("{:#}", update(&big, &r).unwrap_err());
+        assert!(e.contains("larger than 4 MiB"), "{e}");
+        // A missing one starts the counters.
+        update(&d.path().join("new.prom"), &r).unwrap();
+    }
+
+    #[test]
     fn unreadable_and_foreign_lines_are_dropped() {
         let prev = "garbage\nother_metric 3\nharness_rounds_total{vertical=\"demo\"} NaN\nharness_rounds_total{vertical=\"demo\"} 4\n";
         let text = render(
