@@ -52,6 +52,14 @@ fn main() -> ExitCode {
     // `--dry-run`.
     let spawner = matches!(&cli.command, harness::cli::Command::Once(a) if !a.dry_run)
         .then(harness::tools::spawner::start);
+    // A file-size limit (`ulimit -f`, a full quota) must fail a write with EFBIG, which the
+    // REPORT writer handles (the reply goes to stderr, exit 1), not kill the run with
+    // SIGXFSZ (exit 153, no REPORT, a temp file left). Set after the spawner is forked, so
+    // the commands it starts keep the default.
+    // SAFETY: setting a signal's disposition to SIG_IGN, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     let spawner_pid = spawner
         .as_ref()
         .and_then(|s| s.as_ref().ok())

@@ -662,3 +662,41 @@ fn an_sse_content_type_in_any_case_is_a_stream() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(common::body(&ws.latest()), "streamed\n");
 }
+
+// ---------------------------------------------------------------------------------------
+// A file-size limit as a shell sets it (SIGXFSZ not ignored)
+
+#[test]
+fn a_file_size_limit_fails_the_report_write_instead_of_killing_the_run() {
+    use std::os::unix::process::CommandExt;
+    let reply = format!("{} the end", "L".repeat(8000));
+    let body: &'static str = Box::leak(
+        format!(r#"{{"choices":[{{"message":{{"role":"assistant","content":"{reply}"}},"finish_reason":"stop"}}]}}"#)
+            .into_boxed_str(),
+    );
+    let llm = model(body);
+    let ws = Workspace::new(&format!("{}/v1", llm.url), |c| c);
+    let mut cmd = harness_cmd(&ws, &["once", "--demo"]);
+    // `ulimit -f 4` in a shell: SIGXFSZ keeps its default, which killed harness (exit 153,
+    // no REPORT anywhere, a temp file left in the report dir).
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs in the hook.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 4096,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+            Ok(())
+        });
+    }
+    let run = run_bounded(cmd, "RLIMIT_FSIZE");
+    fails_with(&run, 1, "the REPORT could not be written");
+    assert!(run.stderr.contains(&reply), "{}", run.stderr.len());
+    let leftovers: Vec<_> = std::fs::read_dir(ws.reports())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".harness-tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
