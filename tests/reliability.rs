@@ -470,8 +470,9 @@ fn secrets_never_leak_even_when_the_model_goes_looking() {
 // ---------------------------------------------------------------------------------------
 // disk trouble
 
-/// Runs harness with `RLIMIT_FSIZE` set to `bytes`: a write past it fails with EFBIG (with
-/// SIGXFSZ ignored) or kills the process with SIGXFSZ, as a full disk would fail it mid-way.
+/// Runs harness with `RLIMIT_FSIZE` set to `bytes`: a write past it fails with EFBIG, as a
+/// full disk would fail it mid-way (SIGXFSZ ignored by the caller, or at its default, which
+/// harness ignores itself).
 fn run_with_file_size_limit(ws: &Workspace, bytes: u64, ignore_sigxfsz: bool) -> Run {
     let mut cmd = harness_cmd(ws, &["once", "--demo"]);
     // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs in the hook.
