@@ -1,7 +1,9 @@
 //! Leaf adapter (filesystem): atomic, durable file writes. A reader sees the old file or the
 //! new one, whole, never a torn one: the bytes go to a temp file in the same directory, are
 //! fsynced, renamed over the target, and the directory is fsynced. Used by the REPORT writer
-//! and the cassette recorder; imports nothing from the crate.
+//! and the cassette recorder. Only a regular file (or a symlink, or nothing) is ever replaced:
+//! a device, FIFO, socket or directory at the target is refused, so `--record /dev/full` run
+//! as root cannot swap a device node for a file. Imports only the leaf `bounded`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -42,7 +44,26 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
     put(path, bytes, /*durable*/ false)
 }
 
+/// Refuses a target that [`write`] must not replace: an existing directory, FIFO, device or
+/// socket (rename(2) would put a file in its place). A missing path, a regular file or a
+/// symlink (the link itself is replaced) is fine.
+pub fn check_target(path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Ok(()),
+        Ok(meta) => match crate::bounded::irregular(meta.file_type()) {
+            None => Ok(()),
+            Some(what) => anyhow::bail!(
+                "{} is {what}, not a regular file; harness replaces only regular files",
+                path.display()
+            ),
+        },
+        // Missing, or unreachable: the temp file beside it fails with the better message.
+        Err(_) => Ok(()),
+    }
+}
+
 fn put(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
+    check_target(path)?;
     let dir = parent_dir(path);
     let mut tmp = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
@@ -98,6 +119,26 @@ pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
     }
 }
 
+/// Whether `target` is the file `place`, or lies inside the directory `place`, once both are
+/// resolved (symlinks, `..`, relative to the current directory); a path that does not exist
+/// yet is resolved through its parent. Used to refuse an output that would overwrite one
+/// of harness's own inputs.
+pub fn lies_in(target: &Path, place: &Path) -> bool {
+    let (Some(target), Some(place)) = (resolved(target), resolved(place)) else {
+        return false;
+    };
+    target.starts_with(place)
+}
+
+/// `path` made absolute with its symlinks resolved, as far as it exists.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return Some(real);
+    }
+    let name = path.file_name()?;
+    Some(std::fs::canonicalize(parent_dir(path)).ok()?.join(name))
+}
+
 fn parent_dir(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -116,6 +157,45 @@ fn sync_dir(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_lies_in_itself_and_beneath_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("harness.toml");
+        std::fs::write(&f, "x").unwrap();
+        std::os::unix::fs::symlink(&f, d.path().join("link")).unwrap();
+        assert!(lies_in(&f, &f));
+        assert!(lies_in(&d.path().join("link"), &f));
+        assert!(lies_in(&d.path().join("new.md"), d.path()));
+        assert!(!lies_in(&d.path().join("other.toml"), &f));
+        assert!(!lies_in(Path::new("/nonexistent/x"), &f));
+    }
+
+    #[test]
+    fn only_a_regular_file_is_ever_replaced() {
+        use std::os::unix::fs::FileTypeExt;
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = write(&fifo, b"x").unwrap_err().to_string();
+        assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        let e = replace(d.path(), b"x").unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+        assert!(check_target(Path::new("/dev/null")).is_err());
+        // A regular file, a missing one and a symlink are replaced.
+        write(&d.path().join("f"), b"1").unwrap();
+        write(&d.path().join("f"), b"2").unwrap();
+        std::os::unix::fs::symlink("/dev/null", d.path().join("l")).unwrap();
+        write(&d.path().join("l"), b"3").unwrap();
+        assert_eq!(std::fs::read(d.path().join("l")).unwrap(), b"3");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 3);
+    }
 
     #[test]
     fn a_new_file_never_replaces_one_the_number_goes_before_the_extension() {

@@ -45,18 +45,29 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String> {
     String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
 }
 
-fn refuse_unless_regular(path: &Path, meta: &std::fs::Metadata, limit: u64) -> Result<()> {
-    let kind = meta.file_type();
-    let what = if kind.is_dir() {
-        "a directory"
+/// What a file that is not a regular one is, in words (`a FIFO`, `a device`, ...); `None`
+/// for a regular file. Symlinks are what the caller's metadata made of them.
+pub fn irregular(kind: std::fs::FileType) -> Option<&'static str> {
+    if kind.is_file() {
+        None
+    } else if kind.is_dir() {
+        Some("a directory")
     } else if kind.is_fifo() {
-        "a FIFO"
+        Some("a FIFO")
     } else if kind.is_char_device() || kind.is_block_device() {
-        "a device"
+        Some("a device")
     } else if kind.is_socket() {
-        "a socket"
-    } else if !kind.is_file() {
-        "not a regular file"
+        Some("a socket")
+    } else if kind.is_symlink() {
+        Some("a symbolic link")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+fn refuse_unless_regular(path: &Path, meta: &std::fs::Metadata, limit: u64) -> Result<()> {
+    let what = if let Some(what) = irregular(meta.file_type()) {
+        what
     } else if meta.len() > limit {
         bail!(
             "{} is {} bytes, larger than {}",
@@ -80,6 +91,22 @@ pub fn size(bytes: u64) -> String {
         format!("{} KiB", bytes / KIB)
     } else {
         format!("{bytes} bytes")
+    }
+}
+
+/// `text` as one line of at most `max` characters: control characters (line breaks, escape
+/// sequences) become blanks, the ends are trimmed, and a longer line is cut with `…`. For
+/// text a peer or a file supplies that narration, the PLAN and the REPORT show on one line
+/// (a task's subject): a Redmine reply may hold megabytes of it.
+pub fn one_line(text: &str, max: usize) -> String {
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let line = line.trim();
+    match line.char_indices().nth(max.saturating_sub(1)) {
+        Some((cut, _)) if line.chars().count() > max => format!("{}…", &line[..cut]),
+        _ => line.to_string(),
     }
 }
 
@@ -109,6 +136,18 @@ pub fn clip(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_line_is_one_bounded_line() {
+        assert_eq!(
+            one_line("  Fix\nthe \u{1b}[2Jlogin\t ", 100),
+            "Fix the  [2Jlogin"
+        );
+        assert_eq!(one_line("abcdef", 4), "abc…");
+        assert_eq!(one_line("abcd", 4), "abcd");
+        assert_eq!(one_line("ééééé", 3), "éé…");
+        assert_eq!(one_line(&"S".repeat(3_000_000), 255).chars().count(), 255);
+    }
 
     #[test]
     fn reads_a_small_regular_file() {

@@ -29,8 +29,26 @@ pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
         .timeout(timeout)
         .connect_timeout(timeout.min(CONNECT_TIMEOUT_CAP))
         .user_agent(concat!("harness/", env!("CARGO_PKG_VERSION")))
+        // No redirect is followed: a peer must not send harness (and its key) anywhere but
+        // the configured address, on or off 127.0.0.1; a 3xx is a final answer that
+        // [`redirect_target`] explains.
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))
+}
+
+/// For a redirect (3xx), where it points (`Location`, or a note that it names none);
+/// `None` for any other status. Harness follows no redirect: the caller says so.
+pub fn redirect_target(status: u16, headers: &HeaderMap) -> Option<String> {
+    if !(300..400).contains(&status) {
+        return None;
+    }
+    let to = headers
+        .get(reqwest::header::LOCATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    Some(excerpt(
+        &to.unwrap_or_else(|| "(no Location header)".into()),
+    ))
 }
 
 /// What went wrong with one attempt, as far as the retry policy cares.
@@ -379,6 +397,22 @@ mod tests {
         assert_eq!(
             backoff(0, Some(Duration::from_secs(900)), 5),
             MAX_RETRY_AFTER
+        );
+    }
+
+    #[test]
+    fn a_redirect_is_named_with_its_target() {
+        let mut h = HeaderMap::new();
+        assert_eq!(redirect_target(200, &h), None);
+        assert_eq!(redirect_target(404, &h), None);
+        assert_eq!(
+            redirect_target(302, &h).as_deref(),
+            Some("(no Location header)")
+        );
+        h.insert("location", "http://10.0.0.1/v1".parse().unwrap());
+        assert_eq!(
+            redirect_target(307, &h).as_deref(),
+            Some("http://10.0.0.1/v1")
         );
     }
 

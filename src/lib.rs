@@ -18,6 +18,7 @@ pub mod events;
 pub mod exit;
 pub mod http;
 pub mod intake;
+pub mod jsontext;
 pub mod llm;
 pub mod once;
 pub mod plan;
@@ -70,13 +71,30 @@ pub async fn run(
     mut redactor: Redactor,
     spawner: tools::spawner::Spawner,
 ) -> Result<Success, Failure> {
-    let result = match cli.command {
+    type Running<'a> =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Success, Failure>> + 'a>>;
+    let command: Running<'_> = match cli.command {
+        // `once` stops its turn itself, writing a partial REPORT.
         Command::Once(args) => return run_once(args, interrupt, redactor, spawner).await,
-        Command::Gate(args) => commands::gate_command(args, &mut redactor),
-        Command::Writeback(args) => commands::writeback_command(args, &mut redactor).await,
-        Command::Check(args) => commands::check_command(args, &mut redactor).await,
-        Command::Scope(args) => scope::scope(args, &mut redactor).await,
-        Command::Version => commands::version(),
+        Command::Gate(args) => Box::pin(std::future::ready(commands::gate_command(
+            args,
+            &mut redactor,
+        ))),
+        Command::Writeback(args) => Box::pin(commands::writeback_command(args, &mut redactor)),
+        Command::Check(args) => Box::pin(commands::check_command(args, &mut redactor)),
+        Command::Scope(args) => Box::pin(scope::scope(args, &mut redactor)),
+        Command::Version => Box::pin(std::future::ready(commands::version())),
+    };
+    // The other commands have nothing to finish: a signal ends them at once with 128 + N
+    // (`harness check` waited out a hanging proxy's whole timeout). The write-back is
+    // idempotent, so a cut one is simply retried.
+    // A signal that came while the command held the thread (a `cmd:` key ref) counts too.
+    let result = match (interrupt.or_signal(command).await, signals::arrived()) {
+        (Err(signal), _) | (Ok(_), Some(signal)) => Err(Failure::new(
+            Stage::Interrupted(signal),
+            anyhow!("interrupted by signal {signal}"),
+        )),
+        (Ok(result), None) => result,
     };
     masked(result, &redactor)
 }
@@ -90,6 +108,17 @@ async fn run_once(
     mut redactor: Redactor,
     spawner: tools::spawner::Spawner,
 ) -> Result<Success, Failure> {
+    if let Some(path) = args.events.as_deref().filter(|p| p.as_os_str() != "-") {
+        // Appending events to the config file breaks it for every later run.
+        let config = config::config_path(args.config.clone());
+        if atomic::lies_in(path, &config) {
+            return Err(anyhow!(
+                "--events {}: is the config file, which harness reads; write the stream elsewhere",
+                path.display()
+            ))
+            .stage(Stage::Usage);
+        }
+    }
     let events = Events::open(args.events.as_deref(), "once").stage(Stage::Usage)?;
     let last_words = events.clone();
     interrupt.on_hard_exit(Box::new(move |signal| {

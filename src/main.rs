@@ -11,11 +11,20 @@ use tracing_subscriber::fmt::{format::Writer, FmtContext, FormatEvent, FormatFie
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::EnvFilter;
 
+/// `eprintln!` that never panics: a stderr that cannot be written (full, closed) must not
+/// turn a run's exit code into a panic's 101.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 fn main() -> ExitCode {
     // First of all, before any key is read: no other process of this user may read our
     // memory or environment.
     if let Err(e) = harness::secrets::forbid_dumping() {
-        eprintln!("harness: warning: cannot mark the process non-dumpable: {e}");
+        say!("harness: warning: cannot mark the process non-dumpable: {e}");
     }
     let args = normalize_args(std::env::args_os());
     let cli = match Cli::try_parse_from(&args) {
@@ -43,6 +52,14 @@ fn main() -> ExitCode {
     // `--dry-run`.
     let spawner = matches!(&cli.command, harness::cli::Command::Once(a) if !a.dry_run)
         .then(harness::tools::spawner::start);
+    // A file-size limit (`ulimit -f`, a full quota) must fail a write with EFBIG, which the
+    // REPORT writer handles (the reply goes to stderr, exit 1), not kill the run with
+    // SIGXFSZ (exit 153, no REPORT, a temp file left). Set after the spawner is forked, so
+    // the commands it starts keep the default.
+    // SAFETY: setting a signal's disposition to SIG_IGN, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     let spawner_pid = spawner
         .as_ref()
         .and_then(|s| s.as_ref().ok())
@@ -57,14 +74,14 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("harness: cannot start the async runtime: {e}");
+            say!("harness: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
     let code = runtime.block_on(async {
         let interrupt = harness::signals::Interrupt::new();
         if let Err(e) = harness::signals::install(interrupt.clone()) {
-            eprintln!("harness: cannot install signal handlers: {e}");
+            say!("harness: cannot install signal handlers: {e}");
             return 1;
         }
         use harness::tools::spawner::Spawner;
@@ -77,7 +94,7 @@ fn main() -> ExitCode {
             Ok(success) => success.code(),
             Err(failure) => {
                 // Masked already; masked again here, as every stderr line is.
-                eprintln!(
+                say!(
                     "harness: {}",
                     redactor.redact(&format!("{:#}", failure.error))
                 );
@@ -119,6 +136,9 @@ fn init_logging(verbose: u8, redactor: harness::secrets::Redactor) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A stderr that cannot be written (`2>/dev/full`) loses narration, nothing else:
+        // the subscriber's own complaint about it would panic (exit 101) printing to it.
+        .log_internal_errors(false)
         .with_ansi(false)
         .event_format(Narration { redactor })
         .try_init();

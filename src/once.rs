@@ -64,11 +64,16 @@ pub async fn once(
     let backend = if args.dry_run {
         None
     } else {
-        Some(ready_backend(&cfg, &args, replay.as_deref(), redactor)?)
+        Some(unless_arrived(ready_backend(
+            &cfg,
+            &args,
+            replay.as_deref(),
+            redactor,
+        ))?)
     };
 
     // intake and routing
-    let redmine = redmine_client(&cfg, &args, redactor)?;
+    let redmine = unless_arrived(redmine_client(&cfg, &args, redactor))?;
     events.mask_with(redactor);
     let Some(taken) = take_task(&cfg, &args, redmine.as_ref(), &run_id, interrupt).await? else {
         info!("intake: no tasks in scope; nothing to do");
@@ -101,7 +106,9 @@ pub async fn once(
     });
 
     // session
-    let opened = match open_session(&cfg, &args, &taken, redmine.as_ref()).await {
+    // A signal while a session attachment downloads: honoured at once, the claim released.
+    let opening = open_session(&cfg, &args, &taken, redmine.as_ref());
+    let opened = match unless_signalled(interrupt, opening).await {
         Ok(opened) => opened,
         Err(failure) => {
             let why = redactor.redact(&format!("{:#}", failure.error));
@@ -133,7 +140,7 @@ pub async fn once(
     }
 
     // the task's git worktree, which becomes the work root
-    let (cfg, workspace) = match with_workspace(cfg, task) {
+    let (cfg, workspace) = match unless_arrived(with_workspace(cfg, task)) {
         Ok(opened) => opened,
         Err(failure) => {
             let why = redactor.redact(&format!("{:#}", failure.error));
@@ -318,6 +325,17 @@ async fn unless_signalled<T>(
         .or_signal(stage)
         .await
         .unwrap_or_else(|signal| Err(interrupted(signal)))
+}
+
+/// The result of a synchronous stage before the turn, unless a signal arrived while it ran:
+/// such a stage (resolving a `cmd:` key ref runs a program) holds the runtime's one thread,
+/// so [`unless_signalled`] could not see the signal; the low-level flag can, and the key
+/// program was stopped at once.
+fn unless_arrived<T>(out: Result<T, Failure>) -> Result<T, Failure> {
+    match crate::signals::arrived() {
+        Some(signal) => Err(interrupted(signal)),
+        None => out,
+    }
 }
 
 /// Lets a signal that reached the process be seen (the handler is a task on this thread)

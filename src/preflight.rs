@@ -82,7 +82,8 @@ pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
         checks.push(Check {
             what: "record",
             stage: Stage::Usage,
-            outcome: writable_target(path)
+            outcome: not_an_input(path, cfg)
+                .and_then(|()| writable_target(path))
                 .map(|()| format!("{} can be written", path.display()))
                 .with_context(|| format!("--record {}", path.display())),
         });
@@ -153,13 +154,52 @@ pub fn key(
 ) -> anyhow::Result<Secret> {
     let key = key_ref.resolve(label)?;
     redactor.add(&key);
-    if !header_safe(key.expose()) {
-        bail!(
-            "{config_key} ({}): the key is not a valid HTTP header value (it holds a line break or another control character)",
-            key_ref.describe()
-        );
+    if let Some(why) = key_problem(key.expose()) {
+        bail!("{config_key} ({}): {why}", key_ref.describe());
     }
     Ok(key)
+}
+
+/// Why a resolved key cannot be sent as it is, in words that never show it: a control
+/// character (a line break would end the header), a non-ASCII character or blanks at either
+/// end. API keys are ASCII; a byte order mark or a zero-width space pasted with one is sent
+/// as bytes a peer may echo back decoded otherwise, where the masking no longer finds the
+/// key (an echoing proxy showed the rest of it), and the key is refused anyway.
+pub fn key_problem(value: &str) -> Option<String> {
+    if !header_safe(value) {
+        return Some(
+            "the key is not a valid HTTP header value (it holds a line break or another control character)"
+                .into(),
+        );
+    }
+    if let Some((at, c)) = value.chars().enumerate().find(|(_, c)| !c.is_ascii()) {
+        // Invisible characters are named; any other may be part of the secret.
+        let which = match c {
+            '\u{feff}' => " (U+FEFF, a byte order mark)".to_string(),
+            '\u{a0}' | '\u{200b}'..='\u{200d}' | '\u{2060}' => {
+                format!(" (U+{:04X}, an invisible space)", c as u32)
+            }
+            _ => String::new(),
+        };
+        return Some(format!(
+            "the key holds a non-ASCII character{which} at character {}; API keys are ASCII: remove it where the key is kept",
+            at + 1
+        ));
+    }
+    if value.trim() != value {
+        return Some(
+            "the key begins or ends with blanks; remove them where the key is kept".into(),
+        );
+    }
+    // The redactor leaves values this short alone (they would mask ordinary text), so such
+    // a key would show wherever a peer echoed it.
+    if value.len() < 4 {
+        return Some(
+            "the key is shorter than 4 characters: too short to be masked in outputs, and no real key"
+                .into(),
+        );
+    }
+    None
 }
 
 /// Whether `value` can be an HTTP header value as sent: visible ASCII, spaces and tabs, or
@@ -182,12 +222,32 @@ fn report_dir(dir: &Path) -> anyhow::Result<()> {
     crate::report::prepare_dir(dir)
 }
 
+/// `path` is none of harness's own input files: not the config file, not a key file
+/// (`--record harness.toml` replaced the config with a cassette, exit 0).
+fn not_an_input(path: &Path, cfg: &Config) -> anyhow::Result<()> {
+    let input = cfg
+        .bash
+        .never_read
+        .iter()
+        .filter(|n| **n != crate::config::NeverRead::cassette(path) && !n.path.is_dir())
+        .find(|n| crate::atomic::lies_in(path, &n.path));
+    match input {
+        Some(n) => bail!(
+            "is {} ({}), which harness reads; write it elsewhere",
+            n.what,
+            n.path.display()
+        ),
+        None => Ok(()),
+    }
+}
+
 /// A file can be written atomically at `path`: it is not a directory, and a temp file can be
 /// created beside it (where the atomic write puts its temp file).
 fn writable_target(path: &Path) -> anyhow::Result<()> {
     if path.is_dir() {
         bail!("is a directory");
     }
+    crate::atomic::check_target(path)?;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -202,6 +262,34 @@ fn writable_target(path: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_ascii_without_blanks_at_the_ends() {
+        assert_eq!(key_problem("sk-abc123"), None);
+        let bom = key_problem("\u{feff}sk-abc").unwrap();
+        assert!(
+            bom.contains("U+FEFF, a byte order mark) at character 1"),
+            "{bom}"
+        );
+        let zw = key_problem("sk\u{200b}abc").unwrap();
+        assert!(
+            zw.contains("U+200B, an invisible space) at character 3"),
+            "{zw}"
+        );
+        // A visible non-ASCII character is not shown: it may be part of the secret.
+        let e = key_problem("sk-é").unwrap();
+        assert!(
+            e.contains("non-ASCII character at character 4") && !e.contains('é'),
+            "{e}"
+        );
+        assert!(key_problem(" sk-abc").unwrap().contains("blanks"));
+        assert!(key_problem("sk-abc\t").unwrap().contains("blanks"));
+        assert!(key_problem("two\nlines")
+            .unwrap()
+            .contains("control character"));
+        assert!(key_problem("abc").unwrap().contains("shorter than 4"));
+        assert_eq!(key_problem("abcd"), None);
+    }
 
     #[test]
     fn header_values_hold_no_control_characters() {
@@ -221,6 +309,8 @@ mod tests {
         let e = writable_target(&dir.path().join("file/c.json")).unwrap_err();
         assert!(format!("{e:#}").contains("cannot write in"), "{e:#}");
         assert!(writable_target(&dir.path().join("missing/c.json")).is_err());
+        let e = writable_target(Path::new("/dev/full")).unwrap_err();
+        assert!(format!("{e:#}").contains("is a device"), "{e:#}");
         // Nothing is left behind by the probe.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }

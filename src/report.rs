@@ -91,7 +91,7 @@ fn json<T: Serialize>(v: &T) -> String {
 }
 
 /// Renders the REPORT: YAML front matter whose values are JSON scalars (a script can parse
-/// each line with a JSON parser), then the reply verbatim.
+/// each line with a JSON parser), then the reply verbatim but for control characters.
 pub fn render(r: &Report) -> String {
     let ts = |t: &DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let duration_ms = (r.finished - r.started).num_milliseconds().max(0);
@@ -145,7 +145,8 @@ pub fn render(r: &Report) -> String {
     out.push_str("---\n\n");
     match &r.reply {
         Some(reply) => {
-            out.push_str(reply);
+            let reply = displayable(reply);
+            out.push_str(&reply);
             if !reply.ends_with('\n') {
                 out.push('\n');
             }
@@ -157,9 +158,26 @@ pub fn render(r: &Report) -> String {
     }
     if let Some(check) = &r.check {
         out.push('\n');
-        out.push_str(&crate::turn::check::section(check));
+        out.push_str(&displayable(&crate::turn::check::section(check)));
     }
     out
+}
+
+/// `text` fit for a file people `cat`, a terminal (the REPORT goes to stderr when it cannot
+/// be written) and a Redmine note: control characters other than line feed and tab (an
+/// escape sequence that rewrites the terminal, a NUL that PostgreSQL refuses in a note, a
+/// carriage return that hides a line) become U+FFFD; a CRLF line end becomes LF.
+fn displayable(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let text = text.replace("\r\n", "\n");
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| if bad(c) { '\u{fffd}' } else { c })
+            .collect(),
+    )
 }
 
 /// `REPORT-<vertical>-<task>-<UTC timestamp>.md`, with the task id made file-name safe.
@@ -332,6 +350,19 @@ All good.
 "#
         );
         assert_eq!(render(&sample()), expected);
+    }
+
+    #[test]
+    fn control_characters_of_the_reply_never_reach_the_report() {
+        let mut r = sample();
+        r.reply = Some("a\u{1b}]0;pwned\u{7}\u{1b}[2Jb\0c\r\nd\re\u{9b}f\tg\n".into());
+        let text = render(&r);
+        let body = parse(&text).unwrap().body;
+        assert_eq!(
+            body,
+            "a\u{fffd}]0;pwned\u{fffd}\u{fffd}[2Jb\u{fffd}c\nd\u{fffd}e\u{fffd}f\tg\n"
+        );
+        assert_eq!(displayable("plain\ttext\n"), "plain\ttext\n");
     }
 
     #[test]

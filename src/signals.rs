@@ -117,6 +117,19 @@ impl Interrupt {
 /// The signals that stop a run: each exits with 128 + its number.
 pub const HANDLED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
+/// The first handled signal, stored by the low-level handler itself (0: none yet).
+static ARRIVED: AtomicI32 = AtomicI32::new(0);
+
+/// The first handled signal that reached the process, seen at once: the low-level handler
+/// stores it, so code that blocks the runtime's one thread (a `cmd:` key ref's program, a
+/// synchronous stage) can stop without waiting for the [`Interrupt`] task to run.
+pub fn arrived() -> Option<i32> {
+    match ARRIVED.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
 /// Installs the handlers: the first of [`HANDLED`] triggers `interrupt`, a second one exits
 /// the process immediately with 128 + signal.
 pub fn install(interrupt: Arc<Interrupt>) -> anyhow::Result<()> {
@@ -125,6 +138,16 @@ pub fn install(interrupt: Arc<Interrupt>) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
     let mut quit = signal(SignalKind::quit())?;
+    for sig in HANDLED {
+        // SAFETY: the action only does an atomic compare-exchange, which is
+        // async-signal-safe; tokio's handler for the same signal still runs (the registry
+        // chains them).
+        unsafe {
+            signal_hook_registry::register(sig, move || {
+                let _ = ARRIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+            })
+        }?;
+    }
     tokio::spawn(async move {
         loop {
             let sig = tokio::select! {

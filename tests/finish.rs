@@ -214,13 +214,29 @@ fn a_reply_with_more_tool_calls_than_max_tool_calls_runs_only_the_first() {
     });
     let run = ws.run(&["once", "--demo"]);
     assert_eq!(run.code, 0, "{run:?}");
-    let results = tool_results(&llm.chat_bodies()[1]);
-    assert_eq!(results.len(), 40, "every call is answered");
+    let bodies = llm.chat_bodies();
+    let results = tool_results(&bodies[1]);
+    // The calls over the cap are dropped from the conversation (the assistant message keeps
+    // the 3 taken, each answered), and the model is told so.
+    assert_eq!(results.len(), 3, "only the calls taken are answered");
     for (i, r) in results.iter().enumerate() {
-        if i < 3 {
-            assert!(r.contains(&format!("call-{}", i + 1)), "{r}");
-        } else {
-            assert!(r.starts_with("not run: at most 3 tool calls"), "{r}");
-        }
+        assert!(r.contains(&format!("call-{}", i + 1)), "{r}");
     }
+    let messages = bodies[1]["messages"].as_array().unwrap();
+    let asked = messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    assert_eq!(asked["tool_calls"].as_array().unwrap().len(), 3, "{asked}");
+    let note = messages.last().unwrap();
+    assert_eq!(note["role"], "user", "{note}");
+    let note = note["content"].as_str().unwrap();
+    assert!(
+        note.contains("made 40 tool calls; only the first 3 were taken")
+            && note.contains("the other 37 were dropped"),
+        "{note}"
+    );
+    let report = ws.latest();
+    assert_eq!(report.matches("\"outcome\":").count(), 3, "{report}");
 }

@@ -104,6 +104,31 @@ fn an_unparseable_file_moves_to_failed_with_the_reason_and_the_next_one_runs() {
 }
 
 #[test]
+fn a_huge_or_binary_task_file_moves_to_failed_unread_and_the_next_one_runs() {
+    let llm = Llm::start(&json!([text("ok")]));
+    let ws = inbox_ws(&llm);
+    // Over the 1 MiB cap: refused by its size, never read whole into memory or the prompt.
+    put(&ws, "a-huge.md", &"x".repeat(1024 * 1024 + 1));
+    let bin = ws.path().join("inbox/b-binary.md");
+    std::fs::write(&bin, b"\xff\xfe\0binary").unwrap();
+    put(&ws, "c-good.md", "Say hi.\n");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(front(&ws.latest(), "task_id"), "c-good");
+    assert_eq!(
+        read(ws.path().join("inbox/failed/a-huge.error.txt")),
+        "the file is 1048577 bytes, larger than 1 MiB\n"
+    );
+    assert_eq!(
+        read(ws.path().join("inbox/failed/b-binary.error.txt")),
+        "the file is not UTF-8 text\n"
+    );
+    // The prompt sent is the small file's alone.
+    let sent = llm.chat_bodies()[0].to_string();
+    assert!(sent.len() < 64 * 1024, "{}", sent.len());
+}
+
+#[test]
 fn a_failed_turn_moves_the_file_to_failed_and_an_unroutable_one_fails_the_run() {
     let llm = Llm::start(&json!([
         {"type": "error", "status": 400, "body": {"error": {"message": "nope"}}},

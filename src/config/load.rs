@@ -10,7 +10,7 @@ use super::Config;
 use crate::secrets::Redactor;
 
 /// `--config`, else `$HARNESS_CONFIG`, else `./harness.toml`.
-fn config_path(flag: Option<PathBuf>) -> PathBuf {
+pub fn config_path(flag: Option<PathBuf>) -> PathBuf {
     flag.or_else(|| std::env::var_os("HARNESS_CONFIG").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("harness.toml"))
 }

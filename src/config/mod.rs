@@ -18,7 +18,7 @@ mod raw;
 mod schema;
 mod validate;
 
-pub use load::load;
+pub use load::{config_path, load};
 
 use raw::RawConfig;
 use validate::Validator;

@@ -37,8 +37,10 @@ impl Tally {
                 usage, cost_usd, ..
             } => {
                 self.rounds += 1;
-                self.prompt_tokens += usage.prompt_tokens;
-                self.completion_tokens += usage.completion_tokens;
+                self.prompt_tokens = self.prompt_tokens.saturating_add(usage.prompt_tokens);
+                self.completion_tokens = self
+                    .completion_tokens
+                    .saturating_add(usage.completion_tokens);
                 self.cost_usd += cost_usd.unwrap_or(0.0);
             }
             Event::ToolCompleted { verdict, .. } => self.tool_calls[verdict_index(*verdict)] += 1,
@@ -233,10 +235,14 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// Largest textfile read back: harness's own is a few KiB.
+const TEXTFILE_MAX: u64 = 4 * 1024 * 1024;
+
 /// Reads the textfile at `path`, adds this run and writes it back atomically, holding a
 /// `flock` on `<path>.lock` meanwhile.
 pub fn update(path: &Path, run: &Run) -> anyhow::Result<()> {
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
     let lock_path = {
         let mut p = path.as_os_str().to_owned();
         p.push(".lock");
@@ -245,10 +251,12 @@ pub fn update(path: &Path, run: &Run) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    // O_NONBLOCK: a FIFO put at the lock's name fails the open instead of blocking it.
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(&lock_path)
         .with_context(|| format!("cannot open {}", lock_path.display()))?;
     // SAFETY: flock on a descriptor we own; the lock goes when the file closes.
@@ -256,9 +264,11 @@ pub fn update(path: &Path, run: &Run) -> anyhow::Result<()> {
         return Err(std::io::Error::last_os_error())
             .with_context(|| format!("cannot lock {}", lock_path.display()));
     }
-    let previous = match std::fs::read_to_string(path) {
+    // Bounded and regular only: a huge file or a FIFO at the textfile's name is an error,
+    // never a hang or a memory blow-up; only a missing file starts the counters anew.
+    let previous = match crate::bounded::read_text(path, TEXTFILE_MAX) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(_) if std::fs::symlink_metadata(path).is_err() => String::new(),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
     // Atomic but not fsynced: the fsyncs cost over ten times the rest of the update, and a
@@ -394,6 +404,25 @@ harness_last_run_duration_seconds{vertical="demo"} 1.5
             ),
             0.0
         );
+    }
+
+    #[test]
+    fn a_textfile_that_is_a_fifo_or_huge_fails_at_once_and_is_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let tally = Tally::default();
+        let r = run("completed", 0, &tally, "2026-12-01T10:00:00Z");
+        let fifo = d.path().join("h.prom");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = format!("{:#}", update(&fifo, &r).unwrap_err());
+        assert!(e.contains("is a FIFO"), "{e}");
+        let big = d.path().join("big.prom");
+        std::fs::write(&big, vec![b'#'; TEXTFILE_MAX as usize + 1]).unwrap();
+        let e = format!("{:#}", update(&big, &r).unwrap_err());
+        assert!(e.contains("larger than 4 MiB"), "{e}");
+        // A missing one starts the counters.
+        update(&d.path().join("new.prom"), &r).unwrap();
     }
 
     #[test]

@@ -230,6 +230,31 @@ impl Event {
     }
 }
 
+/// Opens `path` for appending without ever waiting: a FIFO nobody reads is refused at once
+/// (open(2) would block, deaf to signals, until a reader came); one with a reader, a
+/// terminal or a regular file is written as usual (blocking again once open).
+fn open_append(path: &Path) -> anyhow::Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => anyhow::anyhow!("it is a FIFO with no reader"),
+            _ => e.into(),
+        })?;
+    // SAFETY: fcntl on a descriptor we own, clearing the flag set at open.
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0
+        || unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0
+    {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok(file)
+}
+
 /// Where the stream goes.
 enum Out {
     /// `--events -`: stdout carries only events.
@@ -285,13 +310,11 @@ impl Events {
         let out = match path {
             None => None,
             Some(p) if p.as_os_str() == "-" => Some(Out::Stdout),
-            Some(p) => Some(Out::File(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .with_context(|| format!("--events: cannot open {}", p.display()))?,
-            )),
+            Some(p) => {
+                Some(Out::File(open_append(p).with_context(|| {
+                    format!("--events: cannot open {}", p.display())
+                })?))
+            }
         };
         Ok(Events::start(out, command))
     }

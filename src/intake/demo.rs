@@ -8,7 +8,7 @@ pub fn task(demo: &DemoConfig) -> Task {
     Task {
         id: demo.id.clone(),
         source: Source::Demo,
-        subject: demo.subject.clone(),
+        subject: crate::bounded::one_line(&demo.subject, super::SUBJECT_MAX),
         class: demo.class.clone(),
         prompt: demo.prompt.clone(),
     }

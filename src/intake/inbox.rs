@@ -10,6 +10,7 @@
 //! set when claimed) was left by a killed worker and is put back into the inbox.
 
 use std::io::ErrorKind;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -98,8 +99,8 @@ pub fn parse(stem: &str, text: &str) -> Result<Task, String> {
     Ok(Task {
         id: stem.to_string(),
         source: Kind::Inbox,
-        subject,
-        class,
+        subject: crate::bounded::one_line(&subject, super::SUBJECT_MAX),
+        class: class.map(|c| crate::bounded::one_line(&c, super::CLASS_MAX)),
         prompt: prompt.to_string(),
     })
 }
@@ -128,6 +129,16 @@ fn waiting(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
         .collect();
     files.sort();
     Ok(files)
+}
+
+/// Largest task file read: a prompt is text for a model, and the whole file is sent.
+pub const TASK_MAX: u64 = 1024 * 1024;
+
+/// A task file's text: a regular UTF-8 file of at most [`TASK_MAX`] bytes, read without
+/// ever waiting (a FIFO put in its place is refused); the error is for `<stem>.error.txt`.
+fn read_task(path: &Path) -> Result<String, String> {
+    crate::bounded::read_text(path, TASK_MAX)
+        .map_err(|e| format!("{e:#}").replace(&path.display().to_string(), "the file"))
 }
 
 /// Moves `from` to `to` without ever replacing a file: a hard link, then the old name goes.
@@ -203,9 +214,11 @@ fn claim(cfg: &InboxConfig, stem: &str, path: &Path, run_id: &str) -> Result<Opt
             return Err(e).with_context(|| format!("cannot claim {}", path.display()));
         }
     }
-    // The claim's age is its file's mtime: a rename keeps the old one.
+    // The claim's age is its file's mtime: a rename keeps the old one. O_NONBLOCK: a FIFO
+    // swapped in after the listing fails here (and in `read_task`) instead of blocking.
     if let Err(e) = std::fs::File::options()
         .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(&to)
         .and_then(|f| f.set_modified(SystemTime::now()))
     {
@@ -265,8 +278,7 @@ impl Inbox<'_> {
             }
             if !want.claim {
                 // A dry run: read, never move.
-                let text = std::fs::read_to_string(&path).unwrap_or_default();
-                let Ok(task) = parse(&stem, &text) else {
+                let Ok(task) = read_task(&path).and_then(|t| parse(&stem, &t)) else {
                     continue;
                 };
                 let route = route(&task).map_err(TakeError::Routing)?;
@@ -281,11 +293,7 @@ impl Inbox<'_> {
                 info!("intake: inbox task {stem} was claimed by another worker first");
                 continue;
             };
-            let text = std::fs::read(&claimed.path)
-                .with_context(|| format!("cannot read {}", claimed.path.display()))?;
-            let parsed = String::from_utf8(text)
-                .map_err(|_| "the file is not UTF-8 text".to_string())
-                .and_then(|t| parse(&stem, &t));
+            let parsed = read_task(&claimed.path).and_then(|t| parse(&stem, &t));
             let task = match parsed {
                 Ok(task) => task,
                 Err(why) => {
@@ -329,8 +337,7 @@ impl<R> Source<R> for Inbox<'_> {
         Box::pin(async move {
             let mut out = Vec::new();
             for (stem, path) in waiting(&self.cfg.dir)? {
-                let text = std::fs::read_to_string(&path).unwrap_or_default();
-                match parse(&stem, &text) {
+                match read_task(&path).and_then(|t| parse(&stem, &t)) {
                     Ok(task) => {
                         let route = route(&task).map_err(|e| format!("{e:#}"));
                         out.push(Scoped { task, route });

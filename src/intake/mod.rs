@@ -12,6 +12,12 @@ use crate::routing::{self, Route};
 use inbox::Inbox;
 use redmine::RedmineSource;
 
+/// Longest subject kept (Redmine's own limit); a longer one is cut, see
+/// [`crate::bounded::one_line`].
+pub const SUBJECT_MAX: usize = 255;
+/// Longest class kept; no config names a longer one, and a peer's may be megabytes long.
+pub const CLASS_MAX: usize = 200;
+
 /// One task, whatever its source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Task {

@@ -315,8 +315,11 @@ pub fn task(issue: &Issue, cfg: &RedmineConfig) -> Task {
     Task {
         id: issue.id.to_string(),
         source: Source::Redmine,
-        subject: issue.subject.clone(),
-        class: Some(class_of(issue, &cfg.class_field, &cfg.default_class)),
+        subject: crate::bounded::one_line(&issue.subject, super::SUBJECT_MAX),
+        class: Some(crate::bounded::one_line(
+            &class_of(issue, &cfg.class_field, &cfg.default_class),
+            super::CLASS_MAX,
+        )),
         prompt: prompt(issue),
     }
 }

@@ -46,8 +46,10 @@ impl Replayer {
     pub fn load(path: &Path) -> Result<Replayer> {
         let text = crate::bounded::read_text(path, crate::bounded::CASSETTE_MAX)
             .with_context(|| format!("cannot read cassette {}", path.display()))?;
-        let cassette: Cassette = serde_json::from_str(&text)
-            .with_context(|| format!("cassette {} is not a valid cassette", path.display()))?;
+        // A cassette written by hand or by another tool may hold what a live reply may.
+        let cassette: Cassette =
+            serde_json::from_str(&crate::jsontext::lone_surrogates_replaced(&text))
+                .with_context(|| format!("cassette {} is not a valid cassette", path.display()))?;
         if cassette.harness_cassette != 1 {
             bail!(
                 "cassette {}: harness_cassette = {} is not a version this harness reads (1)",
@@ -125,6 +127,22 @@ mod tests {
             e.message.contains("exhausted after 1 replies"),
             "{}",
             e.message
+        );
+    }
+
+    #[test]
+    fn a_lone_surrogate_in_a_cassette_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.json");
+        std::fs::write(
+            &p,
+            r#"{"harness_cassette":1,"replies":[{"model":"m","response":{"choices":[{"message":{"content":"x \ud800"}}]}}]}"#,
+        )
+        .unwrap();
+        let mut r = Replayer::load(&p).unwrap();
+        assert_eq!(
+            r.next_reply().unwrap().content.as_deref(),
+            Some("x \u{fffd}")
         );
     }
 

@@ -17,6 +17,7 @@ use super::wire::{ChatRequest, ChatResponse};
 use super::{reply_from, LlmError, LlmErrorKind, Reply};
 use crate::config::{LitellmConfig, ModelPrice};
 use crate::http::{self, excerpt, transport_message, Fault, Retry};
+use crate::jsontext::lone_surrogates_replaced;
 use crate::secrets::{KeyRef, Redactor, Secret};
 
 /// How often a streaming reply's progress is narrated.
@@ -184,11 +185,17 @@ impl HttpClient {
             .map_err(|e| Attempt::no_answer(transport_message(&e)))?;
         let status = response.status().as_u16();
         let retry_after = http::retry_after_header(response.headers());
+        let redirect = http::redirect_target(status, response.headers());
         let is_sse = response
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
+            // Media types are case-insensitive (`Text/Event-Stream; charset=utf-8`).
+            .is_some_and(|v| {
+                v.trim()
+                    .to_ascii_lowercase()
+                    .starts_with("text/event-stream")
+            });
         if status == 200 && is_sse {
             return self.read_stream(response, model).await;
         }
@@ -200,7 +207,7 @@ impl HttpClient {
             .map_err(Attempt::unread)?;
         debug!("llm: HTTP {status}, {} bytes", text.len());
         if status == 200 {
-            return serde_json::from_str::<ChatResponse>(&text)
+            return serde_json::from_str::<ChatResponse>(&lone_surrogates_replaced(&text))
                 .map(|r| (r, cost))
                 .map_err(|e| {
                     Attempt::no_answer(format!(
@@ -211,8 +218,14 @@ impl HttpClient {
         }
         // A status the policy retries ends, when retries run out, as Exhausted; any other is
         // final at once and classified.
+        let message = match redirect {
+            Some(to) => format!(
+                "HTTP {status}: a redirect to {to}, which harness does not follow; set [litellm].base_url to the final address"
+            ),
+            None => format!("HTTP {status}: {}", excerpt(&text)),
+        };
         Err(Attempt {
-            message: format!("HTTP {status}: {}", excerpt(&text)),
+            message,
             fault: Fault::Status(status),
             retry_after,
             kind: (!http::is_retryable_status(status)).then(|| classify_refusal(status, &text)),
@@ -297,6 +310,7 @@ impl HttpClient {
             .await
             .map_err(|e| fail(LlmErrorKind::Exhausted, transport_message(&e)))?;
         let status = response.status().as_u16();
+        let redirect = http::redirect_target(status, response.headers());
         let text = http::read_body(response, http::MAX_BODY)
             .await
             .map_err(|e| {
@@ -319,10 +333,11 @@ impl HttpClient {
         } else {
             String::new()
         };
-        Err(fail(
-            kind,
-            format!("{key_note}HTTP {status}: {}", excerpt(&text)),
-        ))
+        let what = match redirect {
+            Some(to) => format!("a redirect to {to}, which harness does not follow; set [litellm].base_url to the final address"),
+            None => excerpt(&text),
+        };
+        Err(fail(kind, format!("{key_note}HTTP {status}: {what}")))
     }
 }
 
@@ -444,10 +459,12 @@ pub fn parse_model_info(body: &str) -> Result<BTreeMap<String, ModelPrice>, Stri
         let Some(name) = entry["model_name"].as_str() else {
             continue;
         };
+        // A price is a sum of money: a negative one would hold a cost budget off.
         let per_token = |k: &str| {
             entry["model_info"][k]
                 .as_f64()
                 .or_else(|| entry["litellm_params"][k].as_f64())
+                .filter(|p| p.is_finite() && *p >= 0.0)
         };
         if let (Some(input), Some(output)) = (
             per_token("input_cost_per_token"),

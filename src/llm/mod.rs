@@ -116,17 +116,43 @@ impl Backend {
     }
 }
 
+/// Longest tool-call id kept as sent (providers' are a few dozen characters).
+pub const MAX_CALL_ID: usize = 256;
+/// Longest tool name kept as sent (harness's are a few characters).
+pub const MAX_TOOL_NAME: usize = 256;
+
 /// Turns a parsed response into a [`Reply`], or says why it is unusable.
 pub fn reply_from(raw: ChatResponse, retries: u32, latency: Duration) -> Result<Reply, String> {
     let Some(choice) = raw.choices.first() else {
-        return Err("the reply has no choices".to_string());
+        // A proxy that answers 200 with an error object: its message says what went wrong.
+        return Err(match &raw.error {
+            Some(error) => {
+                let message = error["message"]
+                    .as_str()
+                    .map_or_else(|| error.to_string(), str::to_string);
+                format!(
+                    "the reply has no choices but an error: {}",
+                    crate::http::excerpt(&message)
+                )
+            }
+            None => "the reply has no choices".to_string(),
+        });
     };
     let content = choice.message.content.clone();
     let mut tool_calls = choice.message.tool_calls.clone().unwrap_or_default();
     for (i, call) in tool_calls.iter_mut().enumerate() {
         // Every call must get exactly one tool result keyed by id; some endpoints omit ids.
-        if call.id.is_empty() {
+        // An id or a name of megabytes (no real one is) would be repeated in every event,
+        // narration line and later request: the id is replaced as a missing one is (the
+        // conversation keeps the new one on both sides), the name cut (no tool has it).
+        if call.id.is_empty()
+            || call.id.len() > MAX_CALL_ID
+            || call.id.chars().any(char::is_control)
+        {
             call.id = format!("call_{i}");
+        }
+        if call.function.name.len() > MAX_TOOL_NAME {
+            call.function.name = crate::bounded::one_line(&call.function.name, MAX_TOOL_NAME / 4);
         }
     }
     let empty_text = content.as_deref().is_none_or(|c| c.trim().is_empty());

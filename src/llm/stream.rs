@@ -154,7 +154,9 @@ pub struct StreamAssembler {
     data_len: usize,
     model: Option<String>,
     content: Option<String>,
-    calls: Vec<ToolCall>,
+    /// By `index`, as sent: a map, not a vector grown to the largest index (one event
+    /// naming index 1000000000 made harness allocate gigabytes and abort).
+    calls: std::collections::BTreeMap<usize, ToolCall>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
     cost: Option<f64>,
@@ -209,7 +211,8 @@ impl StreamAssembler {
         if self.finish_reason.is_none() {
             return Err(StreamFault::Incomplete("without a finish reason"));
         }
-        let tool_calls = (!self.calls.is_empty()).then_some(self.calls);
+        let calls: Vec<ToolCall> = self.calls.into_values().collect();
+        let tool_calls = (!calls.is_empty()).then_some(calls);
         let mut other = self.reasoning;
         if !self.thinking.blocks.is_empty() {
             other.insert("thinking_blocks".into(), Value::Array(self.thinking.blocks));
@@ -225,6 +228,7 @@ impl StreamAssembler {
                 finish_reason: self.finish_reason,
             }],
             usage: self.usage,
+            error: None,
         };
         Ok((response, self.cost))
     }
@@ -255,8 +259,10 @@ impl StreamAssembler {
             self.done = true;
             return Ok(());
         }
-        let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|e| StreamFault::BadEvent(format!("{e}: {}", crate::http::excerpt(data))))?;
+        let chunk: Chunk = serde_json::from_str(&crate::jsontext::lone_surrogates_replaced(data))
+            .map_err(|e| {
+            StreamFault::BadEvent(format!("{e}: {}", crate::http::excerpt(data)))
+        })?;
         if let Some(error) = chunk.error {
             let message = error["message"]
                 .as_str()
@@ -293,17 +299,14 @@ impl StreamAssembler {
             }
         }
         for delta in choice.delta.tool_calls {
-            while self.calls.len() <= delta.index {
-                self.calls.push(ToolCall {
-                    id: String::new(),
-                    kind: "function".to_string(),
-                    function: FunctionCall {
-                        name: String::new(),
-                        arguments: String::new(),
-                    },
-                });
-            }
-            let call = &mut self.calls[delta.index];
+            let call = self.calls.entry(delta.index).or_insert_with(|| ToolCall {
+                id: String::new(),
+                kind: "function".to_string(),
+                function: FunctionCall {
+                    name: String::new(),
+                    arguments: String::new(),
+                },
+            });
             if let Some(id) = delta.id.filter(|i| !i.is_empty()) {
                 call.id = id;
             }
@@ -437,6 +440,35 @@ mod tests {
             assert_eq!(r.model.as_deref(), Some("glm-5.3"));
             assert_eq!(cost, Some(0.000088));
         }
+    }
+
+    #[test]
+    fn a_huge_tool_call_index_costs_one_call() {
+        let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1000000000,\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"{}\"}}]}}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":3,\"id\":\"a\",\"function\":{\"name\":\"bash\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n\
+data: [DONE]\n\n";
+        let mut a = StreamAssembler::default();
+        a.push(text.as_bytes()).unwrap();
+        let (r, _) = a.finish().unwrap();
+        let calls = r.choices[0].message.tool_calls.clone().unwrap();
+        // In index order, without placeholders for the gaps.
+        let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["a", "c"]);
+    }
+
+    #[test]
+    fn a_delta_with_a_lone_surrogate_is_read() {
+        // A provider cutting an emoji between two deltas sends each half alone.
+        let text = "data: {\"choices\":[{\"delta\":{\"content\":\"a\\ud83d\"}}]}\n\n\
+data: {\"choices\":[{\"delta\":{\"content\":\"\\ude00b\"},\"finish_reason\":\"stop\"}]}\n\n\
+data: [DONE]\n\n";
+        let mut a = StreamAssembler::default();
+        a.push(text.as_bytes()).unwrap();
+        let (r, _) = a.finish().unwrap();
+        assert_eq!(
+            r.choices[0].message.content.as_deref(),
+            Some("a\u{fffd}\u{fffd}b")
+        );
     }
 
     #[test]

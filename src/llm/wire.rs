@@ -63,9 +63,19 @@ pub struct FunctionCall {
     /// Tool name (`bash`).
     #[serde(default)]
     pub name: String,
-    /// JSON text; may be invalid, which the turn reports back to the model.
-    #[serde(default)]
+    /// JSON text; may be invalid, which the turn reports back to the model. An endpoint
+    /// that sends the arguments as an object (or `null`) gets them read as their JSON text,
+    /// not the whole reply refused.
+    #[serde(default, deserialize_with = "json_text")]
     pub arguments: String,
+}
+
+fn json_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => s,
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    })
 }
 
 /// The body of `POST /chat/completions`.
@@ -101,6 +111,9 @@ pub struct ChatResponse {
     /// Token counts; some endpoints omit them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// An error object some proxies send with status 200 instead of choices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<serde_json::Value>,
 }
 
 /// One choice of a response.
@@ -132,26 +145,51 @@ pub struct ResponseMessage {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens in the prompt.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "count")]
     pub prompt_tokens: u64,
     /// Tokens generated.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "count")]
     pub completion_tokens: u64,
     /// Their sum, as the endpoint reports it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "count")]
     pub total_tokens: u64,
+}
+
+/// A token count as an endpoint may send it: a whole number, or `null`, a float, a
+/// negative number or a string of digits, none of which may make the whole reply unusable
+/// (the counts only inform): each reads as the count it can be, else 0.
+fn count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(match v {
+        serde_json::Value::Number(n) => n
+            .as_u64()
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.is_finite() && *f > 0.0)
+                    .map(|f| f as u64)
+            })
+            .unwrap_or(0),
+        serde_json::Value::String(s) => s.trim().parse().unwrap_or(0),
+        _ => 0,
+    })
 }
 
 impl Usage {
     /// Adds another response's counts; a missing total is computed.
     pub fn add(&mut self, other: &Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.total_tokens += if other.total_tokens == 0 {
-            other.prompt_tokens + other.completion_tokens
-        } else {
-            other.total_tokens
-        };
+        // Saturating: the counts are the endpoint's word, and u64::MAX from it overflowed
+        // (a panic, exit 101, no REPORT).
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.total_tokens = self
+            .total_tokens
+            .saturating_add(if other.total_tokens == 0 {
+                other.prompt_tokens.saturating_add(other.completion_tokens)
+            } else {
+                other.total_tokens
+            });
     }
 }
 
@@ -177,6 +215,77 @@ pub fn bash_tool_spec() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn odd_token_counts_never_make_a_reply_unusable() {
+        let r: ChatResponse = serde_json::from_str(
+            r#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":null,"completion_tokens":-3,"total_tokens":"12"}}"#,
+        )
+        .unwrap();
+        let u = r.usage.unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.total_tokens),
+            (0, 0, 12)
+        );
+        let r: ChatResponse = serde_json::from_str(
+            r#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":7.9,"completion_tokens":{}}}"#,
+        )
+        .unwrap();
+        let u = r.usage.unwrap();
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (7, 0));
+    }
+
+    #[test]
+    fn arguments_sent_as_an_object_are_read_as_their_json() {
+        let r: ChatResponse = serde_json::from_str(
+            r#"{"choices":[{"message":{"tool_calls":[{"id":"a","function":{"name":"bash","arguments":{"command":"ls"}}},{"id":"b","function":{"name":"bash","arguments":null}}]}}]}"#,
+        )
+        .unwrap();
+        let calls = r.choices[0].message.tool_calls.clone().unwrap();
+        assert_eq!(calls[0].function.arguments, r#"{"command":"ls"}"#);
+        assert_eq!(calls[1].function.arguments, "");
+    }
+
+    #[test]
+    fn usage_from_the_endpoint_saturates() {
+        let max = Usage {
+            prompt_tokens: u64::MAX,
+            completion_tokens: u64::MAX,
+            total_tokens: 0,
+        };
+        let mut total = Usage::default();
+        total.add(&max);
+        total.add(&max);
+        assert_eq!(total.total_tokens, u64::MAX);
+        assert_eq!(total.prompt_tokens, u64::MAX);
+    }
+
+    #[test]
+    fn huge_tool_call_ids_and_names_are_cut() {
+        let body = format!(
+            r#"{{"choices":[{{"message":{{"tool_calls":[{{"id":"{}","type":"function","function":{{"name":"{}","arguments":"{{}}"}}}},{{"id":"ok_1","type":"function","function":{{"name":"bash","arguments":"{{}}"}}}}]}}}}]}}"#,
+            "i".repeat(100_000),
+            "n".repeat(100_000)
+        );
+        let r: ChatResponse = serde_json::from_str(&body).unwrap();
+        let reply = crate::llm::reply_from(r, 0, std::time::Duration::ZERO).unwrap();
+        assert_eq!(reply.tool_calls[0].id, "call_0");
+        assert_eq!(reply.tool_calls[0].function.name.chars().count(), 64);
+        assert_eq!(reply.tool_calls[1].id, "ok_1");
+        assert_eq!(reply.tool_calls[1].function.name, "bash");
+    }
+
+    #[test]
+    fn a_200_with_an_error_object_says_its_message() {
+        let r: ChatResponse =
+            serde_json::from_str(r#"{"error":{"message":"upstream\nrefused","code":429}}"#)
+                .unwrap();
+        let e = crate::llm::reply_from(r, 0, std::time::Duration::ZERO).unwrap_err();
+        assert_eq!(e, "the reply has no choices but an error: upstream refused");
+        let r: ChatResponse = serde_json::from_str(r#"{"choices":[]}"#).unwrap();
+        let e = crate::llm::reply_from(r, 0, std::time::Duration::ZERO).unwrap_err();
+        assert_eq!(e, "the reply has no choices");
+    }
     use pretty_assertions::assert_eq;
 
     #[test]

@@ -173,6 +173,10 @@ impl RedmineClient {
             403 => "Redmine refused the request (403): the REST API is disabled (Administration > Settings > API > Enable REST web service) or the bot user's role lacks the permission".to_string(),
             404 => "not found (404): check the issue id, [redmine].scope_query_id and [redmine].project".to_string(),
             412 => "precondition failed (412)".to_string(),
+            300..=399 => format!(
+                "a redirect ({}), which harness does not follow: set [redmine].url to the address Redmine answers on",
+                a.status
+            ),
             422 => format!(
                 "Redmine refused the change (422): {}",
                 self.redactor.redact(&excerpt(&a.body))
@@ -191,13 +195,15 @@ impl RedmineClient {
         if a.status != 200 {
             return Err(self.refusal("GET", path, &a));
         }
-        serde_json::from_str(&a.body).with_context(|| {
-            format!(
-                "GET {}{path}: the body is not JSON: {}",
-                self.base,
-                self.redactor.redact(&excerpt(&a.body))
-            )
-        })
+        serde_json::from_str(&crate::jsontext::lone_surrogates_replaced(&a.body)).with_context(
+            || {
+                format!(
+                    "GET {}{path}: the body is not JSON: {}",
+                    self.base,
+                    self.redactor.redact(&excerpt(&a.body))
+                )
+            },
+        )
     }
 
     /// PUT a JSON document; Redmine answers 204 (which does not prove anything was applied).

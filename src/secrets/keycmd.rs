@@ -89,6 +89,8 @@ pub enum RunError {
     TimedOut { stdout: Vec<u8>, stderr: Vec<u8> },
     /// It could not be started for another reason (permission, not an executable...).
     Other(std::io::Error),
+    /// A signal reached harness while it ran; it was killed with its process group.
+    Interrupted,
 }
 
 impl RunError {
@@ -102,6 +104,9 @@ impl RunError {
                 stderr_suffix(stderr, stdout)
             ),
             RunError::Other(e) => format!("cannot start `{program}`: {e}"),
+            RunError::Interrupted => {
+                format!("`{program}` was stopped: harness received a signal")
+            }
         }
     }
 }
@@ -141,6 +146,13 @@ pub fn run(
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
+            // A signal to harness ends the wait at once: the caller reports it.
+            Ok(None) if crate::signals::arrived().is_some() => {
+                kill_group(pgid);
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(RunError::Interrupted);
+            }
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
             Ok(None) | Err(_) => {
                 kill_group(pgid);

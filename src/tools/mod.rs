@@ -396,7 +396,8 @@ impl BashTool {
             };
             return invalid(reason);
         }
-        let command = match serde_json::from_str::<BashArgs>(&call.function.arguments) {
+        let arguments = crate::jsontext::lone_surrogates_replaced(&call.function.arguments);
+        let command = match serde_json::from_str::<BashArgs>(&arguments) {
             Ok(a) => a.command,
             Err(e) => {
                 let reason = format!(

@@ -101,7 +101,8 @@ pub fn parse(arguments: &str) -> Result<Finish, String> {
     let bad = |why: String| {
         format!("finish rejected: {why}; the turn goes on. Call `finish` again with {{\"status\": \"done\"|\"needs_input\"|\"blocked\"|\"failed\", \"summary\": \"...\", \"question\": \"...\" (for needs_input)}}")
     };
-    let args: Args = serde_json::from_str(arguments).map_err(|e| bad(e.to_string()))?;
+    let args: Args = serde_json::from_str(&crate::jsontext::lone_surrogates_replaced(arguments))
+        .map_err(|e| bad(e.to_string()))?;
     if args.summary.trim().is_empty() {
         return Err(bad("`summary` is empty".into()));
     }

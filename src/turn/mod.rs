@@ -319,7 +319,7 @@ async fn run_on(
         );
         let round::Answer {
             model,
-            reply,
+            mut reply,
             shape,
         } = match asked.await {
             Ok(answer) => answer,
@@ -342,6 +342,10 @@ async fn run_on(
         if text.is_some() {
             turn.reply = text;
         }
+        let dropped = step::cap_calls(&mut reply.tool_calls, limits.max_tool_calls);
+        if let Some(note) = &dropped {
+            info!("round {round}: {note}");
+        }
         messages.push(Message::Assistant {
             content: reply.content.clone(),
             tool_calls: reply.tool_calls.clone(),
@@ -350,22 +354,18 @@ async fn run_on(
         let calls = reply.tool_calls.len();
         match step::after_reply(shape, calls, turn.reply.is_some(), nudged) {
             step::Next::RunTools => {
-                let handled = round::run_tools(
-                    bash,
-                    &reply.tool_calls,
-                    shape,
-                    interrupt,
-                    round,
-                    events,
-                    limits.max_tool_calls,
-                )
-                .await;
+                let handled =
+                    round::run_tools(bash, &reply.tool_calls, shape, interrupt, round, events)
+                        .await;
                 for (call, run) in reply.tool_calls.iter().zip(handled.runs) {
                     messages.push(Message::Tool {
                         tool_call_id: call.id.clone(),
                         content: run.result,
                     });
                     record.tools.push(run.event);
+                }
+                if let Some(note) = dropped {
+                    messages.push(Message::User { content: note });
                 }
                 turn.log.push(record);
                 if let Some(done) = handled.finish {

@@ -166,13 +166,12 @@ pub async fn run_tools(
     interrupt: &Interrupt,
     round: u32,
     events: &Events,
-    max_calls: u32,
 ) -> Handled {
     let mut handled = Handled {
         runs: Vec::with_capacity(calls.len()),
         finish: None,
     };
-    for (k, call) in calls.iter().enumerate() {
+    for call in calls {
         events.emit(Event::ToolStarted {
             round,
             call_id: call.id.clone(),
@@ -184,10 +183,6 @@ pub async fn run_tools(
         let is_finish = shape.offer_finish && call.function.name == finish::NAME;
         let run = if handled.finish.is_some() {
             not_run(finish::AFTER_FINISH)
-        } else if max_calls > 0 && k >= max_calls as usize {
-            not_run(&format!(
-                "not run: at most {max_calls} tool calls of one reply are run ([loop].max_tool_calls); ask again in the next round"
-            ))
         } else if interrupt.received().is_some() {
             not_run("not run: the harness was interrupted")
         } else if is_finish {

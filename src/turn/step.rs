@@ -205,6 +205,25 @@ pub enum Next {
     },
 }
 
+/// Keeps the first `max` tool calls of a reply (`0`: all) and drops the rest before they
+/// enter the conversation; returns the note the model then reads, `None` when nothing was
+/// dropped. A reply of thousands of calls so costs what `max` calls cost, in the next
+/// request, the session, the REPORT's `round_log`, the events and the narration (answering
+/// each dropped call, as before, made a 16 MiB reply a REPORT of tens of MB). The calls kept
+/// are each answered, so the conversation stays well-formed.
+pub fn cap_calls<T>(calls: &mut Vec<T>, max: u32) -> Option<String> {
+    let total = calls.len();
+    let max = max as usize;
+    if max == 0 || total <= max {
+        return None;
+    }
+    calls.truncate(max);
+    Some(format!(
+        "Your last reply made {total} tool calls; only the first {max} were taken ([loop].max_tool_calls) and the other {} were dropped without running. Ask again for what you still need.",
+        total - max
+    ))
+}
+
 /// The REPORT's reply when the model asked for a tool it could not have and said nothing.
 pub const NO_ANSWER: &str =
     "(the model asked for a tool when no tool was available and gave no final answer)";
@@ -249,7 +268,10 @@ pub fn drop_tool_choice(error: &LlmError, shape: Shape) -> bool {
 /// The cost of a round: the endpoint's own figure, else `usage` x `price`; `None` when
 /// neither is known. Rounded to a nano-dollar.
 pub fn round_cost(reported: Option<f64>, price: Option<&ModelPrice>, usage: &Usage) -> Option<f64> {
+    // A cost the endpoint reports must be a sum of money: a negative one (a stream's
+    // `usage.cost` is not checked on the way in) would hold a `max_cost_usd` budget off.
     reported
+        .filter(|c| c.is_finite() && *c >= 0.0)
         .or_else(|| price.map(|p| p.cost(usage)))
         .map(round_usd)
 }
@@ -284,6 +306,21 @@ pub fn duration_ms(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_calls_of_a_reply_are_capped_with_a_note() {
+        let mut calls: Vec<u32> = (0..5000).collect();
+        let note = cap_calls(&mut calls, 32).unwrap();
+        assert_eq!(calls, (0..32).collect::<Vec<_>>());
+        assert!(note.contains("made 5000 tool calls"), "{note}");
+        assert!(note.contains("the other 4968 were dropped"), "{note}");
+        let mut few = vec![1, 2];
+        assert_eq!(cap_calls(&mut few, 2), None);
+        assert_eq!(few, vec![1, 2]);
+        let mut all: Vec<u32> = (0..50).collect();
+        assert_eq!(cap_calls(&mut all, 0), None);
+        assert_eq!(all.len(), 50);
+    }
     use pretty_assertions::assert_eq;
 
     fn error(kind: LlmErrorKind) -> LlmError {
@@ -510,6 +547,9 @@ mod tests {
         assert_eq!(round_cost(Some(0.25), Some(&price), &usage), Some(0.25));
         assert_eq!(round_cost(None, Some(&price), &usage), Some(0.002));
         assert_eq!(round_cost(None, None, &usage), None);
+        // A reported cost that is no sum of money falls back to the price.
+        assert_eq!(round_cost(Some(-1e300), Some(&price), &usage), Some(0.002));
+        assert_eq!(round_cost(Some(f64::NAN), None, &usage), None);
         assert_eq!(add_cost(None, None), None);
         assert_eq!(add_cost(Some(0.1), None), Some(0.1));
         assert_eq!(add_cost(Some(0.1), Some(0.2)), Some(0.3));

@@ -469,19 +469,24 @@ pub fn script(path: &Path, body: &str) {
     std::fs::write(path, format!("#!/bin/bash\n{body}\n")).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// Whether a process whose command line (arguments joined by blanks) contains `needle` runs.
+pub fn process_running(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        String::from_utf8_lossy(&cmdline)
+            .replace('\0', " ")
+            .contains(needle)
+    })
+}
+
 /// Waits until some process runs a command line containing `needle` (a unique argument,
 /// e.g. `sleep 7.25`), so a test can signal a harness in the middle of a command.
 pub fn wait_for_process(needle: &str) {
     let start = std::time::Instant::now();
     loop {
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline)
-                .replace('\0', " ")
-                .contains(needle)
-            {
-                return;
-            }
+        if process_running(needle) {
+            return;
         }
         assert!(
             start.elapsed() < Duration::from_secs(30),

@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 pub enum Body {
     /// This text, with its Content-Length.
     Full(String),
+    /// These bytes as the whole response, status line and headers included (a redirect, a
+    /// body that is not UTF-8); `status` and `content_type` are not used.
+    Raw(Vec<u8>),
     /// `head`, then `fill` bytes until the client hangs up; `claimed` is the Content-Length
     /// announced (none: the body is close-delimited).
     Endless {
@@ -37,6 +40,24 @@ impl Reply {
             status: 200,
             content_type: "application/json",
             body: Body::Full(body.to_string()),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A redirect (`status` 3xx) to `location`.
+    pub fn redirect(status: u16, location: &str) -> Reply {
+        let raw = format!(
+            "HTTP/1.1 {status} Moved\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        Reply::raw(raw.into_bytes())
+    }
+
+    /// These bytes as the whole response.
+    pub fn raw(bytes: Vec<u8>) -> Reply {
+        Reply {
+            status: 0,
+            content_type: "",
+            body: Body::Raw(bytes),
             delay: Duration::ZERO,
         }
     }
@@ -143,6 +164,9 @@ fn serve(conn: TcpStream, handler: &Handler, log: &Mutex<Vec<String>>, sent: &At
             let _ = out.write_all(head(Some(text.len() as u64)).as_bytes());
             let _ = out.write_all(text.as_bytes());
         }
+        Body::Raw(bytes) => {
+            let _ = out.write_all(&bytes);
+        }
         Body::Endless {
             head: start,
             fill,
@@ -169,6 +193,12 @@ pub struct MiniRedmine {
 impl MiniRedmine {
     /// Starts it; every `PUT` is answered after `put_delay`.
     pub fn start(put_delay: Duration) -> MiniRedmine {
+        MiniRedmine::start_with(put_delay, None)
+    }
+
+    /// Like [`start`](Self::start); with `session_download`, the issue carries a session
+    /// attachment of vertical `test` whose download answers after that long.
+    pub fn start_with(put_delay: Duration, session_download: Option<Duration>) -> MiniRedmine {
         let journals = Arc::new(Mutex::new(Vec::<String>::new()));
         let state = Arc::new(Mutex::new((1u64, None::<u64>)));
         let j = journals.clone();
@@ -195,6 +225,12 @@ impl MiniRedmine {
                 }
                 if full {
                     v["journals"] = journals.into();
+                    if session_download.is_some() {
+                        v["attachments"] = serde_json::json!([{
+                            "id": 5, "filename": "session-test-7-run1.jsonl.gz", "filesize": 100,
+                            "content_url": "/attachments/download/5/session-test-7-run1.jsonl.gz",
+                        }]);
+                    }
                 }
                 v
             };
@@ -229,6 +265,12 @@ impl MiniRedmine {
                         delay: put_delay,
                     }
                 }
+                ("GET", p) if p.starts_with("/attachments/download/") => Reply {
+                    status: 200,
+                    content_type: "application/octet-stream",
+                    body: Body::Full("not reached".into()),
+                    delay: session_download.unwrap_or_default(),
+                },
                 _ => Reply {
                     status: 404,
                     content_type: "application/json",

@@ -137,7 +137,7 @@ fn content_hash(bytes: &[u8]) -> u64 {
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(arguments: &str, form: &str) -> Result<T, String> {
-    serde_json::from_str(arguments).map_err(|e| {
+    serde_json::from_str(&crate::jsontext::lone_surrogates_replaced(arguments)).map_err(|e| {
         format!("the arguments are not valid JSON of the form {form} ({e}); nothing was done")
     })
 }
