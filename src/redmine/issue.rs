@@ -1,7 +1,7 @@
 //! Redmine adapter, PURE part: the REST API's wire types (issues, journals, users,
 //! statuses) and their parsing, and the list path of the configured scope.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
@@ -118,7 +118,7 @@ pub struct Issue {
     #[serde(default)]
     pub assigned_to: Option<Named>,
     /// Subject.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub subject: String,
     /// Description.
     #[serde(default, deserialize_with = "null_as_empty")]
@@ -167,12 +167,26 @@ pub fn list_path(cfg: &RedmineConfig) -> String {
     }
 }
 
-/// Parses `{"issues": [...]}`.
+/// Parses `{"issues": [...]}`. An issue not in the expected shape is left out with a warning
+/// naming it: one odd issue (a plugin's null field) must not keep every other from work.
 pub fn parse_issue_list(v: &Value) -> Result<Vec<Issue>> {
-    let Some(list) = v.get("issues") else {
+    let Some(list) = v.get("issues").and_then(Value::as_array) else {
         bail!("no \"issues\" array");
     };
-    serde_json::from_value(list.clone()).context("the issues are not in the expected shape")
+    let mut out = Vec::with_capacity(list.len());
+    for item in list {
+        match Issue::deserialize(item) {
+            Ok(issue) => out.push(issue),
+            Err(e) => {
+                let which = item
+                    .get("id")
+                    .and_then(Value::as_u64)
+                    .map_or("an issue without an id".to_string(), |n| format!("issue #{n}"));
+                tracing::warn!("redmine: {which} left out: not in the expected shape ({e})");
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Finds a status by name, case-insensitively; the error lists the known names.
@@ -297,5 +311,21 @@ mod tests {
         assert!(parse_issue_list(&serde_json::json!({"error": "x"})).is_err());
         let v = serde_json::json!({"issues": [serde_json::from_str::<Value>(ISSUE).unwrap()], "total_count": 1});
         assert_eq!(parse_issue_list(&v).unwrap()[0].id, 4);
+    }
+
+    #[test]
+    fn an_odd_issue_is_left_out_and_a_null_subject_is_empty() {
+        let good: Value = serde_json::from_str(ISSUE).unwrap();
+        let mut null_subject = good.clone();
+        null_subject["id"] = 5.into();
+        null_subject["subject"] = Value::Null;
+        let mut odd = good.clone();
+        odd["id"] = 6.into();
+        odd["project"] = Value::Null;
+        let v = serde_json::json!({"issues": [odd, good, null_subject, {"subject": "no id"}]});
+        let issues = parse_issue_list(&v).unwrap();
+        let ids: Vec<u64> = issues.iter().map(|i| i.id).collect();
+        assert_eq!(ids, vec![4, 5]);
+        assert_eq!(issues[1].subject, "");
     }
 }
