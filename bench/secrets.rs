@@ -222,14 +222,13 @@ fn main() {
     // same command of 20 execs, unconfined, with and without it.
     let guarded = runtime.block_on(async { spawner::Spawner::start_here() });
     let pass = sandbox::loader::pass();
-    let listener = guarded
-        .guard(&sandbox::loader::filter(pass), pass)
-        .unwrap();
-    let loaders: Vec<std::path::PathBuf> = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
-        .iter()
-        .map(std::path::PathBuf::from)
-        .filter(|p| p.exists())
-        .collect();
+    let listener = guarded.guard(&sandbox::loader::filter(pass), pass).unwrap();
+    let loaders: Vec<std::path::PathBuf> =
+        ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+            .iter()
+            .map(std::path::PathBuf::from)
+            .filter(|p| p.exists())
+            .collect();
     let _guard = sandbox::loader::Guard::start(listener, &loaders).unwrap();
     let execs = "/bin/true; ".repeat(20);
     let run_on = |sp: &spawner::Spawner| {

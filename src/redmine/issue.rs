@@ -181,7 +181,9 @@ pub fn parse_issue_list(v: &Value) -> Result<Vec<Issue>> {
                 let which = item
                     .get("id")
                     .and_then(Value::as_u64)
-                    .map_or("an issue without an id".to_string(), |n| format!("issue #{n}"));
+                    .map_or("an issue without an id".to_string(), |n| {
+                        format!("issue #{n}")
+                    });
                 tracing::warn!("redmine: {which} left out: not in the expected shape ({e})");
             }
         }

@@ -1,6 +1,8 @@
 //! tools stage (gate), PURE: argv helpers shared by the program files: option scanning,
 //! abbreviations, clusters, and the `Inner` finding.
 
+use crate::tools::gate::paths::basename;
+use crate::tools::gate::programs::registry::{canonical, family, Finder, Kind};
 use crate::tools::gate::shell::lex::{Dialect, Word};
 pub(crate) enum Inner {
     None,
@@ -253,6 +255,19 @@ pub(crate) fn getopt(args: &[Word], spec: &OptionSpec) -> Result<Parsed, String>
         }
     }
     Ok(out)
+}
+
+/// Would `placeholder` (xargs `-I`'s string, find's `{}`), replaced by input the gate cannot
+/// see, land where it can be code? When any word names a shell, an interpreter, a runner or
+/// `watch` (the command itself, or one a wrapper before it runs: `env sh -c 'echo {}'`), a
+/// file named `a;rm x` would be run.
+pub(crate) fn substituted_into_code(command: &[Word], placeholder: &str) -> bool {
+    command.iter().any(|w| w.value.contains(placeholder))
+        && command.iter().any(|w| {
+            family(&canonical(basename(&w.value))).is_some_and(|f| {
+                f.runs_code() || f.kind == Kind::Runner || f.inner == Finder::Watch
+            })
+        })
 }
 
 #[cfg(test)]

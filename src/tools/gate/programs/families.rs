@@ -2,7 +2,7 @@
 //! family the gate knows, under every name it is installed as. The types and the lookups are
 //! in `registry.rs`; adding a program is one row here and its cases.
 
-use super::registry::{Check, Code, Family, Finder, StdinCode};
+use super::kinds::{Check, Code, Family, Finder, StdinCode};
 
 /// Every program family the gate knows.
 pub(crate) static FAMILIES: &[Family] = &[

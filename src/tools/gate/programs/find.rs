@@ -1,9 +1,8 @@
 //! tools stage (gate), PURE: find and fd: the commands `-exec`/`-x` run and the actions that delete
 //! or write files.
 
-use crate::tools::gate::programs::argv::{denied, long_abbrev, Inner};
+use crate::tools::gate::programs::argv::{denied, long_abbrev, substituted_into_code, Inner};
 use crate::tools::gate::programs::git::may_run_git;
-use crate::tools::gate::programs::wrappers::substituted_into_code;
 use crate::tools::gate::rule::glob_match;
 use crate::tools::gate::shell::lex::Word;
 

@@ -9,6 +9,7 @@ pub(crate) mod find;
 pub(crate) mod git;
 pub(crate) mod go;
 pub(crate) mod interpreters;
+mod kinds;
 pub(crate) mod make;
 pub(crate) mod outputs;
 pub(crate) mod packages;

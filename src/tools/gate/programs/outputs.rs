@@ -4,8 +4,28 @@
 
 use crate::tools::gate::programs::argv::long_abbrev;
 use crate::tools::gate::programs::registry::{family, Check};
-use crate::tools::gate::programs::writes::{unreadable, Writes};
 use crate::tools::gate::shell::lex::Word;
+
+/// What a writing program's arguments say it writes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Writes {
+    /// Not a program whose destinations the gate reads.
+    Unknown,
+    /// Paths it writes, links or creates, as written (relative to the work root or absolute).
+    Paths(Vec<String>),
+}
+
+/// A destination word whose text the gate cannot know: a glob could match a protected file,
+/// `{}` is what `find -exec` substitutes.
+pub(crate) fn unreadable(base: &str, w: &Word) -> Option<String> {
+    if w.glob || w.brace || w.value.contains("{}") {
+        return Some(format!(
+            "`{base}` writes to `{}`, which the shell or find expands into paths the gate cannot see; denied",
+            w.raw
+        ));
+    }
+    None
+}
 
 /// The files git subcommands write at a name the command gives: `bundle create FILE` (its
 /// refs and prerequisite lines carry commit subjects, and make expands `$(shell …)` in a line

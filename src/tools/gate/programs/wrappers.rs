@@ -2,9 +2,9 @@
 //! watch...): where their inner command starts.
 
 use crate::tools::gate::paths::basename;
-use crate::tools::gate::programs::argv::{script_of, skip_options, Inner};
+use crate::tools::gate::programs::argv::{script_of, skip_options, substituted_into_code, Inner};
 use crate::tools::gate::programs::find::{fd_inner, find_inner};
-use crate::tools::gate::programs::registry::{canonical, family, Finder, Kind};
+use crate::tools::gate::programs::registry::{canonical, family, Finder};
 use crate::tools::gate::programs::shells::shell_inner;
 use crate::tools::gate::rule::Policy;
 use crate::tools::gate::shell::lex::{Dialect, Word};
@@ -316,17 +316,4 @@ pub(crate) fn xargs_inner(words: &[Word]) -> Result<Inner, String> {
         }
     }
     Ok(Inner::Commands(vec![(i..words.len(), true)]))
-}
-
-/// Would `placeholder` (xargs `-I`'s string, find's `{}`), replaced by input the gate cannot
-/// see, land where it can be code? When any word names a shell, an interpreter, a runner or
-/// `watch` (the command itself, or one a wrapper before it runs: `env sh -c 'echo {}'`), a
-/// file named `a;rm x` would be run.
-pub(crate) fn substituted_into_code(command: &[Word], placeholder: &str) -> bool {
-    command.iter().any(|w| w.value.contains(placeholder))
-        && command.iter().any(|w| {
-            family(&canonical(basename(&w.value))).is_some_and(|f| {
-                f.runs_code() || f.kind == Kind::Runner || f.inner == Finder::Watch
-            })
-        })
 }

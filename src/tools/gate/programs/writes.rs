@@ -5,21 +5,13 @@
 
 use crate::tools::gate::paths::counter_reaches_build_file;
 use crate::tools::gate::programs::argv::long_abbrev;
+pub(crate) use crate::tools::gate::programs::outputs::Writes;
 use crate::tools::gate::programs::outputs::{
-    compiler_outputs, converter_outputs, git_writes, go_outputs,
+    compiler_outputs, converter_outputs, git_writes, go_outputs, unreadable,
 };
 use crate::tools::gate::programs::registry::{family, Check};
 use crate::tools::gate::programs::tar::tar_archives_written;
 use crate::tools::gate::shell::lex::Word;
-
-/// What a writing program's arguments say it writes.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Writes {
-    /// Not a program whose destinations the gate reads.
-    Unknown,
-    /// Paths it writes, links or creates, as written (relative to the work root or absolute).
-    Paths(Vec<String>),
-}
 
 /// A family's option grammar: short options that take a value, long ones that do.
 struct Grammar {
@@ -313,18 +305,6 @@ fn join(dir: &str, name: &str) -> String {
     } else {
         format!("{dir}/{name}")
     }
-}
-
-/// A destination word whose text the gate cannot know: a glob could match a protected file,
-/// `{}` is what `find -exec` substitutes.
-pub(super) fn unreadable(base: &str, w: &Word) -> Option<String> {
-    if w.glob || w.brace || w.value.contains("{}") {
-        return Some(format!(
-            "`{base}` writes to `{}`, which the shell or find expands into paths the gate cannot see; denied",
-            w.raw
-        ));
-    }
-    None
 }
 
 /// What `base` (a canonical registry name) writes, given its arguments; `tail` when `xargs` or
