@@ -10,6 +10,7 @@ pub(crate) mod git;
 pub(crate) mod go;
 pub(crate) mod interpreters;
 pub(crate) mod make;
+pub(crate) mod outfiles;
 pub(crate) mod outputs;
 pub(crate) mod packages;
 pub(crate) mod registry;

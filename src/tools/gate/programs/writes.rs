@@ -5,6 +5,7 @@
 
 use crate::tools::gate::paths::counter_reaches_build_file;
 use crate::tools::gate::programs::argv::long_abbrev;
+use crate::tools::gate::programs::outfiles::table_outputs;
 use crate::tools::gate::programs::outputs::{
     compiler_outputs, converter_outputs, git_writes, go_outputs,
 };
@@ -362,6 +363,22 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
         return Ok(Writes::Paths(compiler_outputs(args)));
     }
     if let Some(out) = converter_outputs(base, args) {
+        return Ok(Writes::Paths(out));
+    }
+    if let Some(found) = table_outputs(base, args) {
+        if tail {
+            return Err(format!(
+                "`xargs` or `find -exec … +` would append arguments to `{base}`, which names the files it writes; denied"
+            ));
+        }
+        let mut out = match found? {
+            Writes::Paths(p) => p,
+            Writes::Unknown => Vec::new(),
+        };
+        if base == "cpp" {
+            // The compiler driver's own output options (`-o`, `-MF`, `-dumpdir`).
+            out.extend(compiler_outputs(args));
+        }
         return Ok(Writes::Paths(out));
     }
     let copy_like = matches!(base, "cp" | "mv" | "ln" | "install");
