@@ -34,6 +34,13 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
                 w.raw
             ));
         }
+        if runner {
+            if let Some(how) = splices_words(&w.value) {
+                return Some(format!(
+                    "`{base}` would run code that builds words with {how}, which can spell a program a deny rule forbids; the gate cannot follow it"
+                ));
+            }
+        }
         // The text is code a shell may read: quotes and backslashes inside a name do not
         // change it (`r''m`, `r\m`), and a glob may match it (`/bin/r?`).
         let text: String = w.value.chars().filter(|c| !"'\"\\".contains(*c)).collect();
@@ -69,6 +76,36 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
                     "`{base}` would run `{b}`, whose script the deny rules cannot see into"
                 ));
             }
+        }
+    }
+    None
+}
+
+/// Shell text that builds a word from parts the gate cannot see whole: a parameter
+/// expansion or command substitution (`a=cu; ${a}rl`, `"$1$2"`, `cu$(:)rl`), a brace
+/// expansion (`{cu,}rl`), a backslash-newline (`cu\<newline>rl`). A runner's command is
+/// shell text the gate does not parse, so under deny rules any of these is refused.
+pub(crate) fn splices_words(text: &str) -> Option<&'static str> {
+    let b = text.as_bytes();
+    for (k, &c) in b.iter().enumerate() {
+        let next = b.get(k + 1).copied();
+        match c {
+            b'$' if next
+                .is_some_and(|n| n.is_ascii_alphanumeric() || b"_{(@*#?!$-".contains(&n)) =>
+            {
+                return Some("a `$` expansion");
+            }
+            b'`' => return Some("a command substitution"),
+            b'\\' if next == Some(b'\n') => return Some("a backslash-newline"),
+            b'{' if text[k..].find('}').is_some_and(|e| {
+                let inner = &text[k..k + e];
+                (inner.contains(',') || inner.contains(".."))
+                    && !inner.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+            }) =>
+            {
+                return Some("a brace expansion");
+            }
+            _ => {}
         }
     }
     None
@@ -303,4 +340,34 @@ pub(crate) fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::splices_words;
+
+    #[test]
+    fn spliced_words_are_found() {
+        for text in [
+            "a=cu; ${a}rl x",
+            "a=cu; $a\"rl\"",
+            "set cu rl; \"$1$2\"",
+            "cu$(:)rl",
+            "cu``rl",
+            "{cu,}rl x",
+            "c{u..u}rl",
+            "cu\\\nrl",
+        ] {
+            assert!(splices_words(text).is_some(), "{text}");
+        }
+        for text in [
+            "ls -la",
+            "cargo test",
+            "echo {} x",
+            "echo '{\"a\": 1, \"b\": 2}'",
+            "cost 5$",
+        ] {
+            assert!(splices_words(text).is_none(), "{text}");
+        }
+    }
 }
