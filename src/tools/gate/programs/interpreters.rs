@@ -81,6 +81,50 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
     None
 }
 
+/// What sqlite3's command line does beyond queries: the shell's functions `writefile()` and
+/// `edit()` (which runs the editor it names: `edit('x', 'r'||'m')`), dot-commands that write
+/// files (`.output`, `.once`, `.save`...), `ATTACH`/`VACUUM INTO` (create a database file at
+/// any name), and the options that extract an archive (`-A`) or read commands from a file
+/// (`-init`).
+fn sqlite_writes(family: &str, word: &str) -> Option<String> {
+    if family != "sqlite3" {
+        return None;
+    }
+    const OPTIONS: &[&str] = &["-a", "-archive", "--archive", "-init", "--init"];
+    const CODE: &[&str] = &[
+        "writefile",
+        ".output",
+        ".once",
+        ".save",
+        ".backup",
+        ".log",
+        ".trace",
+        ".excel",
+        ".clone",
+        ".archive",
+        ".ar ",
+        ".open",
+        ".read",
+        ".import",
+        "attach",
+        "vacuum",
+    ];
+    let lc = word.to_ascii_lowercase();
+    if OPTIONS.contains(&lc.as_str()) || (word.starts_with("-A") && !word.starts_with("--")) {
+        return Some(format!("option `{word}`"));
+    }
+    // `edit(…)`, also spelt `edit (…)`; a column named `edited` is fine.
+    let edit = lc
+        .match_indices("edit")
+        .any(|(k, _)| lc[k + 4..].trim_start().starts_with('('));
+    if edit {
+        return Some("code uses `edit()`".into());
+    }
+    CODE.iter()
+        .find(|c| lc.contains(*c))
+        .map(|c| format!("code uses `{}`", c.trim()))
+}
+
 /// Shell text that builds a word from parts the gate cannot see whole: a parameter
 /// expansion or command substitution (`a=cu; ${a}rl`, `"$1$2"`, `cu$(:)rl`), a brace
 /// expansion (`{cu,}rl`), a backslash-newline (`cu\<newline>rl`). A runner's command is
@@ -300,6 +344,11 @@ pub(crate) fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<
         if fam.code == Code::Perl && perl_eval_flag(&w.value) {
             return Some(format!(
                 "`{base}` code has a substitution with the `e` flag, which evaluates code"
+            ));
+        }
+        if let Some(why) = sqlite_writes(fam.names[0], &w.value) {
+            return Some(format!(
+                "`{base}` {why}, which can write any file or run a program the deny rules cannot see"
             ));
         }
         if fam.code == Code::Escape && w.value.contains('!') {

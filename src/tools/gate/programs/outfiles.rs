@@ -14,6 +14,8 @@ enum Operands {
     All,
     /// The second (`objcopy IN [OUT]`), or the only one when `in_place`.
     Second { in_place: bool },
+    /// The first (`sqlite3 DB`: the database is created there).
+    First,
     /// All but the first (`cpp IN OUT`: a `-include FILE` read shifts the operands).
     AllButFirst,
     /// The last (`convert IN… OUT`).
@@ -41,6 +43,8 @@ struct OutputGrammar {
     /// value is a file written; for single-dash programs (`-write`) spelt with one dash.
     long_out: &'static [&'static str],
     long_dir: &'static [&'static str],
+    /// Other long (or single-dash) names that take a value.
+    long_valued: &'static [&'static str],
     /// Options refused outright, with why (short letters as `-x`, long names as `--name`).
     refused: &'static [(&'static str, &'static str)],
     /// Short option words that are whole names (`-write FILE`, `-o{DIR}` for 7-Zip).
@@ -69,6 +73,7 @@ const GRAMMARS: &[OutputGrammar] = &[
             "hsts",
         ],
         long_dir: &["output-dir"],
+        long_valued: &[],
         refused: &[
             ("-K", CONFIG),
             ("--config", CONFIG),
@@ -96,6 +101,7 @@ const GRAMMARS: &[OutputGrammar] = &[
             "hsts-file",
         ],
         long_dir: &["directory-prefix"],
+        long_valued: &[],
         refused: &[
             (
                 "-e",
@@ -125,6 +131,7 @@ const GRAMMARS: &[OutputGrammar] = &[
         short_valued: "IDUx",
         long_out: &["output"],
         long_dir: &[],
+        long_valued: &[],
         refused: &[],
         single_dash: false,
         operands: Operands::AllButFirst,
@@ -136,6 +143,7 @@ const GRAMMARS: &[OutputGrammar] = &[
         short_valued: "IOBjRKNGLWbiF",
         long_out: &["dump-section"],
         long_dir: &[],
+        long_valued: &[],
         refused: &[],
         single_dash: false,
         operands: Operands::Second { in_place: true },
@@ -147,6 +155,7 @@ const GRAMMARS: &[OutputGrammar] = &[
         short_valued: "FIORKN",
         long_out: &["output-file"],
         long_dir: &[],
+        long_valued: &[],
         refused: &[],
         single_dash: false,
         operands: Operands::All,
@@ -158,6 +167,7 @@ const GRAMMARS: &[OutputGrammar] = &[
         short_valued: "",
         long_out: &[],
         long_dir: &[],
+        long_valued: &[],
         refused: &[],
         single_dash: false,
         operands: Operands::ArArchive,
@@ -169,6 +179,7 @@ const GRAMMARS: &[OutputGrammar] = &[
         short_valued: "",
         long_out: &[],
         long_dir: &[],
+        long_valued: &[],
         refused: &[],
         single_dash: true,
         operands: Operands::SevenZip,
@@ -180,6 +191,7 @@ const GRAMMARS: &[OutputGrammar] = &[
         short_valued: "",
         long_out: &["write"],
         long_dir: &[],
+        long_valued: &[],
         refused: &[],
         single_dash: true,
         operands: Operands::Last,
@@ -191,9 +203,35 @@ const GRAMMARS: &[OutputGrammar] = &[
         short_valued: "",
         long_out: &["write"],
         long_dir: &["path"],
+        long_valued: &[],
         refused: &[],
         single_dash: true,
         operands: Operands::All,
+    },
+    OutputGrammar {
+        names: &["sqlite3"],
+        short_out: "",
+        short_dir: "",
+        short_valued: "",
+        long_out: &[],
+        long_dir: &[],
+        long_valued: &[
+            "cmd",
+            "init",
+            "separator",
+            "newline",
+            "nullvalue",
+            "vfs",
+            "mmap",
+            "pagecache",
+            "lookaside",
+            "heap",
+            "maxsize",
+            "escape",
+        ],
+        refused: &[],
+        single_dash: true,
+        operands: Operands::First,
     },
     OutputGrammar {
         names: &["touch"],
@@ -202,6 +240,7 @@ const GRAMMARS: &[OutputGrammar] = &[
         short_valued: "rdt",
         long_out: &[],
         long_dir: &[],
+        long_valued: &[],
         refused: &[],
         single_dash: false,
         operands: Operands::All,
@@ -213,6 +252,7 @@ const GRAMMARS: &[OutputGrammar] = &[
         short_valued: "mZ",
         long_out: &[],
         long_dir: &[],
+        long_valued: &[],
         refused: &[],
         single_dash: false,
         operands: Operands::All,
@@ -224,6 +264,7 @@ const GRAMMARS: &[OutputGrammar] = &[
         short_valued: "",
         long_out: &[],
         long_dir: &["tmpdir"],
+        long_valued: &[],
         refused: &[],
         single_dash: false,
         operands: Operands::All,
@@ -300,6 +341,10 @@ fn read(base: &str, g: &OutputGrammar, args: &[Word]) -> Result<Writes, String> 
         if v.starts_with("--") || g.single_dash {
             let out = long_hit(g.long_out);
             let dir = long_hit(g.long_dir);
+            if !out && !dir && long_hit(g.long_valued) && !v.contains('=') {
+                k += 1;
+                continue;
+            }
             let value = match v.split_once('=') {
                 Some((_, x)) => Some(x),
                 None if out || dir => {
@@ -366,6 +411,7 @@ fn read(base: &str, g: &OutputGrammar, args: &[Word]) -> Result<Writes, String> 
             [_, second, ..] => vec![*second],
             _ => Vec::new(),
         },
+        Operands::First => operands.first().copied().into_iter().collect(),
         Operands::AllButFirst => operands.iter().skip(1).copied().collect(),
         Operands::Last => operands.last().copied().into_iter().collect(),
         Operands::ArArchive => {
@@ -495,6 +541,7 @@ mod tests {
             "convert a.png -write Makefile b.png",
             "touch Makefile",
             "mkfifo Makefile",
+            "sqlite3 -cmd x -bail Makefile 'create table t(x)'",
         ] {
             assert!(
                 run(cmd).unwrap().iter().any(|p| p.ends_with("Makefile")),
