@@ -125,6 +125,34 @@ fn sqlite_writes(family: &str, word: &str) -> Option<String> {
         .map(|c| format!("code uses `{}`", c.trim()))
 }
 
+/// Code that spells a string the capability list cannot see whole: string literals joined
+/// by an operator (`"ex"+"ec"`, `"exe".."cute"`, `"sys"."tem"`, `'a' || 'b'`, `"a" ~ "b"`)
+/// or a character given by its code (`"\x70rocess"`, `"\u0070"`, Lua's `"\101"`).
+pub(crate) fn builds_names(code: &str) -> Option<&'static str> {
+    let b = code.as_bytes();
+    for (k, &c) in b.iter().enumerate() {
+        if c == b'\\' {
+            let next = b.get(k + 1).copied().unwrap_or(0);
+            if next == b'x' || next == b'u' || next == b'U' || next.is_ascii_digit() {
+                return Some("a character given by its code");
+            }
+        }
+        if c != b'"' && c != b'\'' {
+            continue;
+        }
+        // A closing quote, then an operator, then an opening quote.
+        let rest = code[k + 1..].trim_start();
+        let after = ["..", "+", ".", "~", "||"]
+            .iter()
+            .find_map(|op| rest.strip_prefix(op))
+            .map(str::trim_start);
+        if after.is_some_and(|a| a.starts_with(['"', '\''])) {
+            return Some("string literals joined by an operator");
+        }
+    }
+    None
+}
+
 /// Shell text that builds a word from parts the gate cannot see whole: a parameter
 /// expansion or command substitution (`a=cu; ${a}rl`, `"$1$2"`, `cu$(:)rl`), a brace
 /// expansion (`{cu,}rl`), a backslash-newline (`cu\<newline>rl`). A runner's command is
@@ -379,6 +407,11 @@ pub(crate) fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<
         if variable_call {
             return Some(format!(
                 "`{base}` code calls a function through a variable, which can run programs the deny rules cannot see"
+            ));
+        }
+        if let Some(how) = builds_names(&w.value) {
+            return Some(format!(
+                "`{base}` code builds a string from {how}, which can spell a name the gate looks for (`\"ex\"+\"ec\"`)"
             ));
         }
         if let Some(cap) = CODE_CAPABILITIES.iter().find(|c| lc.contains(*c)) {
