@@ -233,6 +233,20 @@ const GRAMMARS: &[OutputGrammar] = &[
         single_dash: true,
         operands: Operands::First,
     },
+    // ffmpeg: every word but an input (`-i FILE`) may be an output (option values among
+    // them, which is stricter); the tee muxer's `[opts]a|b` and `file:` name files too.
+    OutputGrammar {
+        names: &["ffmpeg", "avconv"],
+        short_out: "",
+        short_dir: "",
+        short_valued: "",
+        long_out: &[],
+        long_dir: &[],
+        long_valued: &["i"],
+        refused: &[],
+        single_dash: true,
+        operands: Operands::All,
+    },
     OutputGrammar {
         names: &["touch"],
         short_out: "",
@@ -437,6 +451,13 @@ fn read(base: &str, g: &OutputGrammar, args: &[Word]) -> Result<Writes, String> 
         if let Some(e) = unreadable(base, w) {
             return Err(e);
         }
+        if g.names[0] == "ffmpeg" {
+            for part in w.value.split('|') {
+                let part = part.rsplit(']').next().unwrap_or(part);
+                out.push(part.strip_prefix("file:").unwrap_or(part).to_string());
+            }
+            continue;
+        }
         // ImageMagick's `FORMAT:FILE` writes FILE.
         let v = w.value.as_str();
         let path = match v.split_once(':') {
@@ -542,6 +563,9 @@ mod tests {
             "touch Makefile",
             "mkfifo Makefile",
             "sqlite3 -cmd x -bail Makefile 'create table t(x)'",
+            "ffmpeg -i in.wav -f data Makefile",
+            "ffmpeg -i in.wav -y -f tee '[f=mp4]a.mp4|Makefile'",
+            "ffmpeg -i in.wav file:Makefile",
         ] {
             assert!(
                 run(cmd).unwrap().iter().any(|p| p.ends_with("Makefile")),
@@ -570,6 +594,7 @@ mod tests {
         );
         assert_eq!(run("cpp in.c").unwrap(), Vec::<String>::new());
         assert_eq!(run("ar t lib.a").unwrap(), Vec::<String>::new());
+        assert_eq!(run("ffmpeg -i Makefile out.mp4").unwrap(), ["out.mp4"]);
         assert_eq!(run("wget -O out http://h/Makefile").unwrap(), ["out"]);
     }
 
