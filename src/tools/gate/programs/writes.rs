@@ -555,21 +555,18 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
                         "`{base}` `{v}` chooses the name it writes from a suffix or the archive; denied"
                     ));
                 }
-                let output = if v == "-o" || v == "--output" {
-                    args.get(k + 1).map(|w| w.value.clone())
-                } else {
-                    v.strip_prefix("--output=").map(str::to_string)
-                };
-                if let Some(o) = output {
+                if let Some(o) = compressor_output(v, args.get(k + 1)) {
                     out.push(o);
                 }
             }
             if !to_stdout {
                 let valued = |k: usize| {
                     k > 0
-                        && args
-                            .get(k - 1)
-                            .is_some_and(|p| p.value == "-o" || p.value == "--output")
+                        && args.get(k - 1).is_some_and(|p| {
+                            compressor_output(&p.value, None).is_none()
+                                && compressor_output(&p.value, Some(&Word::synthetic("x")))
+                                    .is_some()
+                        })
                 };
                 for (_, w) in args
                     .iter()
@@ -590,6 +587,27 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
         }
     }
     Ok(Writes::Paths(out))
+}
+
+/// The file or directory a (de)compressor option word `v` names (`next` is the word after
+/// it): `-o FILE`, `-oFILE`, `--output[=]FILE` and zstd's `--output-dir-flat`/`-mirror`, by
+/// any prefix (`--out=Makefile`).
+fn compressor_output(v: &str, next: Option<&Word>) -> Option<String> {
+    let next = || next.map(|w| w.value.clone());
+    if v.starts_with("--") {
+        long_abbrev(v, &["output", "output-dir-flat", "output-dir-mirror"])?;
+        return match v.split_once('=') {
+            Some((_, x)) => Some(x.to_string()),
+            None => next(),
+        };
+    }
+    let cluster = v.strip_prefix('-')?;
+    let (_, rest) = cluster.split_once('o')?;
+    if rest.is_empty() {
+        next()
+    } else {
+        Some(rest.to_string())
+    }
 }
 
 /// cp, mv, ln, install and `git mv`: the destination, each source's name inside it when it is
@@ -758,6 +776,12 @@ mod tests {
             vec![".git/config", "a.zst", "a"]
         );
         assert_eq!(paths("rsync -a src sub"), vec!["sub", "sub/src"]);
+        assert_eq!(paths("zstd -oMakefile x"), vec!["Makefile", "x"]);
+        assert_eq!(paths("brotli --out=Makefile x"), vec!["Makefile", "x"]);
+        assert_eq!(
+            paths("zstd -d x.zst --output-dir-flat=.git"),
+            vec![".git", "x.zst", "x"]
+        );
         assert_eq!(paths("cp --parents a/b.txt d"), vec!["d", "d/a/b.txt"]);
     }
 
