@@ -10,6 +10,8 @@ use crate::tools::gate::shell::lex::Word;
 /// Which operands (words that are neither options nor their values) a program writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Operands {
+    /// None.
+    Nothing,
     /// Every operand (`touch`, `strip`, `mogrify`: in place).
     All,
     /// The second (`objcopy IN [OUT]`), or the only one when `in_place`.
@@ -54,11 +56,24 @@ struct OutputGrammar {
 
 const CONFIG: &str = "reads settings that can name any file to write";
 
+/// A row with nothing set, for struct update (`..NONE`).
+const NONE: OutputGrammar = OutputGrammar {
+    names: &[],
+    short_out: "",
+    short_dir: "",
+    short_valued: "",
+    long_out: &[],
+    long_dir: &[],
+    long_valued: &[],
+    refused: &[],
+    single_dash: false,
+    operands: Operands::Nothing,
+};
+
 const GRAMMARS: &[OutputGrammar] = &[
     OutputGrammar {
         names: &["curl"],
         short_out: "oDc",
-        short_dir: "",
         short_valued: "AbCdeEFHKmPQrTuUwxXyYzt",
         long_out: &[
             "output",
@@ -73,7 +88,6 @@ const GRAMMARS: &[OutputGrammar] = &[
             "hsts",
         ],
         long_dir: &["output-dir"],
-        long_valued: &[],
         refused: &[
             ("-K", CONFIG),
             ("--config", CONFIG),
@@ -83,8 +97,8 @@ const GRAMMARS: &[OutputGrammar] = &[
                 "takes the file name the server sends",
             ),
         ],
-        single_dash: false,
         operands: Operands::UrlNames,
+        ..NONE
     },
     OutputGrammar {
         names: &["wget", "wget2"],
@@ -101,7 +115,6 @@ const GRAMMARS: &[OutputGrammar] = &[
             "hsts-file",
         ],
         long_dir: &["directory-prefix"],
-        long_valued: &[],
         refused: &[
             (
                 "-e",
@@ -121,100 +134,60 @@ const GRAMMARS: &[OutputGrammar] = &[
                 "takes the file name the server sends",
             ),
         ],
-        single_dash: false,
         operands: Operands::UrlNames,
+        ..NONE
     },
     OutputGrammar {
         names: &["cpp"],
         short_out: "o",
-        short_dir: "",
         short_valued: "IDUx",
         long_out: &["output"],
-        long_dir: &[],
-        long_valued: &[],
-        refused: &[],
-        single_dash: false,
         operands: Operands::AllButFirst,
+        ..NONE
     },
     OutputGrammar {
         names: &["objcopy", "llvm-objcopy"],
-        short_out: "",
-        short_dir: "",
         short_valued: "IOBjRKNGLWbiF",
         long_out: &["dump-section"],
-        long_dir: &[],
-        long_valued: &[],
-        refused: &[],
-        single_dash: false,
         operands: Operands::Second { in_place: true },
+        ..NONE
     },
     OutputGrammar {
         names: &["strip", "llvm-strip"],
         short_out: "o",
-        short_dir: "",
         short_valued: "FIORKN",
         long_out: &["output-file"],
-        long_dir: &[],
-        long_valued: &[],
-        refused: &[],
-        single_dash: false,
         operands: Operands::All,
+        ..NONE
     },
     OutputGrammar {
         names: &["ar", "llvm-ar", "ranlib"],
-        short_out: "",
-        short_dir: "",
-        short_valued: "",
-        long_out: &[],
-        long_dir: &[],
-        long_valued: &[],
-        refused: &[],
-        single_dash: false,
         operands: Operands::ArArchive,
+        ..NONE
     },
     OutputGrammar {
         names: &["7z", "7za", "7zr", "7zz"],
-        short_out: "",
-        short_dir: "",
-        short_valued: "",
-        long_out: &[],
-        long_dir: &[],
-        long_valued: &[],
-        refused: &[],
         single_dash: true,
         operands: Operands::SevenZip,
+        ..NONE
     },
     OutputGrammar {
         names: &["convert", "magick", "montage", "composite", "gm"],
-        short_out: "",
-        short_dir: "",
-        short_valued: "",
         long_out: &["write"],
-        long_dir: &[],
-        long_valued: &[],
-        refused: &[],
         single_dash: true,
         operands: Operands::Last,
+        ..NONE
     },
     OutputGrammar {
         names: &["mogrify"],
-        short_out: "",
-        short_dir: "",
-        short_valued: "",
         long_out: &["write"],
         long_dir: &["path"],
-        long_valued: &[],
-        refused: &[],
         single_dash: true,
         operands: Operands::All,
+        ..NONE
     },
     OutputGrammar {
         names: &["sqlite3"],
-        short_out: "",
-        short_dir: "",
-        short_valued: "",
-        long_out: &[],
-        long_dir: &[],
         long_valued: &[
             "cmd",
             "init",
@@ -229,59 +202,187 @@ const GRAMMARS: &[OutputGrammar] = &[
             "maxsize",
             "escape",
         ],
-        refused: &[],
         single_dash: true,
         operands: Operands::First,
+        ..NONE
     },
     // ffmpeg: every word but an input (`-i FILE`) may be an output (option values among
     // them, which is stricter); the tee muxer's `[opts]a|b` and `file:` name files too.
     OutputGrammar {
         names: &["ffmpeg", "avconv"],
-        short_out: "",
-        short_dir: "",
-        short_valued: "",
-        long_out: &[],
-        long_dir: &[],
         long_valued: &["i"],
-        refused: &[],
         single_dash: true,
         operands: Operands::All,
+        ..NONE
     },
     OutputGrammar {
         names: &["touch"],
-        short_out: "",
-        short_dir: "",
         short_valued: "rdt",
-        long_out: &[],
-        long_dir: &[],
-        long_valued: &[],
-        refused: &[],
-        single_dash: false,
         operands: Operands::All,
+        ..NONE
     },
     OutputGrammar {
         names: &["mkfifo", "mknod"],
-        short_out: "",
-        short_dir: "",
         short_valued: "mZ",
-        long_out: &[],
-        long_dir: &[],
-        long_valued: &[],
-        refused: &[],
-        single_dash: false,
         operands: Operands::All,
+        ..NONE
     },
     OutputGrammar {
         names: &["mktemp"],
-        short_out: "",
         short_dir: "p",
-        short_valued: "",
-        long_out: &[],
         long_dir: &["tmpdir"],
-        long_valued: &[],
-        refused: &[],
-        single_dash: false,
         operands: Operands::All,
+        ..NONE
+    },
+    // patch: `-o` the output, `-r` the rejects, `-B`/`-Y` backup prefixes, `-d` the
+    // directory it works in, and `patch FILE PATCH` patches FILE.
+    OutputGrammar {
+        names: &["patch", "gpatch"],
+        short_out: "or",
+        short_dir: "dBY",
+        short_valued: "DFgipVz",
+        long_out: &["output", "reject-file"],
+        long_dir: &["directory", "prefix", "basename-prefix"],
+        long_valued: &[
+            "ifdef",
+            "fuzz",
+            "get",
+            "input",
+            "strip",
+            "version-control",
+            "suffix",
+            "quoting-style",
+            "reject-format",
+        ],
+        operands: Operands::First,
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["unzip"],
+        short_dir: "d",
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["as", "gas", "nasm", "yasm"],
+        short_out: "o",
+        short_valued: "I",
+        ..NONE
+    },
+    // rustc: `-o`, `--out-dir`, `--emit KIND=PATH[,…]`.
+    OutputGrammar {
+        names: &["rustc"],
+        short_out: "o",
+        short_valued: "CLlW",
+        long_out: &["emit"],
+        long_dir: &["out-dir"],
+        long_valued: &[
+            "crate-type",
+            "crate-name",
+            "edition",
+            "target",
+            "cfg",
+            "cap-lints",
+        ],
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["javac"],
+        short_dir: "dsh",
+        long_valued: &[
+            "cp",
+            "classpath",
+            "sourcepath",
+            "release",
+            "source",
+            "target",
+        ],
+        single_dash: true,
+        long_out: &[],
+        long_dir: &["d", "s", "h"],
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["tsc"],
+        long_out: &["outFile", "out", "tsBuildInfoFile"],
+        long_dir: &["outDir", "declarationDir"],
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["esbuild"],
+        long_out: &["outfile", "metafile"],
+        long_dir: &["outdir"],
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["xsltproc"],
+        short_out: "o",
+        long_out: &["output"],
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["xmllint"],
+        long_out: &["output"],
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["dot", "neato", "twopi", "circo", "fdp", "sfdp"],
+        short_out: "o",
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["msgfmt", "msgmerge", "msgcat", "xgettext", "msguniq"],
+        short_out: "o",
+        short_dir: "p",
+        long_out: &["output-file"],
+        long_dir: &["output-dir", "directory"],
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["flex", "lex", "bison", "yacc", "byacc"],
+        short_out: "o",
+        short_valued: "bSp",
+        long_out: &[
+            "outfile",
+            "output",
+            "defines",
+            "header",
+            "graph",
+            "xml",
+            "report-file",
+        ],
+        ..NONE
+    },
+    // Ghostscript: `-sOutputFile=FILE`, `-o FILE`.
+    OutputGrammar {
+        names: &["gs", "ghostscript"],
+        long_out: &["sOutputFile", "o"],
+        single_dash: true,
+        ..NONE
+    },
+    OutputGrammar {
+        names: &[
+            "pdftotext",
+            "pdftohtml",
+            "pdftoppm",
+            "pdfseparate",
+            "pdfunite",
+            "qpdf",
+        ],
+        operands: Operands::AllButFirst,
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["asciidoctor", "asciidoc"],
+        short_out: "o",
+        short_dir: "D",
+        long_out: &["out-file"],
+        long_dir: &["destination-dir"],
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["sass", "scss", "lessc"],
+        operands: Operands::AllButFirst,
+        ..NONE
     },
 ];
 
@@ -377,7 +478,13 @@ fn read(base: &str, g: &OutputGrammar, args: &[Word]) -> Result<Writes, String> 
                 }
             }
             match value {
-                Some(x) if out => files.push(x.rsplit_once('=').map_or(x, |(_, f)| f)),
+                Some(x) if out => {
+                    // `--emit link=PATH,asm=PATH`: every part, and what follows its `=`.
+                    files.push(x);
+                    for part in x.split(',') {
+                        files.push(part.rsplit_once('=').map_or(part, |(_, f)| f));
+                    }
+                }
                 Some(x) if dir => dirs.push(x.to_string()),
                 _ => {}
             }
@@ -418,7 +525,7 @@ fn read(base: &str, g: &OutputGrammar, args: &[Word]) -> Result<Writes, String> 
     let mut out: Vec<String> = files.iter().map(|f| f.to_string()).collect();
     out.extend(dirs.iter().cloned());
     let written: Vec<&Word> = match g.operands {
-        Operands::UrlNames => Vec::new(),
+        Operands::UrlNames | Operands::Nothing => Vec::new(),
         Operands::All => operands.clone(),
         Operands::Second { in_place } => match operands.as_slice() {
             [one] if in_place => vec![*one],
@@ -566,6 +673,24 @@ mod tests {
             "ffmpeg -i in.wav -f data Makefile",
             "ffmpeg -i in.wav -y -f tee '[f=mp4]a.mp4|Makefile'",
             "ffmpeg -i in.wav file:Makefile",
+            "patch -i p.diff -o Makefile",
+            "patch -r Makefile -i p.diff",
+            "patch Makefile p.diff",
+            "as -o Makefile x.s",
+            "rustc -o Makefile x.rs",
+            "rustc --emit=asm=x.s,link=Makefile x.rs",
+            "tsc --outFile Makefile x.ts",
+            "esbuild x.js --outfile=Makefile",
+            "xsltproc -o Makefile a.xsl b.xml",
+            "xmllint --output Makefile x.xml",
+            "dot -Tplain -o Makefile x.dot",
+            "msgfmt -o Makefile x.po",
+            "flex -oMakefile x.l",
+            "bison --defines=Makefile x.y",
+            "gs -sOutputFile=Makefile x.ps",
+            "pdftotext x.pdf Makefile",
+            "asciidoctor -o Makefile x.adoc",
+            "sass x.scss Makefile",
         ] {
             assert!(
                 run(cmd).unwrap().iter().any(|p| p.ends_with("Makefile")),
@@ -580,6 +705,10 @@ mod tests {
         assert_eq!(run("wget -P .git http://h/x").unwrap(), [".git", ".git/x"]);
         assert_eq!(run("7z x a.7z -o.git").unwrap(), [".git"]);
         assert_eq!(run("mktemp -p .git/hooks").unwrap(), [".git/hooks"]);
+        assert_eq!(run("unzip -d .git x.zip").unwrap(), [".git"]);
+        assert_eq!(run("javac -d .git X.java").unwrap(), [".git"]);
+        assert_eq!(run("rustc --out-dir .git x.rs").unwrap(), [".git"]);
+        assert_eq!(run("patch -B .git/ -i p.diff").unwrap(), [".git/"]);
     }
 
     #[test]
