@@ -226,6 +226,29 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
     if sub == "bisect" && rest.first().is_some_and(|w| w.value == "run") {
         return Some("`git bisect run` runs a program".into());
     }
+    // Replacement refs change what every later git command reads for an object:
+    // `git replace HEAD:Makefile HEAD:x.txt` then a checkout writes x.txt's text into the
+    // Makefile. Only listing them is fine; refs under refs/replace/ are made no other way.
+    if sub == "replace"
+        && !rest
+            .iter()
+            .all(|w| matches!(w.value.as_str(), "-l" | "--list") || w.value.starts_with("--format"))
+    {
+        return Some("`git replace` makes git read one object as another".into());
+    }
+    let replace_ref = |v: &str| {
+        // A pattern refspec's destination could expand into refs/replace/ (`refs/re*`).
+        let dst = v.rsplit(':').next().unwrap_or(v);
+        v.contains("refs/replace")
+            || (v.contains(':')
+                && dst.contains('*')
+                && !["refs/heads/", "refs/tags/", "refs/remotes/"]
+                    .iter()
+                    .any(|p| dst.trim_start_matches('+').starts_with(p)))
+    };
+    if rest.iter().any(|w| replace_ref(&w.value)) {
+        return Some("a ref under `refs/replace/` makes git read one object as another".into());
+    }
     if sub == "config" {
         return git_config_check(rest);
     }
