@@ -347,9 +347,9 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
         let rest = args.get(i + 1..).unwrap_or_default();
         return match args.get(i).map(|w| w.value.as_str()) {
             Some("mv") => copies("git mv", rest, &GIT_MV, false),
-            Some(sub @ ("bundle" | "merge-file" | "format-patch" | "clone" | "worktree")) => {
-                git_writes(sub, rest)
-            }
+            Some(
+                sub @ ("bundle" | "merge-file" | "format-patch" | "clone" | "worktree" | "init"),
+            ) => git_writes(sub, rest),
             _ => Ok(Writes::Unknown),
         };
     }
