@@ -384,6 +384,28 @@ const GRAMMARS: &[OutputGrammar] = &[
         operands: Operands::AllButFirst,
         ..NONE
     },
+    // Package tools' download, install and log places.
+    OutputGrammar {
+        names: &["pip", "pip3"],
+        short_dir: "dwt",
+        short_valued: "rceik",
+        long_out: &["log", "log-file", "report"],
+        long_dir: &[
+            "dest",
+            "target",
+            "wheel-dir",
+            "root",
+            "prefix",
+            "src",
+            "cache-dir",
+        ],
+        ..NONE
+    },
+    OutputGrammar {
+        names: &["npm"],
+        long_dir: &["pack-destination", "prefix", "cache"],
+        ..NONE
+    },
 ];
 
 /// A long option word (`--name`, `--name=v`; `-name` for single-dash programs) naming one
@@ -706,6 +728,9 @@ mod tests {
         assert_eq!(run("7z x a.7z -o.git").unwrap(), [".git"]);
         assert_eq!(run("mktemp -p .git/hooks").unwrap(), [".git/hooks"]);
         assert_eq!(run("unzip -d .git x.zip").unwrap(), [".git"]);
+        assert_eq!(run("pip download -d .git x").unwrap(), [".git"]);
+        assert_eq!(run("pip install --target=.git x").unwrap(), [".git"]);
+        assert_eq!(run("npm pack --pack-destination .git").unwrap(), [".git"]);
         assert_eq!(run("javac -d .git X.java").unwrap(), [".git"]);
         assert_eq!(run("rustc --out-dir .git x.rs").unwrap(), [".git"]);
         assert_eq!(run("patch -B .git/ -i p.diff").unwrap(), [".git/"]);
