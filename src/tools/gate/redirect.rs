@@ -2,6 +2,7 @@
 //! duplication and writes into the work root.
 
 use crate::tools::gate::paths::{is_build_file, path_under};
+use crate::tools::gate::programs::registry::family;
 use crate::tools::gate::programs::writes::{writes, Writes};
 use crate::tools::gate::rule::{Policy, RuleKind};
 use crate::tools::gate::shell::lex::{Redir, Word};
@@ -182,5 +183,86 @@ pub fn write_refusal(policy: &Policy, rel: &str) -> Option<String> {
             }
         }
     }
+    // A file an allow rule runs by name (`bash ci.sh`, `python3 tools/gen.py *`,
+    // `./run-tests.sh`): written, it runs whatever the model put in it; so does replacing a
+    // directory above it.
+    let comps_of = |p: &str| -> Vec<String> {
+        p.split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .map(str::to_string)
+            .collect()
+    };
+    let target = comps_of(rel);
+    if !target.is_empty() && !rel.starts_with('/') {
+        for rule in &policy.allow {
+            for file in files_a_rule_runs(&rule.kind) {
+                let f = comps_of(&file);
+                if !file.starts_with('/')
+                    && f.len() >= target.len()
+                    && f[..target.len()] == target[..]
+                {
+                    return Some(format!("writes `{file}`, which rule `{}` runs", rule.text));
+                }
+            }
+        }
+    }
     None
+}
+
+/// The files an allow rule runs by name: a command word that is a path (`./ci.sh`,
+/// `scripts/build.sh *`), and the operands of a shell or interpreter (`bash ci.sh`, `python3
+/// tools/gen.py *`, `make -f build/x.mk`). A raw prefix's last word may be cut short, so it
+/// is left out.
+fn files_a_rule_runs(kind: &RuleKind) -> Vec<String> {
+    let words: Vec<&str> = match kind {
+        RuleKind::Exact(ws) | RuleKind::Words(ws) => ws.iter().map(String::as_str).collect(),
+        RuleKind::Raw(p) => {
+            let mut ws: Vec<&str> = p.split_whitespace().collect();
+            ws.pop();
+            ws
+        }
+        RuleKind::Path(_) | RuleKind::Universal => Vec::new(),
+    };
+    let Some((cmd, rest)) = words.split_first() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if cmd.contains('/') {
+        out.push(cmd.to_string());
+    }
+    let name = cmd.rsplit('/').next().unwrap_or(cmd);
+    if family(name).is_some_and(|f| f.runs_code()) {
+        out.extend(
+            rest.iter()
+                .filter(|w| !w.starts_with('-') && !w.contains(['*', '?', '[', '=']))
+                .map(|w| w.to_string()),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::files_a_rule_runs;
+    use crate::tools::gate::rule::Rule;
+
+    fn files(rule: &str) -> Vec<String> {
+        files_a_rule_runs(&Rule::parse(rule).unwrap().kind)
+    }
+
+    #[test]
+    fn the_files_a_rule_runs() {
+        assert_eq!(files("bash ci.sh"), ["ci.sh"]);
+        assert_eq!(files("python3 tools/gen.py *"), ["tools/gen.py"]);
+        assert_eq!(files("./run-tests.sh"), ["./run-tests.sh"]);
+        assert_eq!(files("scripts/build.sh *"), ["scripts/build.sh"]);
+        assert_eq!(files("make -f build/x.mk *"), ["build/x.mk"]);
+        assert!(files("bash -c *").is_empty());
+        assert!(files("cargo test *").is_empty());
+        assert!(files("awk *").is_empty());
+        assert!(
+            files("python3 tools/ge*").is_empty(),
+            "a raw prefix's last word"
+        );
+    }
 }

@@ -47,6 +47,38 @@ fn custom_strategy(rest: &[Word]) -> Option<String> {
     None
 }
 
+/// git's own commands (builtins and the scripts it ships, as of 2.47, plus newer names).
+#[rustfmt::skip]
+const KNOWN_SUBCOMMANDS: &[&str] = &[
+    "add", "am", "annotate", "apply", "archimport", "archive", "bisect", "blame", "branch",
+    "bugreport", "bundle", "cat-file", "check-attr", "check-ignore", "check-mailmap",
+    "check-ref-format", "checkout", "checkout--worker", "checkout-index", "cherry",
+    "cherry-pick", "citool", "clean", "clone", "column", "commit", "commit-graph", "commit-tree",
+    "config", "count-objects", "credential", "credential-cache", "credential-cache--daemon",
+    "credential-store", "cvsexportcommit", "cvsimport", "cvsserver", "daemon", "describe",
+    "diagnose", "diff", "diff-files", "diff-index", "diff-pairs", "diff-tree", "difftool",
+    "difftool--helper", "fast-export", "fast-import", "fetch", "fetch-pack", "filter-branch",
+    "fmt-merge-msg", "for-each-ref", "for-each-repo", "format-patch", "fsck", "fsck-objects",
+    "fsmonitor--daemon", "gc", "get-tar-commit-id", "grep", "gui", "hash-object", "help", "hook",
+    "http-backend", "http-fetch", "http-push", "imap-send", "index-pack", "init", "init-db",
+    "instaweb", "interpret-trailers", "last-modified", "log", "ls-files", "ls-remote", "ls-tree",
+    "mailinfo", "mailsplit", "maintenance", "merge", "merge-base", "merge-file", "merge-index",
+    "merge-octopus", "merge-one-file", "merge-ours", "merge-recursive", "merge-recursive-ours",
+    "merge-recursive-theirs", "merge-resolve", "merge-subtree", "merge-tree", "mergetool",
+    "mktag", "mktree", "multi-pack-index", "mv", "name-rev", "notes", "p4", "pack-objects",
+    "pack-redundant", "pack-refs", "patch-id", "pickaxe", "prune", "prune-packed", "pull",
+    "push", "quiltimport", "range-diff", "read-tree", "rebase", "receive-pack", "reflog",
+    "refs", "remote", "remote-ext", "remote-fd", "remote-ftp", "remote-ftps", "remote-http",
+    "remote-https", "repack", "replace", "replay", "repo", "request-pull", "rerere", "reset",
+    "restore", "rev-list", "rev-parse", "revert", "rm", "send-email", "send-pack",
+    "sh-i18n--envsubst", "shell", "shortlog", "show", "show-branch", "show-index", "show-ref",
+    "sparse-checkout", "stage", "stash", "status", "stripspace", "submodule",
+    "submodule--helper", "svn", "switch", "symbolic-ref", "tag", "unpack-file",
+    "unpack-objects", "update-index", "update-ref", "update-server-info", "upload-archive",
+    "upload-archive--writer", "upload-pack", "var", "verify-commit", "verify-pack",
+    "verify-tag", "version", "web--browse", "whatchanged", "worktree", "write-tree",
+];
+
 pub(crate) fn git_check(args: &[Word]) -> Option<String> {
     let mut i = 0;
     // Global options before the subcommand.
@@ -120,6 +152,14 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
     if !args.get(i).is_none_or(Word::literal) {
         return Some("the subcommand is not a plain word".into());
     }
+    // Any other name runs a `git-NAME` program from git's exec path or PATH (one a package
+    // installed, `git-lfs`, `git-annex`), or an alias from a config file: the gate judges
+    // only git's own commands.
+    if !sub.is_empty() && !KNOWN_SUBCOMMANDS.contains(&sub) {
+        return Some(format!(
+            "`git {sub}` is not one of git's own commands: git would run a `git-{sub}` program from its exec path or PATH, or an alias"
+        ));
+    }
     if matches!(
         sub,
         "filter-branch"
@@ -185,6 +225,29 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
     }
     if sub == "bisect" && rest.first().is_some_and(|w| w.value == "run") {
         return Some("`git bisect run` runs a program".into());
+    }
+    // Replacement refs change what every later git command reads for an object:
+    // `git replace HEAD:Makefile HEAD:x.txt` then a checkout writes x.txt's text into the
+    // Makefile. Only listing them is fine; refs under refs/replace/ are made no other way.
+    if sub == "replace"
+        && !rest
+            .iter()
+            .all(|w| matches!(w.value.as_str(), "-l" | "--list") || w.value.starts_with("--format"))
+    {
+        return Some("`git replace` makes git read one object as another".into());
+    }
+    let replace_ref = |v: &str| {
+        // A pattern refspec's destination could expand into refs/replace/ (`refs/re*`).
+        let dst = v.rsplit(':').next().unwrap_or(v);
+        v.contains("refs/replace")
+            || (v.contains(':')
+                && dst.contains('*')
+                && !["refs/heads/", "refs/tags/", "refs/remotes/"]
+                    .iter()
+                    .any(|p| dst.trim_start_matches('+').starts_with(p)))
+    };
+    if rest.iter().any(|w| replace_ref(&w.value)) {
+        return Some("a ref under `refs/replace/` makes git read one object as another".into());
     }
     if sub == "config" {
         return git_config_check(rest);

@@ -34,6 +34,13 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
                 w.raw
             ));
         }
+        if runner {
+            if let Some(how) = splices_words(&w.value) {
+                return Some(format!(
+                    "`{base}` would run code that builds words with {how}, which can spell a program a deny rule forbids; the gate cannot follow it"
+                ));
+            }
+        }
         // The text is code a shell may read: quotes and backslashes inside a name do not
         // change it (`r''m`, `r\m`), and a glob may match it (`/bin/r?`).
         let text: String = w.value.chars().filter(|c| !"'\"\\".contains(*c)).collect();
@@ -69,6 +76,108 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
                     "`{base}` would run `{b}`, whose script the deny rules cannot see into"
                 ));
             }
+        }
+    }
+    None
+}
+
+/// What sqlite3's command line does beyond queries: the shell's functions `writefile()` and
+/// `edit()` (which runs the editor it names: `edit('x', 'r'||'m')`), dot-commands that write
+/// files (`.output`, `.once`, `.save`...), `ATTACH`/`VACUUM INTO` (create a database file at
+/// any name), and the options that extract an archive (`-A`) or read commands from a file
+/// (`-init`).
+fn sqlite_writes(family: &str, word: &str) -> Option<String> {
+    if family != "sqlite3" {
+        return None;
+    }
+    const OPTIONS: &[&str] = &["-a", "-archive", "--archive", "-init", "--init"];
+    const CODE: &[&str] = &[
+        "writefile",
+        ".output",
+        ".once",
+        ".save",
+        ".backup",
+        ".log",
+        ".trace",
+        ".excel",
+        ".clone",
+        ".archive",
+        ".ar ",
+        ".open",
+        ".read",
+        ".import",
+        "attach",
+        "vacuum",
+    ];
+    let lc = word.to_ascii_lowercase();
+    if OPTIONS.contains(&lc.as_str()) || (word.starts_with("-A") && !word.starts_with("--")) {
+        return Some(format!("option `{word}`"));
+    }
+    // `edit(…)`, also spelt `edit (…)`; a column named `edited` is fine.
+    let edit = lc
+        .match_indices("edit")
+        .any(|(k, _)| lc[k + 4..].trim_start().starts_with('('));
+    if edit {
+        return Some("code uses `edit()`".into());
+    }
+    CODE.iter()
+        .find(|c| lc.contains(*c))
+        .map(|c| format!("code uses `{}`", c.trim()))
+}
+
+/// Code that spells a string the capability list cannot see whole: string literals joined
+/// by an operator (`"ex"+"ec"`, `"exe".."cute"`, `"sys"."tem"`, `'a' || 'b'`, `"a" ~ "b"`)
+/// or a character given by its code (`"\x70rocess"`, `"\u0070"`, Lua's `"\101"`).
+pub(crate) fn builds_names(code: &str) -> Option<&'static str> {
+    let b = code.as_bytes();
+    for (k, &c) in b.iter().enumerate() {
+        if c == b'\\' {
+            let next = b.get(k + 1).copied().unwrap_or(0);
+            if next == b'x' || next == b'u' || next == b'U' || next.is_ascii_digit() {
+                return Some("a character given by its code");
+            }
+        }
+        if c != b'"' && c != b'\'' {
+            continue;
+        }
+        // A closing quote, then an operator, then an opening quote.
+        let rest = code[k + 1..].trim_start();
+        let after = ["..", "+", ".", "~", "||"]
+            .iter()
+            .find_map(|op| rest.strip_prefix(op))
+            .map(str::trim_start);
+        if after.is_some_and(|a| a.starts_with(['"', '\''])) {
+            return Some("string literals joined by an operator");
+        }
+    }
+    None
+}
+
+/// Shell text that builds a word from parts the gate cannot see whole: a parameter
+/// expansion or command substitution (`a=cu; ${a}rl`, `"$1$2"`, `cu$(:)rl`), a brace
+/// expansion (`{cu,}rl`), a backslash-newline (`cu\<newline>rl`). A runner's command is
+/// shell text the gate does not parse, so under deny rules any of these is refused.
+pub(crate) fn splices_words(text: &str) -> Option<&'static str> {
+    let b = text.as_bytes();
+    for (k, &c) in b.iter().enumerate() {
+        let next = b.get(k + 1).copied();
+        match c {
+            b'$' if next
+                .is_some_and(|n| n.is_ascii_alphanumeric() || b"_{(@*#?!$-".contains(&n)) =>
+            {
+                return Some("a `$` expansion");
+            }
+            b'`' => return Some("a command substitution"),
+            b'\\' if next == Some(b'\n') => return Some("a backslash-newline"),
+            b'{' if text[k..].find('}').is_some_and(|e| {
+                let inner = &text[k..k + e];
+                (inner.contains(',') || inner.contains(".."))
+                    && !inner.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+            }) =>
+            {
+                return Some("a brace expansion");
+            }
+            _ => {}
         }
     }
     None
@@ -265,6 +374,11 @@ pub(crate) fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<
                 "`{base}` code has a substitution with the `e` flag, which evaluates code"
             ));
         }
+        if let Some(why) = sqlite_writes(fam.names[0], &w.value) {
+            return Some(format!(
+                "`{base}` {why}, which can write any file or run a program the deny rules cannot see"
+            ));
+        }
         if fam.code == Code::Escape && w.value.contains('!') {
             return Some(format!(
                 "`{base}` code has `!`, which runs a shell command the deny rules cannot see"
@@ -295,6 +409,11 @@ pub(crate) fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<
                 "`{base}` code calls a function through a variable, which can run programs the deny rules cannot see"
             ));
         }
+        if let Some(how) = builds_names(&w.value) {
+            return Some(format!(
+                "`{base}` code builds a string from {how}, which can spell a name the gate looks for (`\"ex\"+\"ec\"`)"
+            ));
+        }
         if let Some(cap) = CODE_CAPABILITIES.iter().find(|c| lc.contains(*c)) {
             return Some(format!(
                 "`{base}` code uses `{}`, which can run programs the deny rules cannot see",
@@ -303,4 +422,34 @@ pub(crate) fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::splices_words;
+
+    #[test]
+    fn spliced_words_are_found() {
+        for text in [
+            "a=cu; ${a}rl x",
+            "a=cu; $a\"rl\"",
+            "set cu rl; \"$1$2\"",
+            "cu$(:)rl",
+            "cu``rl",
+            "{cu,}rl x",
+            "c{u..u}rl",
+            "cu\\\nrl",
+        ] {
+            assert!(splices_words(text).is_some(), "{text}");
+        }
+        for text in [
+            "ls -la",
+            "cargo test",
+            "echo {} x",
+            "echo '{\"a\": 1, \"b\": 2}'",
+            "cost 5$",
+        ] {
+            assert!(splices_words(text).is_none(), "{text}");
+        }
+    }
 }

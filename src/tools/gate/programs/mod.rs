@@ -11,6 +11,7 @@ pub(crate) mod go;
 pub(crate) mod interpreters;
 mod kinds;
 pub(crate) mod make;
+pub(crate) mod outfiles;
 pub(crate) mod outputs;
 pub(crate) mod packages;
 pub(crate) mod registry;

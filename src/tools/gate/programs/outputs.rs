@@ -65,6 +65,12 @@ pub(super) fn git_writes(sub: &str, rest: &[Word]) -> Result<Writes, String> {
             [_, dir, ..] => path(dir),
             _ => Ok(Writes::Unknown),
         },
+        "init" => match operands(&["-b", "--initial-branch", "--object-format", "--ref-format"])
+            .as_slice()
+        {
+            [dir, ..] => path(dir),
+            _ => Ok(Writes::Unknown),
+        },
         "worktree" => match operands(&["-b", "-B", "--reason"]).as_slice() {
             [add, dir, ..] if add.value == "add" => path(dir),
             _ => Ok(Writes::Unknown),

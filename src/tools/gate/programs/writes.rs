@@ -5,6 +5,7 @@
 
 use crate::tools::gate::paths::counter_reaches_build_file;
 use crate::tools::gate::programs::argv::long_abbrev;
+use crate::tools::gate::programs::outfiles::table_outputs;
 pub(crate) use crate::tools::gate::programs::outputs::Writes;
 use crate::tools::gate::programs::outputs::{
     compiler_outputs, converter_outputs, git_writes, go_outputs, unreadable,
@@ -326,9 +327,9 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
         let rest = args.get(i + 1..).unwrap_or_default();
         return match args.get(i).map(|w| w.value.as_str()) {
             Some("mv") => copies("git mv", rest, &GIT_MV, false),
-            Some(sub @ ("bundle" | "merge-file" | "format-patch" | "clone" | "worktree")) => {
-                git_writes(sub, rest)
-            }
+            Some(
+                sub @ ("bundle" | "merge-file" | "format-patch" | "clone" | "worktree" | "init"),
+            ) => git_writes(sub, rest),
             _ => Ok(Writes::Unknown),
         };
     }
@@ -342,6 +343,22 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
         return Ok(Writes::Paths(compiler_outputs(args)));
     }
     if let Some(out) = converter_outputs(base, args) {
+        return Ok(Writes::Paths(out));
+    }
+    if let Some(found) = table_outputs(base, args) {
+        if tail {
+            return Err(format!(
+                "`xargs` or `find -exec … +` would append arguments to `{base}`, which names the files it writes; denied"
+            ));
+        }
+        let mut out = match found? {
+            Writes::Paths(p) => p,
+            Writes::Unknown => Vec::new(),
+        };
+        if base == "cpp" {
+            // The compiler driver's own output options (`-o`, `-MF`, `-dumpdir`).
+            out.extend(compiler_outputs(args));
+        }
         return Ok(Writes::Paths(out));
     }
     let copy_like = matches!(base, "cp" | "mv" | "ln" | "install");
@@ -518,21 +535,18 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
                         "`{base}` `{v}` chooses the name it writes from a suffix or the archive; denied"
                     ));
                 }
-                let output = if v == "-o" || v == "--output" {
-                    args.get(k + 1).map(|w| w.value.clone())
-                } else {
-                    v.strip_prefix("--output=").map(str::to_string)
-                };
-                if let Some(o) = output {
+                if let Some(o) = compressor_output(v, args.get(k + 1)) {
                     out.push(o);
                 }
             }
             if !to_stdout {
                 let valued = |k: usize| {
                     k > 0
-                        && args
-                            .get(k - 1)
-                            .is_some_and(|p| p.value == "-o" || p.value == "--output")
+                        && args.get(k - 1).is_some_and(|p| {
+                            compressor_output(&p.value, None).is_none()
+                                && compressor_output(&p.value, Some(&Word::synthetic("x")))
+                                    .is_some()
+                        })
                 };
                 for (_, w) in args
                     .iter()
@@ -553,6 +567,27 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
         }
     }
     Ok(Writes::Paths(out))
+}
+
+/// The file or directory a (de)compressor option word `v` names (`next` is the word after
+/// it): `-o FILE`, `-oFILE`, `--output[=]FILE` and zstd's `--output-dir-flat`/`-mirror`, by
+/// any prefix (`--out=Makefile`).
+fn compressor_output(v: &str, next: Option<&Word>) -> Option<String> {
+    let next = || next.map(|w| w.value.clone());
+    if v.starts_with("--") {
+        long_abbrev(v, &["output", "output-dir-flat", "output-dir-mirror"])?;
+        return match v.split_once('=') {
+            Some((_, x)) => Some(x.to_string()),
+            None => next(),
+        };
+    }
+    let cluster = v.strip_prefix('-')?;
+    let (_, rest) = cluster.split_once('o')?;
+    if rest.is_empty() {
+        next()
+    } else {
+        Some(rest.to_string())
+    }
 }
 
 /// cp, mv, ln, install and `git mv`: the destination, each source's name inside it when it is
@@ -721,6 +756,12 @@ mod tests {
             vec![".git/config", "a.zst", "a"]
         );
         assert_eq!(paths("rsync -a src sub"), vec!["sub", "sub/src"]);
+        assert_eq!(paths("zstd -oMakefile x"), vec!["Makefile", "x"]);
+        assert_eq!(paths("brotli --out=Makefile x"), vec!["Makefile", "x"]);
+        assert_eq!(
+            paths("zstd -d x.zst --output-dir-flat=.git"),
+            vec![".git", "x.zst", "x"]
+        );
         assert_eq!(paths("cp --parents a/b.txt d"), vec!["d", "d/a/b.txt"]);
     }
 
