@@ -541,3 +541,48 @@ fn a_finish_done_runs_the_check_and_a_failure_keeps_the_turn_going() {
         "{messages:?}"
     );
 }
+
+/// Paths in the config are relative to the config, also when `--config` itself is relative:
+/// git runs worktree commands inside the repository, so a relative work_root once put the
+/// task's worktree inside the repo (exit 1, and every later run failed "already exists").
+#[test]
+fn a_relative_config_path_puts_the_worktree_under_work_root_not_in_the_repo() {
+    let llm = Llm::start(&json!({"steps": [
+        call("e1", "edit_file", json!({"path": "answer.txt", "old_string": "41", "new_string": "42"})),
+        text("Fixed."),
+        text("Again."),
+    ]}));
+    let ws = Workspace::new(&llm.base_url(), |c| format!("{c}{CODE_CONFIG}"));
+    repo_with_remote(ws.path());
+    let relative = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
+        cmd.args(args)
+            .args(["--config", "harness.toml"])
+            .current_dir(ws.path())
+            .env_remove("RUST_LOG")
+            .env_remove("HARNESS_CONFIG")
+            .env("HARNESS_TEST_LLM_KEY", CANARY)
+            .stdin(std::process::Stdio::null());
+        Run::from(cmd.output().unwrap())
+    };
+    let run = relative(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let worktrees = git(
+        &ws.path().join("repo"),
+        &["worktree", "list", "--porcelain"],
+    );
+    let work = ws.path().join("work").canonicalize().unwrap();
+    assert!(
+        worktrees
+            .lines()
+            .filter_map(|l| l.strip_prefix("worktree "))
+            .any(|w| Path::new(w).starts_with(&work)),
+        "no worktree under work_root: {worktrees}"
+    );
+    assert!(
+        !ws.path().join("repo/work").exists(),
+        "a worktree was made inside the repository"
+    );
+    let again = relative(&["once", "--demo", "--fresh"]);
+    assert_eq!(again.code, 0, "{again:?}");
+}

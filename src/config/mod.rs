@@ -609,6 +609,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    // Relative paths are relative to the config, wherever harness runs them from: git runs
+    // its worktree commands in the repository, so a relative work_root would land inside it.
+    let dir = std::path::absolute(&dir).unwrap_or(dir);
     let mut v = Validator {
         problems: unknown,
         dir,
