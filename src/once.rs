@@ -135,6 +135,12 @@ pub async fn once(
         let why =
             format!("nothing new on the task since run {last} ({stop_reason}); no model call");
         info!("session: {why}");
+        if let Some(cassette) = &args.record {
+            warn!(
+                "--record: nothing recorded to {}: no model call was made (the task's session is finished; add --fresh to record a new conversation)",
+                cassette.display()
+            );
+        }
         release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
         return Ok(Success::Done);
     }
