@@ -2,7 +2,7 @@
 //! and how a rule matches a command's words.
 
 use crate::tools::gate::paths::{basename, path_under};
-use crate::tools::gate::programs::registry::same_program;
+use crate::tools::gate::programs::registry::{has_subcommands, same_program};
 use crate::tools::gate::shell::lex::Word;
 /// Whether a command (or one segment of it) may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -263,6 +263,9 @@ pub(crate) fn deny_matches(rule: &Rule, words: &[Word]) -> bool {
     match &rule.kind {
         RuleKind::Universal => true,
         RuleKind::Exact(ws) | RuleKind::Words(ws) => match ws.split_first() {
+            Some((head, rest)) if has_subcommands(base) => {
+                same_program(basename(head), base) && subcommand_path(&words[1..], rest)
+            }
             Some((head, rest)) => same_program(basename(head), base) && subsequence(rest),
             None => false,
         },
@@ -281,6 +284,36 @@ pub(crate) fn deny_matches(rule: &Rule, words: &[Word]) -> bool {
         }
         RuleKind::Path(prefix) => path_under(&cmd.value, prefix, true),
     }
+}
+
+/// Could `rule` (the words after the program) be the subcommand path of `args`, in some
+/// reading of the options the gate does not know? Each word that looks like an option
+/// (`-C`, `--git-dir`, cargo's `+nightly`), or could expand to one, may take the next word as
+/// its value, so `git -C push push` and `git $o push` still match `git push *`; the first word
+/// that must be positional has to be the rule's next word. PURE.
+fn subcommand_path(args: &[Word], rule: &[String]) -> bool {
+    // (word index, rule words matched); a small DFS: each option doubles at most once.
+    let mut todo = vec![(0usize, 0usize)];
+    let mut seen = std::collections::HashSet::new();
+    while let Some((i, j)) = todo.pop() {
+        if j == rule.len() {
+            return true;
+        }
+        let Some(w) = args.get(i) else { continue };
+        if !seen.insert((i, j)) {
+            continue;
+        }
+        let unknown = !w.vars.is_empty() || w.brace || w.tilde || w.glob;
+        let optionish = unknown || w.value.starts_with('-') || w.value.starts_with('+');
+        if optionish {
+            todo.push((i + 1, j));
+            todo.push((i + 2, j));
+        }
+        if (unknown || !optionish) && could_match(w, &rule[j]) {
+            todo.push((i + 1, j + 1));
+        }
+    }
+    false
 }
 
 pub(crate) fn allow_matches(rule: &Rule, words: &[Word]) -> bool {

@@ -518,3 +518,51 @@ mod linear_time {
         assert!(slow.is_empty(), "slow verdicts: {slow:?}");
     }
 }
+
+/// Deny rules for programs with subcommands match the subcommand path (after options that
+/// may take values), not any later word: `git push *` is not `git stash push` (issue 20).
+#[test]
+fn deny_rules_match_a_subcommand_path_not_a_later_word() {
+    let p = Policy {
+        default: Verdict::Allow,
+        allow: vec![Rule::parse("*").unwrap()],
+        deny: [
+            "git push *",
+            "pip install *",
+            "cargo install *",
+            "make install *",
+        ]
+        .iter()
+        .map(|r| Rule::parse(r).unwrap())
+        .collect(),
+        write_redirects: false,
+    };
+    for allowed in [
+        "git stash push",
+        "git stash push -m wip",
+        "git log --grep push",
+        "pip download x install",
+        "pip3 list",
+        "cargo build --features install",
+    ] {
+        assert_eq!(judge(&p, allowed).verdict, Verdict::Allow, "{allowed}");
+    }
+    for denied in [
+        "git push",
+        "git push origin main",
+        "git -C . push",
+        "git -c a.b=c push",
+        "git --no-pager push",
+        "git --git-dir=.git push",
+        "git -C push push",
+        "/usr/bin/git push",
+        "pip --isolated install x",
+        "pip3.11 install x",
+        "PIP install x",
+        "cargo +nightly install ripgrep",
+        "make all install",
+        "make install",
+    ] {
+        assert_eq!(judge(&p, denied).verdict, Verdict::Deny, "{denied}");
+    }
+}

@@ -84,6 +84,34 @@ pub(crate) fn family(base: &str) -> Option<&'static Family> {
     found.copied()
 }
 
+/// Programs whose first word after their options names what they do (a subcommand) and
+/// whose later words are that subcommand's operands: `git stash push` is `git stash`, not
+/// `git push`; `pip download x install` is `pip download`. A deny rule `git push *` matches
+/// their subcommand path only. Every other program keeps the loose reading, where any later
+/// word counts (`make all install` runs the `install` goal).
+// Only programs with no second spelling of a subcommand under another path: `docker run` is
+// also `docker container run`, so docker and its kin keep the loose reading.
+const SUBCOMMAND_PROGRAMS: &[&str] = &[
+    "git", "pip", "pip3", "npm", "pnpm", "yarn", "cargo", "go", "apt", "apt-get", "uv", "poetry",
+];
+
+/// Does a deny rule for `name` match its subcommand path rather than any later word
+/// ([`SUBCOMMAND_PROGRAMS`], by family and by versioned name: `pip3.11` is `pip`)?
+pub(crate) fn has_subcommands(name: &str) -> bool {
+    let lc = name.to_ascii_lowercase();
+    if SUBCOMMAND_PROGRAMS.contains(&lc.as_str()) {
+        return true;
+    }
+    let c = canonical(&lc);
+    SUBCOMMAND_PROGRAMS.contains(&c.as_str())
+        || family(&lc).is_some_and(|f| f.names.iter().any(|n| SUBCOMMAND_PROGRAMS.contains(n)))
+        || SUBCOMMAND_PROGRAMS.iter().any(|p| {
+            lc.strip_prefix(p).is_some_and(|rest| {
+                !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+            })
+        })
+}
+
 /// What a program executes besides what the gate judged, so the kernel's exec set
 /// (`tools::sandbox`) must allow it too: programs found on PATH, and the directory the program
 /// prints when asked with `dir_query` (`git --exec-path`).
