@@ -23,12 +23,9 @@ fn promtool_check(path: &std::path::Path) -> Option<()> {
     {
         Ok(out) => out,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "promtool is not installed, but CI must check the textfile (.ci/run installs the Debian package prometheus)"
-            );
-            eprintln!(
-                "\n!!!!! SKIPPED: promtool check metrics: promtool is not installed (apt-get install prometheus) !!!!!\n"
+            skip(
+                "promtool check metrics",
+                "promtool is not installed (.ci/run installs the Debian package prometheus)",
             );
             return None;
         }
