@@ -186,6 +186,11 @@ pub async fn once(
         events,
     )
     .await;
+    if let Some(failure) = unreached(&turn.outcome, &backend, redactor) {
+        let why = redactor.redact(&format!("{:#}", failure.error));
+        release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
+        return Err(failure);
+    }
     let finished = Utc::now();
     turn.skipped.splice(0..0, skipped);
     let workspace = workspace.map(|ws| {
@@ -710,6 +715,29 @@ fn report_of(
         check: turn.check.clone(),
         workspace: None,
     }
+}
+
+/// A turn that failed without reaching any model (a refused connection, a failed TCP or TLS
+/// handshake, a 404 that names no model: see [`llm::client::HttpClient::reached`]) is no
+/// answer: no REPORT, no session, the claim given back, exit 4 with the error on stderr.
+fn unreached(
+    outcome: &turn::TurnOutcome,
+    backend: &Backend,
+    redactor: &Redactor,
+) -> Option<Failure> {
+    let turn::TurnOutcome::LlmFailed { error } = outcome else {
+        return None;
+    };
+    if backend.reached() {
+        return None;
+    }
+    Some(Failure::new(
+        Stage::Llm,
+        anyhow!(
+            "no model was reached: {}; no REPORT and no session written, the task stays eligible",
+            redactor.redact(&error.message)
+        ),
+    ))
 }
 
 /// A REPORT that could not be written (a full disk): the tokens are spent, so its text, the
