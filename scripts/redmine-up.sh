@@ -18,6 +18,7 @@
 #
 # Environment: REDMINE_PORT (3000), REDMINE_LAB (/tmp/harness-redmine: state, snapshots,
 # logs; must be readable by www-data), REDMINE_THREADS (1), REDMINE_START_TIMEOUT (180),
+# REDMINE_BUSY_TIMEOUT_MS (20000: SQLite's busy timeout in database.yml),
 # REDMINE_ADMIN_PASSWORD, REDMINE_BOT_PASSWORD, REDMINE_DBCONFIG=false (skip dbconfig-common
 # at install time; the seed then migrates and loads the default data itself).
 #
@@ -51,6 +52,7 @@ PORT=${REDMINE_PORT:-3000}
 HOST=127.0.0.1
 THREADS=${REDMINE_THREADS:-1}
 START_TIMEOUT=${REDMINE_START_TIMEOUT:-180}
+BUSY_MS=${REDMINE_BUSY_TIMEOUT_MS:-20000}
 URL="http://$HOST:$PORT"
 
 APP=/usr/share/redmine
@@ -224,10 +226,14 @@ ensure_database_yml() {
   if [ -r "$DB_YML" ] && grep -q 'adapter: *sqlite3' "$DB_YML"; then
     # dbconfig writes no `timeout:`, i.e. SQLite's busy timeout 0: a request that meets
     # any lock (an in-place --reset, --rest, a second thread) fails at once with HTTP 500
-    # "SQLite3::BusyException: database is locked". Wait up to 5 s instead.
+    # "SQLite3::BusyException: database is locked". Wait up to $BUSY_MS ms instead: on a
+    # loaded machine 5 s (this script's old value, replaced here) was seen to run out.
     if ! grep -q '^ *timeout:' "$DB_YML"; then
-      log "adding 'timeout: 5000' to $DB_YML"
-      sed -i 's/^\( *\)adapter: *sqlite3 *$/&\n\1timeout: 5000/' "$DB_YML"
+      log "adding 'timeout: $BUSY_MS' to $DB_YML"
+      sed -i "s/^\( *\)adapter: *sqlite3 *\$/&\n\1timeout: $BUSY_MS/" "$DB_YML"
+    elif ! grep -q "^ *timeout: *$BUSY_MS *\$" "$DB_YML"; then
+      log "setting 'timeout: $BUSY_MS' in $DB_YML"
+      sed -i "s/^\( *\)timeout: *[0-9]* *\$/\1timeout: $BUSY_MS/" "$DB_YML"
     fi
     return 0
   fi
@@ -239,7 +245,7 @@ production:
   adapter: sqlite3
   database: $DB_FILE
   encoding: utf8
-  timeout: 5000
+  timeout: $BUSY_MS
 EOF
   chown root:"$RUN_USER" "$DB_YML"; chmod 640 "$DB_YML"
   if [ ! -s /etc/redmine/$INSTANCE/secret_key.txt ]; then
@@ -313,6 +319,17 @@ start_server() {
   done
   tail -n 40 "$SERVER_LOG" >&2
   die "server not healthy after ${START_TIMEOUT}s (last HTTP code $code; log: $SERVER_LOG)"
+}
+
+# WAL: readers (puma's requests) no longer block on a writer (an in-place --reset, --rest,
+# the seed) nor a writer on them, so a lock wait is rare and short. The mode is stored in
+# the DB file; the -wal and -shm files sit beside it in DB_DIR, which www-data may write.
+ensure_wal() {
+  local mode
+  mode=$(sqlite3 -cmd ".timeout $BUSY_MS" "$DB_FILE" "PRAGMA journal_mode=WAL;") ||
+    die "cannot set WAL on $DB_FILE"
+  [ "$mode" = wal ] || die "$DB_FILE: journal_mode is '$mode', not wal"
+  chown "$RUN_USER:$RUN_USER" "$DB_FILE"-wal "$DB_FILE"-shm 2>/dev/null || true
 }
 
 db_copy() {  # db_copy SRC DEST : consistent copy of a sqlite DB
@@ -472,5 +489,6 @@ else
   snapshot_db
 fi
 
+ensure_wal
 start_server
 emit

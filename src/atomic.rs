@@ -32,16 +32,18 @@ pub fn remove_stale_temps(dir: &Path) {
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one, whole.
+/// The file is private to its owner (mode 0600), whatever it was before.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    put(path, bytes, /*durable*/ true)
+    put(path, bytes, /*durable*/ true, /*mode*/ None)
 }
 
 /// Like [`write`] without the fsyncs: a reader still sees the old file or the new one,
 /// whole, but a crash may leave the old one (or, on some filesystems, an empty one). For
 /// files that are rewritten often and whose loss is harmless, such as metrics, where the
-/// fsyncs would cost far more CPU than the write itself.
-pub fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
-    put(path, bytes, /*durable*/ false)
+/// fsyncs would cost far more CPU than the write itself. The file gets `mode` exactly (the
+/// umask does not apply), whatever it was before.
+pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    put(path, bytes, /*durable*/ false, Some(mode))
 }
 
 /// Refuses a target that [`write`] must not replace: an existing directory, FIFO, device or
@@ -62,7 +64,8 @@ pub fn check_target(path: &Path) -> Result<()> {
     }
 }
 
-fn put(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
+/// `mode`: None keeps the temp file's 0600.
+fn put(path: &Path, bytes: &[u8], durable: bool, mode: Option<u32>) -> Result<()> {
     check_target(path)?;
     let dir = parent_dir(path);
     let mut tmp = tempfile::Builder::new()
@@ -75,6 +78,12 @@ fn put(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
             false => Ok(()),
         })
         .with_context(|| format!("cannot write {}", path.display()))?;
+    if let Some(mode) = mode {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))
+            .with_context(|| format!("cannot set the mode of {}", path.display()))?;
+    }
     tmp.persist(path)
         .map_err(|e| e.error)
         .with_context(|| format!("cannot rename into {}", path.display()))?;
@@ -185,7 +194,7 @@ mod tests {
             .unwrap()
             .file_type()
             .is_fifo());
-        let e = replace(d.path(), b"x").unwrap_err().to_string();
+        let e = replace(d.path(), b"x", 0o644).unwrap_err().to_string();
         assert!(e.contains("is a directory"), "{e}");
         assert!(check_target(Path::new("/dev/null")).is_err());
         // A regular file, a missing one and a symlink are replaced.

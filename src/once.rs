@@ -192,6 +192,11 @@ pub async fn once(
         events,
     )
     .await;
+    if let Some(failure) = unreached(&turn.outcome, &backend, redactor) {
+        let why = redactor.redact(&format!("{:#}", failure.error));
+        release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
+        return Err(failure);
+    }
     let finished = Utc::now();
     turn.skipped.splice(0..0, skipped);
     let workspace = workspace.map(|ws| {
@@ -208,9 +213,25 @@ pub async fn once(
         backend: redactor.redact(&backend.describe()),
         sandbox: sandbox.describe(),
     };
+    let session_info = opened.as_ref().map(|o| o.info.clone());
+    let mut report = report_of(&cfg, task, &route, &turn, run, session_info, redactor);
+    report.workspace = workspace;
+    // The order of commitments (DESIGN.md): the patch (above) and the REPORT are durable
+    // before the session records this run. A REPORT that cannot be written leaves the
+    // session as it was and gives the claim back, so the task stays eligible and the next
+    // run does it again, instead of finding "nothing new" and losing the answer.
+    let path = match report::write_reports(&cfg.report_dir, &report) {
+        Ok(path) => path,
+        Err(e) => {
+            let failure = unwritten(&report, e);
+            let why = "the REPORT could not be written; the task stays eligible";
+            release_claim(redmine.as_ref(), &taken, &run_id, why).await;
+            return Err(failure);
+        }
+    };
     let extra = opened.as_ref().and_then(|o| {
         let record = session::file::RunRecord {
-            run_id: run.run_id.clone(),
+            run_id: report.run_id.clone(),
             parent_run_id: o.info.parent_run.clone(),
             model: turn.model.clone(),
             tier: route.tier.clone(),
@@ -221,15 +242,10 @@ pub async fn once(
                 .issue
                 .as_ref()
                 .and_then(|i| i.journals.iter().map(|j| j.id).max()),
-            started: run.started,
+            started: report.started,
         };
         save_session(&cfg, o, record, &turn, redactor)
     });
-    let session_info = opened.map(|o| o.info);
-    let mut report = report_of(&cfg, task, &route, &turn, run, session_info, redactor);
-    report.workspace = workspace;
-    let path =
-        report::write_reports(&cfg.report_dir, &report).map_err(|e| unwritten(&report, e))?;
     info!(
         "REPORT written: {} (stop reason {}, {} rounds, {} tokens)",
         path.display(),
@@ -707,8 +723,32 @@ fn report_of(
     }
 }
 
+/// A turn that failed without reaching any model (a refused connection, a failed TCP or TLS
+/// handshake, a 404 that names no model: see [`llm::client::HttpClient::reached`]) is no
+/// answer: no REPORT, no session, the claim given back, exit 4 with the error on stderr.
+fn unreached(
+    outcome: &turn::TurnOutcome,
+    backend: &Backend,
+    redactor: &Redactor,
+) -> Option<Failure> {
+    let turn::TurnOutcome::LlmFailed { error } = outcome else {
+        return None;
+    };
+    if backend.reached() {
+        return None;
+    }
+    Some(Failure::new(
+        Stage::Llm,
+        anyhow!(
+            "no model was reached: {}; no REPORT and no session written, the task stays eligible",
+            redactor.redact(&error.message)
+        ),
+    ))
+}
+
 /// A REPORT that could not be written (a full disk): the tokens are spent, so its text, the
 /// model's reply included, goes to stderr rather than being lost; the run fails (exit 1).
+/// The session was not saved, so the next run works the task again.
 fn unwritten(report: &report::Report, e: anyhow::Error) -> Failure {
     error!(
         "the REPORT could not be written ({e:#}); here it is, the model's reply included:\n{}",
@@ -716,7 +756,9 @@ fn unwritten(report: &report::Report, e: anyhow::Error) -> Failure {
     );
     Failure::new(
         Stage::Writeback,
-        e.context("the REPORT could not be written; its text is on stderr above"),
+        e.context(
+            "the REPORT could not be written; its text is on stderr above. The session does not record this run, so the task stays eligible: the next run works it again",
+        ),
     )
 }
 

@@ -23,12 +23,9 @@ fn promtool_check(path: &std::path::Path) -> Option<()> {
     {
         Ok(out) => out,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "promtool is not installed, but CI must check the textfile (.ci/run installs the Debian package prometheus)"
-            );
-            eprintln!(
-                "\n!!!!! SKIPPED: promtool check metrics: promtool is not installed (apt-get install prometheus) !!!!!\n"
+            skip(
+                "promtool check metrics",
+                "promtool is not installed (.ci/run installs the Debian package prometheus)",
             );
             return None;
         }
@@ -214,4 +211,31 @@ fn a_run_that_fails_before_the_turn_is_counted_too() {
         ),
         0.0
     );
+}
+
+#[test]
+fn the_textfile_is_world_readable_and_the_events_file_follows_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let llm = Llm::start(&json!([text("# Done")]));
+    let ws = Workspace::new(&llm.base_url(), with_metrics);
+    std::fs::create_dir(ws.path().join("textfile")).unwrap();
+    let path = ws.path().join("textfile/harness.prom");
+    // A textfile left private by an older harness is made readable too.
+    std::fs::write(&path, "").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let events = ws.path().join("events.jsonl");
+    let mut cmd = ws.command(&["once", "--demo", "--events", events.to_str().unwrap()]);
+    // SAFETY: umask(2) only sets the child's file-creation mask, before it execs.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0o077);
+            Ok(())
+        });
+    }
+    let run = Run::from(cmd.output().unwrap());
+    assert_eq!(run.code, 0, "{run:?}");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o644, "node_exporter must be able to read it");
+    assert_eq!(mode(&events), 0o600, "0666 less the umask 077");
 }

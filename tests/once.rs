@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 #[test]
 fn two_round_demo_runs_a_real_bash_call() {
@@ -343,14 +343,82 @@ fn connection_refused_says_what_was_tried() {
     });
     let run = ws.run(&["once", "--demo"]);
     assert_eq!(run.code, 4, "{run:?}");
-    let error = front(&ws.latest(), "error");
-    let error = error.as_str().unwrap();
+    // No model was reached: the error is on stderr, and there is no REPORT to read it in.
+    let error = &run.stderr;
     assert!(
         error.contains(&format!("POST http://127.0.0.1:{port}/v1/chat/completions")),
         "{error}"
     );
     assert!(error.contains("could not connect"), "{error}");
     assert!(error.contains("after 2 attempts"), "{error}");
+    assert!(error.contains("no model was reached"), "{error}");
+    assert!(ws.report_files().is_empty(), "{:?}", ws.report_files());
+}
+
+/// A config with sessions on, so an unreached model can be seen to leave no session.
+fn with_sessions(c: String) -> String {
+    c.replace("[session]\nenabled = false", "[session]\nenabled = true")
+}
+
+#[test]
+fn no_model_reached_means_no_report_no_session_exit_4_and_the_event() {
+    // A wrong base_url (a 404 that names no model) and a refused connection reach no
+    // model: exit 4, the error on stderr and in run.completed, no REPORT, no session.
+    let llm = Llm::start(&json!({"loop": true, "steps": [text("# Done")]}));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cases = [
+        (format!("{}/nowhere", llm.base_url()), "HTTP 404"),
+        (format!("http://127.0.0.1:{port}/v1"), "could not connect"),
+    ];
+    for (base_url, says) in cases {
+        let ws = Workspace::new(&base_url, |c| {
+            with_sessions(c.replace("max_retries = 2", "max_retries = 0"))
+        });
+        let run = ws.run(&["once", "--demo", "--events", "events.jsonl"]);
+        assert_eq!(run.code, 4, "{base_url}: {run:?}");
+        assert!(
+            run.stderr.contains("no model was reached"),
+            "{}",
+            run.stderr
+        );
+        assert!(run.stderr.contains(says), "{}", run.stderr);
+        assert_eq!(run.stdout, "");
+        assert!(ws.report_files().is_empty(), "{:?}", ws.report_files());
+        assert!(!ws.reports().join("REPORT-latest.md").exists());
+        assert!(!ws.reports().join("sessions").exists(), "{base_url}");
+        let events = std::fs::read_to_string(ws.path().join("events.jsonl")).unwrap();
+        let last: Value = serde_json::from_str(events.lines().last().unwrap()).unwrap();
+        assert_eq!(last["type"], "run.completed");
+        assert_eq!(last["exit_code"], 4);
+        assert_eq!(last["stop_reason"], "llm_error");
+        assert_eq!(last["report"], Value::Null);
+        assert!(
+            last["error"]
+                .as_str()
+                .unwrap()
+                .contains("no model was reached"),
+            "{last}"
+        );
+    }
+    // The wrong base_url was tried, and nothing else.
+    let paths: Vec<Value> = llm.requests().iter().map(|r| r["path"].clone()).collect();
+    assert_eq!(paths, [json!("/v1/nowhere/chat/completions")]);
+
+    // A model that answered, even with a 500 every time, was reached: its REPORT is written.
+    let llm = Llm::start(&json!([
+        {"type": "error", "status": 500, "body": {"error": {"message": "upstream boom"}}}
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        with_sessions(c.replace("max_retries = 2", "max_retries = 0"))
+    });
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 4, "{run:?}");
+    assert_eq!(front(&ws.latest(), "stop_reason"), "llm_error");
+    assert!(ws.reports().join("sessions").exists());
 }
 
 #[test]

@@ -38,6 +38,14 @@ fn seeded_order(name: &str, params: &str) -> Vec<u64> {
 }
 
 #[test]
+fn without_the_server_ci_fails_and_a_plain_run_says_skipped() {
+    assert_skips_loudly(
+        "full_path_claim_turn_report_note_status",
+        "HARNESS_TEST_REDMINE",
+    );
+}
+
+#[test]
 fn full_path_claim_turn_report_note_status() {
     let _g = real_redmine!();
     let llm = Llm::start(&json!([

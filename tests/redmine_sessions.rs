@@ -24,6 +24,14 @@ fn finish_step(id: &str, args: Value) -> Value {
 }
 
 #[test]
+fn without_the_server_ci_fails_and_a_plain_run_says_skipped() {
+    assert_skips_loudly(
+        "needs_input_leads_with_the_question_and_failed_exits_5",
+        "HARNESS_TEST_REDMINE",
+    );
+}
+
+#[test]
 fn needs_input_leads_with_the_question_and_failed_exits_5() {
     let _g = real_redmine!();
     let llm = Llm::start(&json!([

@@ -624,28 +624,13 @@ fn secrets_never_leak_even_when_the_model_goes_looking() {
 // ---------------------------------------------------------------------------------------
 // disk trouble
 
-/// Runs harness with `RLIMIT_FSIZE` set to `bytes`: a write past it fails with EFBIG, as a
-/// full disk would fail it mid-way (SIGXFSZ ignored by the caller, or at its default, which
-/// harness ignores itself).
+/// Runs harness with `RLIMIT_FSIZE` set to `bytes` (see [`with_file_size_limit`]).
 fn run_with_file_size_limit(ws: &Workspace, bytes: u64, ignore_sigxfsz: bool) -> Run {
-    let mut cmd = harness_cmd(ws, &["once", "--demo"]);
-    // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs in the hook.
-    unsafe {
-        cmd.pre_exec(move || {
-            let lim = libc::rlimit {
-                rlim_cur: bytes,
-                rlim_max: libc::RLIM_INFINITY,
-            };
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if ignore_sigxfsz {
-                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            }
-            Ok(())
-        });
-    }
-    run_bounded(cmd, "file-size-limited run")
+    let cmd = harness_cmd(ws, &["once", "--demo"]);
+    run_bounded(
+        with_file_size_limit(cmd, bytes, ignore_sigxfsz),
+        "file-size-limited run",
+    )
 }
 
 fn connections(llm: &Llm) -> u64 {
@@ -725,33 +710,11 @@ fn a_full_report_dir_is_refused_before_any_token() {
     let llm = Llm::start(&json!([text("should never be asked")]));
     let ws = Workspace::new(&llm.base_url(), with_redmine);
     std::fs::create_dir(ws.reports()).unwrap();
-    let script = r#"mount -t tmpfs -o size=64k tmpfs "$0" || exit 99
-dd if=/dev/zero of="$0/fill" bs=4k >/dev/null 2>&1
-exec "$@""#;
-    let cmd = harness_cmd(&ws, &[]);
-    let harness = cmd.get_program().to_owned();
-    let args: Vec<_> = ["once", "--demo", "--config"]
-        .iter()
-        .map(std::ffi::OsString::from)
-        .chain([ws.config().into_os_string()])
-        .collect();
-    let mut wrapped = Command::new("unshare");
-    wrapped
-        .args(["-m", "sh", "-c", script])
-        .arg(ws.reports())
-        .arg(harness)
-        .args(args);
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => wrapped.env(k, v),
-            None => wrapped.env_remove(k),
-        };
-    }
-    wrapped
-        .current_dir(ws.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let wrapped = in_full_tmpfs(
+        &harness_cmd(&ws, &["once", "--demo"]),
+        &ws.reports(),
+        ws.path(),
+    );
     let run = run_bounded(wrapped, "full tmpfs");
     if run.code == 99 {
         eprintln!("SKIPPED: a real full tmpfs (mounting is not permitted here)");

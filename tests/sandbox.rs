@@ -264,8 +264,7 @@ fn a_program_copied_into_memory_is_not_a_way_around_the_exec_set() {
     }
     // By path: a PATH lookup may find a version manager's shim (a script under $HOME).
     if !Path::new("/usr/bin/python3").exists() {
-        assert!(std::env::var_os("CI").is_none(), "CI must have python3");
-        eprintln!("SKIPPED: no python3");
+        skip("the memfd test", "no /usr/bin/python3");
         return;
     }
     // A memfd lives on the kernel's internal tmpfs, which no Landlock rule covers: executing

@@ -329,7 +329,10 @@ fn the_harness_process_is_not_dumpable() {
     // harness runs as another user, which only root can arrange.
     // SAFETY: geteuid only returns a number.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: non-dumpable test: needs root to run harness as another user");
+        skip(
+            "the non-dumpable test",
+            "needs root to run harness as another user",
+        );
         return;
     }
     use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -96,12 +96,8 @@ fn python3() -> bool {
         .arg("pass")
         .status()
         .is_ok_and(|s| s.success());
-    assert!(
-        found || std::env::var_os("CI").is_none(),
-        "CI must have python3"
-    );
     if !found {
-        eprintln!("SKIPPED: unix_sockets tests: no python3");
+        skip("unix_sockets tests", "no python3");
     }
     found
 }
@@ -337,7 +333,7 @@ fn the_supervisor_also_keeps_the_loader_from_running_programs() {
         return;
     }
     let Some(loader) = loader_path() else {
-        eprintln!("SKIPPED: no known dynamic loader path");
+        skip("the loader test", "no known dynamic loader path");
         return;
     };
     let dir = tempfile::tempdir().unwrap();

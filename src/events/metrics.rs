@@ -273,7 +273,9 @@ pub fn update(path: &Path, run: &Run) -> anyhow::Result<()> {
     };
     // Atomic but not fsynced: the fsyncs cost over ten times the rest of the update, and a
     // crash that loses the last update shows as a counter reset, which Prometheus handles.
-    atomic::replace(path, render(&previous, run).as_bytes())?;
+    // 0644: node_exporter reads it as its own user, and it holds no secret (counts, times,
+    // the config's vertical).
+    atomic::replace(path, render(&previous, run).as_bytes(), /*mode*/ 0o644)?;
     drop(lock);
     Ok(())
 }

@@ -62,6 +62,8 @@ pub struct HttpClient {
     key: Secret,
     options: ClientOptions,
     redactor: Redactor,
+    /// Whether a chat request has reached a model (see [`HttpClient::reached`]).
+    reached: std::sync::atomic::AtomicBool,
 }
 
 impl HttpClient {
@@ -81,7 +83,18 @@ impl HttpClient {
             key,
             options,
             redactor,
+            reached: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Whether any chat request so far reached a model: harness connected (TCP and TLS),
+    /// sent the request, and did not get a 404 that names no model (a wrong `base_url`,
+    /// where no chat endpoint lives). A reply, any other status (401, 422, 429, 5xx), a
+    /// stream or body that broke off, and a server that took the request and never
+    /// answered all count as reached; a refused connection, a failed or timed-out TCP or
+    /// TLS handshake, or that 404 on every attempt does not.
+    pub fn reached(&self) -> bool {
+        self.reached.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether replies are streamed.
@@ -182,8 +195,14 @@ impl HttpClient {
             .body(body.to_vec())
             .send()
             .await
-            .map_err(|e| Attempt::no_answer(transport_message(&e)))?;
+            .map_err(|e| {
+                // A connect error (reqwest's connector does TCP and TLS, its timeout
+                // included) means the request never left: no model was reached.
+                self.note_reached(!e.is_connect());
+                Attempt::no_answer(transport_message(&e))
+            })?;
         let status = response.status().as_u16();
+        self.note_reached(status != 404);
         let retry_after = http::retry_after_header(response.headers());
         let redirect = http::redirect_target(status, response.headers());
         let is_sse = response
@@ -224,12 +243,22 @@ impl HttpClient {
             ),
             None => format!("HTTP {status}: {}", excerpt(&text)),
         };
+        let kind = (!http::is_retryable_status(status)).then(|| classify_refusal(status, &text));
+        // A 404 that names the model came from a chat endpoint (the model is unknown).
+        self.note_reached(kind == Some(LlmErrorKind::UnknownModel));
         Err(Attempt {
             message,
             fault: Fault::Status(status),
             retry_after,
-            kind: (!http::is_retryable_status(status)).then(|| classify_refusal(status, &text)),
+            kind,
         })
+    }
+
+    fn note_reached(&self, reached: bool) {
+        if reached {
+            self.reached
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 

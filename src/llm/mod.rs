@@ -99,6 +99,16 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Whether a model was reached during this run (a cassette always is): see
+    /// [`client::HttpClient::reached`]. A turn that failed without reaching one writes no
+    /// REPORT and no session.
+    pub fn reached(&self) -> bool {
+        match self {
+            Backend::Http(c) => c.reached(),
+            Backend::Replay(_) => true,
+        }
+    }
+
     /// Sends one request and returns the model's reply.
     pub async fn chat(&mut self, request: &ChatRequest<'_>) -> Result<Reply, LlmError> {
         match self {

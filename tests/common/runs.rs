@@ -267,3 +267,54 @@ impl KeyRef {
         }
     }
 }
+
+/// `cmd` with `RLIMIT_FSIZE` set to `bytes`: a write past it fails with EFBIG, as a full
+/// disk would fail it mid-way (SIGXFSZ ignored by the caller when `ignore_sigxfsz`, else at
+/// its default, which harness ignores itself).
+pub fn with_file_size_limit(mut cmd: Command, bytes: u64, ignore_sigxfsz: bool) -> Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs in the hook.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if ignore_sigxfsz {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// `cmd` (program, arguments, environment) run with a full 64 KiB tmpfs mounted on `dir`
+/// (which must exist) in a private mount namespace; the wrapper exits 99 when it may not
+/// mount.
+pub fn in_full_tmpfs(cmd: &Command, dir: &Path, cwd: &Path) -> Command {
+    let script = r#"mount -t tmpfs -o size=64k tmpfs "$0" || exit 99
+dd if=/dev/zero of="$0/fill" bs=4k >/dev/null 2>&1
+exec "$@""#;
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args(["-m", "sh", "-c", script])
+        .arg(dir)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    wrapped
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    wrapped
+}
