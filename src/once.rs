@@ -612,6 +612,12 @@ fn with_workspace(
         .with_context(|| format!("[workspace] in {}", cfg.path.display()))
         .stage(Stage::Config)?;
     cfg.work_root = ws.path.clone();
+    // The commands' git reads the repository through the worktree's `.git` file; the git
+    // dir lies outside every write root (unless the operator named one), so it stays
+    // read-only for them.
+    cfg.bash
+        .read_roots
+        .push(crate::config::ReadRoot::GitDir(ws.common_dir().to_path_buf()));
     Ok((cfg, Some(ws)))
 }
 

@@ -368,6 +368,10 @@ pub enum ReadRoot {
     System,
     /// A file or directory, resolved against the config's directory.
     Path(PathBuf),
+    /// The git dir of the `[workspace]` repository (its common dir, which holds the task
+    /// worktree's own dir under `worktrees/`): added by `once` when it opens the worktree, so
+    /// the commands' git can read the repository. Never from the config file.
+    GitDir(PathBuf),
 }
 
 /// A path commands must never read, and what it is (for messages).

@@ -67,6 +67,61 @@ const GIT_ENV: &[(&str, &str)] = &[
     ("GIT_CONFIG_VALUE_5", ":"),
 ];
 
+/// git settings the model's commands (and the success check) get besides [`GIT_ENV`], but
+/// not harness's own git: no global and no system config file. The operator's
+/// `~/.gitconfig` lies in a home Landlock hides, and git treats an unreadable config file as
+/// fatal (exit 128 on every command); a config the run cannot read must not count either.
+const COMMAND_GIT_ENV: &[(&str, &str)] = &[
+    ("GIT_CONFIG_GLOBAL", "/dev/null"),
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+];
+
+/// Where toolchain managers keep their toolchains, as a variable and its default below the
+/// operator's `HOME`. Commands get a private `HOME`, so these are pinned to where the
+/// toolchains really are (rustup's `cargo` proxy finds its toolchain through `RUSTUP_HOME`,
+/// pyenv's shims through `PYENV_ROOT`); reading them still needs a read root.
+const TOOL_HOMES: &[(&str, &str)] = &[
+    ("RUSTUP_HOME", ".rustup"),
+    ("CARGO_HOME", ".cargo"),
+    ("PYENV_ROOT", ".pyenv"),
+    ("ASDF_DATA_DIR", ".asdf"),
+    ("NVM_DIR", ".nvm"),
+    ("GOPATH", "go"),
+];
+
+/// The environment of the model's commands: `env` ([`scrubbed_env`]) with `HOME` set to the
+/// run's private dir `home` (tools that write caches or dotfiles there find a writable
+/// home, none trips over an unreadable one), [`COMMAND_GIT_ENV`], and each of
+/// [`TOOL_HOMES`] that the operator's environment sets (`operator`) or whose default below
+/// the operator's `HOME` is a directory (`is_dir`). PURE.
+pub fn command_env(
+    mut env: Vec<(String, String)>,
+    home: &Path,
+    operator: impl Fn(&str) -> Option<String>,
+    is_dir: impl Fn(&Path) -> bool,
+) -> Vec<(String, String)> {
+    let own_home = operator("HOME").filter(|h| Path::new(h).is_absolute());
+    let mut add: Vec<(String, String)> = vec![("HOME".to_string(), home.display().to_string())];
+    add.extend(
+        COMMAND_GIT_ENV
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    for (var, default) in TOOL_HOMES {
+        let value = operator(var).filter(|v| Path::new(v).is_absolute()).or_else(|| {
+            let dir = Path::new(own_home.as_deref()?).join(default);
+            is_dir(&dir).then(|| dir.display().to_string())
+        });
+        if let Some(value) = value {
+            add.push((var.to_string(), value));
+        }
+    }
+    env.retain(|(k, _)| !add.iter().any(|(a, _)| a == k));
+    env.extend(add);
+    env.sort();
+    env
+}
+
 /// The environment a command gets: the allow-list of `vars` and [`GIT_ENV`], nothing else.
 pub fn scrubbed_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = vars
@@ -466,6 +521,36 @@ mod tests {
                 "PATH"
             ]
         );
+    }
+
+    #[test]
+    fn commands_get_a_private_home_no_git_config_files_and_their_toolchains() {
+        let env = vec![
+            ("HOME".to_string(), "/home/op".to_string()),
+            ("PATH".to_string(), "/bin".to_string()),
+        ];
+        let operator = |k: &str| match k {
+            "HOME" => Some("/home/op".to_string()),
+            "PYENV_ROOT" => Some("/opt/pyenv".to_string()),
+            // A relative value means nothing in another work dir.
+            "GOPATH" => Some("go".to_string()),
+            _ => None,
+        };
+        let got = command_env(env, Path::new("/tmp/harness-tmp-1-x"), operator, |p| {
+            p == Path::new("/home/op/.rustup")
+        });
+        let want: Vec<(String, String)> = [
+            ("GIT_CONFIG_GLOBAL", "/dev/null"),
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("HOME", "/tmp/harness-tmp-1-x"),
+            ("PATH", "/bin"),
+            ("PYENV_ROOT", "/opt/pyenv"),
+            ("RUSTUP_HOME", "/home/op/.rustup"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(got, want);
     }
 
     async fn run_in(command: &str, dir: &Path, timeout: Duration, max_output: usize) -> Finished {

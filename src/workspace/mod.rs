@@ -35,6 +35,9 @@ pub struct Workspace {
     /// own git names it, never reading the worktree's `.git` file again, which commands
     /// can rewrite to point at a git directory (and a config) of their own.
     git_dir: PathBuf,
+    /// The repository's common git dir (resolved), which holds `git_dir`: what commands
+    /// must be able to read for their git to work in the worktree.
+    common_dir: PathBuf,
 }
 
 /// What the REPORT's `workspace:` says.
@@ -123,9 +126,10 @@ pub fn open(
         repo: cfg.repo.clone(),
         continued,
         git_dir: PathBuf::new(),
+        common_dir: PathBuf::new(),
     };
     if path.exists() {
-        ws.git_dir = worktree_git_dir(&cfg.repo, &path)?;
+        (ws.git_dir, ws.common_dir) = worktree_git_dir(&cfg.repo, &path)?;
         let head = ws
             .run(&["rev-parse", "--abbrev-ref", "HEAD"])
             .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
@@ -160,7 +164,7 @@ pub fn open(
             ],
         )?;
     }
-    ws.git_dir = worktree_git_dir(&cfg.repo, &path)?;
+    (ws.git_dir, ws.common_dir) = worktree_git_dir(&cfg.repo, &path)?;
     info!(
         "workspace: {} on {branch} ({})",
         path.display(),
@@ -175,8 +179,8 @@ pub fn open(
 
 /// The git directory of the worktree at `wt`, read from its `.git` file and required to lie
 /// in the repository's `worktrees/` directory (a reused worktree's `.git` was writable by the
-/// commands of earlier runs).
-fn worktree_git_dir(repo: &Path, wt: &Path) -> Result<PathBuf> {
+/// commands of earlier runs), and the repository's common dir that holds it.
+fn worktree_git_dir(repo: &Path, wt: &Path) -> Result<(PathBuf, PathBuf)> {
     let common = run(
         repo,
         &["rev-parse", "--path-format=absolute", "--git-common-dir"],
@@ -204,10 +208,16 @@ fn worktree_git_dir(repo: &Path, wt: &Path) -> Result<PathBuf> {
             worktrees.display()
         );
     }
-    Ok(dir)
+    let common = worktrees.parent().unwrap_or(&worktrees).to_path_buf();
+    Ok((dir, common))
 }
 
 impl Workspace {
+    /// The repository's common git dir (resolved): commands read it, never write it.
+    pub fn common_dir(&self) -> &Path {
+        &self.common_dir
+    }
+
     /// Runs harness's own git in the worktree with its checked git directory.
     fn run(&self, args: &[&str]) -> Result<String> {
         let all = self.pinned(args);

@@ -150,6 +150,7 @@ pub fn summary(bash: &BashConfig, hidden: &[String]) -> String {
     parts.extend(bash.read_roots.iter().map(|r| match r {
         ReadRoot::System => "@system".to_string(),
         ReadRoot::Path(p) => p.display().to_string(),
+        ReadRoot::GitDir(p) => format!("{} (the repository's git dir)", p.display()),
     }));
     parts.join(", ")
 }
@@ -237,6 +238,9 @@ pub fn read_set(
                     p,
                     Missing::Problem,
                 );
+            }
+            ReadRoot::GitDir(p) => {
+                b.root("[workspace].repo (its git dir)", p, Missing::Problem);
             }
         }
     }

@@ -1,0 +1,170 @@
+//! End-to-end tests of "allowed means works": what the gate allows runs under the sandbox on
+//! an ordinary host. git reads no `~/.gitconfig` (the home Landlock hides), finds the
+//! repository's git dir in a `[workspace]` worktree, and `harness check` names allowed
+//! programs the sandbox would hide. The built binary, the scripted model, real git.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use serde_json::json;
+
+/// Runs git in `dir` with a throwaway identity and requires it to succeed.
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=test", "-c", "user.email=test@localhost"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A repository at `dir` on `main` with one commit and one uncommitted change.
+fn repo(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("a.txt"), "one\n").unwrap();
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "first"]);
+}
+
+/// A home for harness itself holding a `.gitconfig`: what every developer machine has, and
+/// what Landlock makes unreadable to commands.
+fn home_with_gitconfig() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join(".gitconfig"),
+        "[user]\n\tname = Operator\n\temail = op@localhost\n",
+    )
+    .unwrap();
+    home
+}
+
+const GIT_RULES: &str = "\"git status\", \"git diff\", \"git log\", \"env\"";
+
+/// The standard config with only `rules` allowed, and `extra` appended.
+fn config(llm: &Llm, rules: &str, extra: &str) -> Workspace {
+    let (rules, extra) = (rules.to_string(), extra.to_string());
+    Workspace::new(&llm.base_url(), move |c| {
+        let c = c.replace(
+            "allow = [\"ls *\", \"ls\", \"echo *\", \"cat *\", \"pwd\", \"printf *\", \"env\", \"wc *\"]",
+            &format!("allow = [{rules}]"),
+        );
+        format!("{}{extra}", c.replace("max_rounds = 4", "max_rounds = 8"))
+    })
+}
+
+fn git_script() -> serde_json::Value {
+    json!([
+        tool_call("c1", "git status"),
+        tool_call("c2", "git diff"),
+        tool_call("c3", "git log"),
+        tool_call("c4", "env"),
+        text("done"),
+    ])
+}
+
+/// Each of git status, diff, log exits 0 and shows the repository.
+fn assert_git_works(results: &[String]) {
+    assert_eq!(results.len(), 4, "{results:#?}");
+    for r in &results[..3] {
+        assert!(r.ends_with("[exit status: 0]"), "{r}");
+    }
+    assert!(results[0].contains("a.txt"), "{}", results[0]);
+    assert!(results[1].contains("+two"), "{}", results[1]);
+    assert!(results[2].contains("first"), "{}", results[2]);
+}
+
+#[test]
+fn git_in_the_work_root_reads_no_home_config_and_commands_get_a_private_home() {
+    if !landlock() {
+        return;
+    }
+    let llm = Llm::start(&git_script());
+    let ws = config(&llm, GIT_RULES, "");
+    let work = ws.path().join("work");
+    repo(&work);
+    std::fs::write(work.join("a.txt"), "one\ntwo\n").unwrap();
+    let home = home_with_gitconfig();
+    let run = ws.run_env(
+        &["once", "--demo"],
+        &[
+            ("HARNESS_TEST_LLM_KEY", CANARY),
+            ("HOME", home.path().to_str().unwrap()),
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert_git_works(&results);
+    // HOME is the private temp dir, not the operator's; git reads no global or system file.
+    let env = &results[3];
+    let var = |name: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {env}"))
+            .to_string()
+    };
+    assert_eq!(var("HOME"), var("TMPDIR"), "{env}");
+    assert_eq!(var("GIT_CONFIG_GLOBAL"), "/dev/null");
+    assert_eq!(var("GIT_CONFIG_NOSYSTEM"), "1");
+    assert!(!env.contains(home.path().to_str().unwrap()), "{env}");
+}
+
+#[test]
+fn git_in_a_workspace_worktree_reads_the_repository_but_cannot_change_it() {
+    if !landlock() {
+        return;
+    }
+    let llm = Llm::start(&json!([
+        tool_call("c1", "touch b.txt"),
+        tool_call("c2", "git status"),
+        tool_call("c3", "git diff"),
+        tool_call("c4", "git log"),
+        tool_call("c5", "git add b.txt"),
+        text("done"),
+    ]));
+    let rules = "\"git status\", \"git diff\", \"git log\", \"git add *\", \"touch *\"";
+    let ws = config(
+        &llm,
+        rules,
+        "\n[workspace]\nrepo = \"repo\"\nbase = \"main\"\n",
+    );
+    let repo_dir = ws.path().join("repo");
+    repo(&repo_dir);
+    let home = home_with_gitconfig();
+    let run = ws.run_env(
+        &["once", "--demo"],
+        &[
+            ("HARNESS_TEST_LLM_KEY", CANARY),
+            ("HOME", home.path().to_str().unwrap()),
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert_eq!(results.len(), 5, "{results:#?}");
+    for r in &results[1..4] {
+        assert!(r.ends_with("[exit status: 0]"), "{r}");
+    }
+    assert!(results[1].contains("On branch harness/"), "{}", results[1]);
+    assert!(results[1].contains("b.txt"), "{}", results[1]);
+    assert!(results[3].contains("first"), "{}", results[3]);
+    // The git dir is read-only for commands: writing the index fails.
+    assert!(
+        results[4].contains("index.lock") && !results[4].ends_with("[exit status: 0]"),
+        "{}",
+        results[4]
+    );
+    // Harness's own git still commits the change after the turn.
+    let record = front(&ws.latest(), "workspace");
+    assert_eq!(record["committed"], true, "{record}");
+}
