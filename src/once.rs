@@ -647,7 +647,7 @@ fn report_of(
         turn::TurnOutcome::Completed
         | turn::TurnOutcome::NeedsInput
         | turn::TurnOutcome::AgentFailed { .. }
-        | turn::TurnOutcome::MaxRounds => None,
+        | turn::TurnOutcome::MaxRounds => turn.noted_error.as_deref().map(|e| redactor.redact(e)),
     };
     report::Report {
         run_id: run.run_id,
