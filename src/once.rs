@@ -170,7 +170,14 @@ pub async fn once(
         bash,
         limits,
     } = ready;
-    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.as_ref(), cfg.finish);
+    let world = turn::rules::World::here(started.date_naive());
+    let system = turn::system_prompt(
+        &cfg.vertical,
+        cfg.max_rounds,
+        bash.as_ref(),
+        cfg.finish,
+        world,
+    );
     let system = prompt::with_project_instructions(system, &cfg.work_root, &cfg.prompt, redactor);
     let system = prompt::with_skills(system, &cfg.work_root, &cfg.prompt, redactor);
     let system = turn::check::with_note(system, limits.check.as_ref());

@@ -13,6 +13,7 @@ pub mod answer;
 pub mod check;
 pub mod finish;
 mod round;
+pub mod rules;
 pub mod step;
 
 use std::collections::BTreeMap;
@@ -211,12 +212,15 @@ pub struct Turn {
     pub noted_error: Option<String>,
 }
 
-/// The system prompt: what the harness is, the bound, the tool contract, the REPORT.
+/// The system prompt: what the harness is, the bound, the tool contract, the REPORT, then
+/// the rules of the turn ([`rules::section`]: the day, the host, the policy). PURE, and the
+/// same bytes for the same config on the same day.
 pub fn system_prompt(
     vertical: &str,
     max_rounds: u32,
     tools: Option<&BashTool>,
     finish: FinishMode,
+    world: rules::World,
 ) -> String {
     let finishing = finish == FinishMode::Tool;
     let tool_text = match tools {
@@ -231,8 +235,15 @@ pub fn system_prompt(
         FinishMode::Message => "When you are done, reply with your final answer in Markdown and no tool call: that reply is saved verbatim as the task's REPORT, so make it complete and self-contained.",
         FinishMode::Tool => "End the turn by calling `finish` with a `status` (done, needs_input with a `question` for a human, blocked, or failed) and a `summary` in Markdown: the summary is saved verbatim as the task's REPORT, so make it complete and self-contained. Earlier replies of yours on this task, if any, are part of the conversation.",
     };
+    let rules = rules::section(
+        tools.map(|bash| rules::Tools {
+            bash: &bash.config,
+            files: bash.files.is_some(),
+        }),
+        world,
+    );
     format!(
-        "You are an agent run by `harness` for the \"{vertical}\" vertical. You get ONE bounded turn of at most {max_rounds} model rounds to work on the task below. {tool_text} {ending}"
+        "You are an agent run by `harness` for the \"{vertical}\" vertical. You get ONE bounded turn of at most {max_rounds} model rounds to work on the task below. {tool_text} {ending}\n\n{rules}"
     )
 }
 
@@ -560,7 +571,14 @@ mod tests {
         if let Some(s) = signal {
             interrupt.trigger(s);
         }
-        let system = system_prompt("demo", limits.max_rounds, None, limits.finish);
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 12, 2).unwrap();
+        let system = system_prompt(
+            "demo",
+            limits.max_rounds,
+            None,
+            limits.finish,
+            rules::World::here(day),
+        );
         let start = vec![
             Message::System { content: system },
             Message::User {
@@ -577,6 +595,21 @@ mod tests {
             &Events::off(),
         )
         .await
+    }
+
+    #[test]
+    fn the_system_prompt_without_tools_is_the_same_bytes_each_time() {
+        let world = rules::World {
+            date: chrono::NaiveDate::from_ymd_opt(2026, 12, 2).unwrap(),
+            os: "linux",
+            arch: "aarch64",
+        };
+        let prompt = || system_prompt("demo", 8, None, FinishMode::Message, world);
+        assert_eq!(
+            prompt(),
+            "You are an agent run by `harness` for the \"demo\" vertical. You get ONE bounded turn of at most 8 model rounds to work on the task below. You have no tools in this turn: answer from the task text alone. When you are done, reply with your final answer in Markdown and no tool call: that reply is saved verbatim as the task's REPORT, so make it complete and self-contained.\n\nRules of this turn:\n- Date: 2026-12-02 (UTC). System: Linux aarch64."
+        );
+        assert_eq!(prompt(), prompt());
     }
 
     #[tokio::test]
