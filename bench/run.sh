@@ -320,3 +320,9 @@ echo
 cargo bench --quiet --bench events 2>/dev/null | while IFS=$'\t' read -r name value note; do
   printf '%-52s %12s  %s\n' "$name" "$value" "$note"
 done
+
+# --- the rules part of the system prompt ---------------------------------------------------
+echo
+cargo bench --quiet --bench prompt 2>/dev/null | while IFS=$'\t' read -r name value note; do
+  printf '%-52s %12s  %s\n' "$name" "$value" "$note"
+done

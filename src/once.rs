@@ -176,7 +176,14 @@ pub async fn once(
         bash,
         limits,
     } = ready;
-    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.as_ref(), cfg.finish);
+    let world = turn::rules::World::here(started.date_naive());
+    let system = turn::system_prompt(
+        &cfg.vertical,
+        cfg.max_rounds,
+        bash.as_ref(),
+        cfg.finish,
+        world,
+    );
     let system = prompt::with_project_instructions(system, &cfg.work_root, &cfg.prompt, redactor);
     let system = prompt::with_skills(system, &cfg.work_root, &cfg.prompt, redactor);
     let system = turn::check::with_note(system, limits.check.as_ref());
@@ -675,7 +682,7 @@ fn report_of(
         turn::TurnOutcome::Completed
         | turn::TurnOutcome::NeedsInput
         | turn::TurnOutcome::AgentFailed { .. }
-        | turn::TurnOutcome::MaxRounds => None,
+        | turn::TurnOutcome::MaxRounds => turn.noted_error.as_deref().map(|e| redactor.redact(e)),
     };
     report::Report {
         run_id: run.run_id,

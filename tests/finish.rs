@@ -100,14 +100,84 @@ fn a_reply_without_a_tool_call_is_nudged_once() {
         "I think I am done."
     );
 
-    // A second reply without a tool call ends the turn with its text, as before.
+    // A second reply without a tool call ends the turn; the REPORT keeps both texts.
     let llm = Llm::start(&json!([text("one"), text("two")]));
     let ws = tool_mode(&llm);
     let run = ws.run(&["once", "--demo"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(front(&ws.latest(), "stop_reason"), "completed");
     assert_eq!(front(&ws.latest(), "finish"), Value::Null);
-    assert_eq!(body(&ws.latest()), "two\n");
+    assert_eq!(body(&ws.latest()), "one\n\ntwo\n");
+}
+
+#[test]
+fn a_text_answer_to_the_reminder_is_kept_with_the_first_one() {
+    let answer = "The config is in `harness.toml`; the key is `[loop] finish`.";
+    // The second text adds something: both are in the REPORT, the first first.
+    let llm = Llm::start(&json!([
+        text(answer),
+        text("Also: `finish = \"message\"` turns the reminder off.")
+    ]));
+    let ws = tool_mode(&llm);
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let report = ws.latest();
+    assert_eq!(front(&report, "stop_reason"), "completed");
+    assert_eq!(front(&report, "error"), Value::Null);
+    assert_eq!(
+        body(&report),
+        format!("{answer}\n\nAlso: `finish = \"message\"` turns the reminder off.\n")
+    );
+    assert_eq!(llm.chat_bodies().len(), 2);
+
+    // A second text that only acknowledges, or repeats, leaves the first one alone.
+    for second in ["ok", "Done. See my answer above.", answer] {
+        let llm = Llm::start(&json!([text(answer), text(second)]));
+        let ws = tool_mode(&llm);
+        let run = ws.run(&["once", "--demo"]);
+        assert_eq!(run.code, 0, "{run:?}");
+        assert_eq!(front(&ws.latest(), "stop_reason"), "completed");
+        assert_eq!(body(&ws.latest()), format!("{answer}\n"), "{second:?}");
+    }
+}
+
+#[test]
+fn a_failed_reminder_round_after_a_text_answer_completes_with_a_note() {
+    let answer = "It is 4: two and two make four.";
+    let server_error =
+        json!({"type": "error", "status": 500, "body": {"error": {"message": "scripted outage"}}});
+    // The server fails every attempt of the reminder round (max_retries = 2), or drops it.
+    let drop = json!({"type": "drop", "after_chunks": 1, "content": "never"});
+    for fault in [server_error, drop] {
+        let llm = Llm::start(&json!({
+            "steps": [text(answer)],
+            "on_exhausted": fault,
+        }));
+        let ws = tool_mode(&llm);
+        let run = ws.run(&["once", "--demo"]);
+        assert_eq!(run.code, 0, "{run:?}");
+        let report = ws.latest();
+        assert_eq!(front(&report, "stop_reason"), "completed", "{report}");
+        assert_eq!(front(&report, "finish"), Value::Null);
+        let error = front(&report, "error");
+        assert!(error.is_string(), "{report}");
+        let body = body(&report);
+        assert!(
+            body.starts_with(&format!("{answer}\n\n_[harness] ")),
+            "{body}"
+        );
+        assert!(body.contains("failed ("), "{body}");
+        assert_eq!(front(&report, "rounds"), 2);
+        // The reminder was sent: the failure is the round after it.
+        assert_eq!(llm.chat_bodies().len(), 4, "{fault}");
+    }
+
+    // A failure before any text answer is still a failure (exit 4).
+    let llm = Llm::start(&json!([tool_call("c1", "echo looked")]));
+    let ws = tool_mode(&llm);
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 4, "{run:?}");
+    assert_eq!(front(&ws.latest(), "stop_reason"), "llm_error");
 }
 
 #[test]

@@ -579,3 +579,73 @@ fn a_path_rule_refuses_a_script_that_a_symlink_leads_out_of_the_directory() {
     );
     assert!(second[1].contains("resolves outside"), "{second:?}");
 }
+
+/// The system prompt of the first request of a `once --demo` run in `ws`.
+fn first_system_prompt(ws: &Workspace) -> String {
+    let llm = Llm::start(&json!([text("hello")]));
+    let config = std::fs::read_to_string(ws.config()).unwrap();
+    let base = config
+        .lines()
+        .find_map(|l| l.strip_prefix("base_url = "))
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        ws.config(),
+        config.replace(&base, &format!("{:?}", llm.base_url())),
+    )
+    .unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    llm.chat_bodies()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn the_system_prompt_states_the_rules_and_is_the_same_bytes_each_run() {
+    let ws = Workspace::new("http://127.0.0.1:9", |c| c);
+    let one = first_system_prompt(&ws);
+    let two = first_system_prompt(&ws);
+    // Two runs of one config send the same bytes (but for the day, should midnight pass).
+    let undated = |s: &str| {
+        s.lines()
+            .filter(|l| !l.starts_with("- Date: "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(undated(&one), undated(&two));
+    let date = one
+        .lines()
+        .find_map(|l| l.strip_prefix("- Date: "))
+        .unwrap();
+    assert!(
+        chrono::NaiveDate::parse_from_str(&date[..10], "%Y-%m-%d").is_ok(),
+        "{date}"
+    );
+    assert!(
+        date.ends_with(&format!(
+            " (UTC). System: {} {}.",
+            if cfg!(target_os = "linux") {
+                "Linux"
+            } else {
+                std::env::consts::OS
+            },
+            std::env::consts::ARCH
+        )),
+        "{date}"
+    );
+    for line in [
+        "- Network: closed;",
+        "- Limits: a command is stopped after 10 s; its output is cut to 4000 bytes (head and tail kept).",
+        "- Allowed commands (a trailing ` *` stands for any further words, `/**` for any program under that directory): `ls *`, `ls`, `echo *`, `cat *`, `pwd`, `printf *`, `env`, `wc *`. Anything else is denied.",
+        "- Denied even when an allow rule matches: `rm *`.",
+        "- Writing files: commands may not write files (redirects such as `>` are denied). `rm` is not available.",
+    ] {
+        assert!(one.contains(line), "{line}\n{one}");
+    }
+    // No key, no key ref, no machine path.
+    for secret in [CANARY, "HARNESS_TEST_LLM_KEY", ws.path().to_str().unwrap()] {
+        assert!(!one.contains(secret), "{secret} in\n{one}");
+    }
+}

@@ -9,9 +9,11 @@
 //! own figure or usage x `[models.prices]`. When a model is unknown to the endpoint or its
 //! retries run out, the next model of the tier's chain answers the same round, and stays.
 
+pub mod answer;
 pub mod check;
 pub mod finish;
 mod round;
+pub mod rules;
 pub mod step;
 
 use std::collections::BTreeMap;
@@ -205,14 +207,20 @@ pub struct Turn {
     pub messages: Vec<Message>,
     /// The success check's runs, when the task has a check and it ran.
     pub check: Option<check::CheckRecord>,
+    /// A failure that did not fail the turn, for the REPORT's `error`: the round after the
+    /// reminder to call `finish` failed, and the text answer before it stands.
+    pub noted_error: Option<String>,
 }
 
-/// The system prompt: what the harness is, the bound, the tool contract, the REPORT.
+/// The system prompt: what the harness is, the bound, the tool contract, the REPORT, then
+/// the rules of the turn ([`rules::section`]: the day, the host, the policy). PURE, and the
+/// same bytes for the same config on the same day.
 pub fn system_prompt(
     vertical: &str,
     max_rounds: u32,
     tools: Option<&BashTool>,
     finish: FinishMode,
+    world: rules::World,
 ) -> String {
     let finishing = finish == FinishMode::Tool;
     let tool_text = match tools {
@@ -227,8 +235,15 @@ pub fn system_prompt(
         FinishMode::Message => "When you are done, reply with your final answer in Markdown and no tool call: that reply is saved verbatim as the task's REPORT, so make it complete and self-contained.",
         FinishMode::Tool => "End the turn by calling `finish` with a `status` (done, needs_input with a `question` for a human, blocked, or failed) and a `summary` in Markdown: the summary is saved verbatim as the task's REPORT, so make it complete and self-contained. Earlier replies of yours on this task, if any, are part of the conversation.",
     };
+    let rules = rules::section(
+        tools.map(|bash| rules::Tools {
+            bash: &bash.config,
+            files: bash.files.is_some(),
+        }),
+        world,
+    );
     format!(
-        "You are an agent run by `harness` for the \"{vertical}\" vertical. You get ONE bounded turn of at most {max_rounds} model rounds to work on the task below. {tool_text} {ending}"
+        "You are an agent run by `harness` for the \"{vertical}\" vertical. You get ONE bounded turn of at most {max_rounds} model rounds to work on the task below. {tool_text} {ending}\n\n{rules}"
     )
 }
 
@@ -280,7 +295,11 @@ async fn run_on(
     // Index into the tier's chain; a fallback moves it on for the rest of the turn.
     let mut chain = 0;
     let mut nudged = false;
+    // The complete text answer the reminder to call `finish` followed, until the model
+    // replies to it: that round failing, or another text, must not lose it.
+    let mut answered: Option<String> = None;
     for round in 1..=max_rounds {
+        let answer = answered.take();
         let (used, spent) = (turn.usage.total_tokens, turn.cost_usd);
         if let Some(stop) = step::before_round(interrupt.received(), &limits.budget, used, spent) {
             if let TurnOutcome::Budget { stop } = &stop {
@@ -324,7 +343,29 @@ async fn run_on(
         } = match asked.await {
             Ok(answer) => answer,
             Err(outcome) => {
-                turn.outcome = outcome;
+                let Some(rescued) = answer::rescue(&outcome, answer.as_deref()) else {
+                    turn.outcome = outcome;
+                    return turn;
+                };
+                info!(
+                    "round {round}/{max_rounds}: the text answer before the reminder stands: {}",
+                    rescued.error
+                );
+                turn.reply = Some(rescued.reply);
+                turn.noted_error = Some(rescued.error);
+                // The answer is final: a failed check cannot be retried without the model.
+                let done = verify(
+                    TurnOutcome::Completed,
+                    limits,
+                    bash,
+                    interrupt,
+                    &mut turn,
+                    max_rounds,
+                );
+                turn.outcome = match done.await {
+                    check::After::End(outcome) => outcome,
+                    check::After::Retry { .. } => TurnOutcome::CheckFailed,
+                };
                 return turn;
             }
         };
@@ -339,8 +380,11 @@ async fn run_on(
             tool_calls: reply.tool_calls.len(),
         });
         let text = reply.content.clone().filter(|c| !c.trim().is_empty());
-        if text.is_some() {
-            turn.reply = text;
+        if let Some(text) = &text {
+            turn.reply = Some(match (&answer, reply.tool_calls.is_empty()) {
+                (Some(first), true) => answer::kept(first, text),
+                _ => text.clone(),
+            });
         }
         let dropped = step::cap_calls(&mut reply.tool_calls, limits.max_tool_calls);
         if let Some(note) = &dropped {
@@ -393,6 +437,7 @@ async fn run_on(
             step::Next::Nudge => {
                 info!("round {round}/{max_rounds}: no tool call; reminding the model of `finish`");
                 nudged = true;
+                answered = text.filter(|_| answer::complete(reply.finish_reason.as_deref()));
                 messages.push(Message::User {
                     content: finish::NUDGE.to_string(),
                 });
@@ -454,6 +499,7 @@ impl Turn {
             check: None,
             finish: None,
             messages: Vec::new(),
+            noted_error: None,
         }
     }
 }
@@ -496,12 +542,25 @@ mod tests {
 
     /// Runs a turn without tools against a cassette of these `choices[0].message` values.
     async fn turn_of(messages: &[serde_json::Value], limits: &Limits, signal: Option<i32>) -> Turn {
+        let choices: Vec<_> = messages
+            .iter()
+            .map(|m| serde_json::json!({"message": m}))
+            .collect();
+        turn_of_choices(&choices, limits, signal).await
+    }
+
+    /// [`turn_of`] with whole `choices[0]` values (`finish_reason` beside the message).
+    async fn turn_of_choices(
+        choices: &[serde_json::Value],
+        limits: &Limits,
+        signal: Option<i32>,
+    ) -> Turn {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.json");
-        let replies: Vec<serde_json::Value> = messages
+        let replies: Vec<serde_json::Value> = choices
             .iter()
-            .map(|m| {
-                serde_json::json!({"model": "m1", "response": {"choices": [{"message": m}],
+            .map(|c| {
+                serde_json::json!({"model": "m1", "response": {"choices": [c],
                     "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}}})
             })
             .collect();
@@ -512,7 +571,14 @@ mod tests {
         if let Some(s) = signal {
             interrupt.trigger(s);
         }
-        let system = system_prompt("demo", limits.max_rounds, None, limits.finish);
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 12, 2).unwrap();
+        let system = system_prompt(
+            "demo",
+            limits.max_rounds,
+            None,
+            limits.finish,
+            rules::World::here(day),
+        );
         let start = vec![
             Message::System { content: system },
             Message::User {
@@ -529,6 +595,21 @@ mod tests {
             &Events::off(),
         )
         .await
+    }
+
+    #[test]
+    fn the_system_prompt_without_tools_is_the_same_bytes_each_time() {
+        let world = rules::World {
+            date: chrono::NaiveDate::from_ymd_opt(2026, 12, 2).unwrap(),
+            os: "linux",
+            arch: "aarch64",
+        };
+        let prompt = || system_prompt("demo", 8, None, FinishMode::Message, world);
+        assert_eq!(
+            prompt(),
+            "You are an agent run by `harness` for the \"demo\" vertical. You get ONE bounded turn of at most 8 model rounds to work on the task below. You have no tools in this turn: answer from the task text alone. When you are done, reply with your final answer in Markdown and no tool call: that reply is saved verbatim as the task's REPORT, so make it complete and self-contained.\n\nRules of this turn:\n- Date: 2026-12-02 (UTC). System: Linux aarch64."
+        );
+        assert_eq!(prompt(), prompt());
     }
 
     #[tokio::test]
@@ -665,6 +746,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_text_answer_survives_the_reminder_round() {
+        // Text again: both texts are the reply.
+        let t = turn_of(
+            &[
+                serde_json::json!({"content": "It is 4."}),
+                serde_json::json!({"content": "In base 3 it is 11."}),
+            ],
+            &tool_limits(4),
+            None,
+        )
+        .await;
+        assert_eq!((t.outcome.stop_reason(), t.rounds), ("completed", 2));
+        assert_eq!(t.reply.as_deref(), Some("It is 4.\n\nIn base 3 it is 11."));
+        assert_eq!(t.noted_error, None);
+        // The reminder round fails (the cassette runs out): the answer stands, noted.
+        let t = turn_of(
+            &[serde_json::json!({"content": "It is 4."})],
+            &tool_limits(4),
+            None,
+        )
+        .await;
+        assert_eq!((t.outcome.stop_reason(), t.rounds), ("completed", 2));
+        assert!(!t.outcome.is_failure());
+        let reply = t.reply.unwrap();
+        assert!(reply.starts_with("It is 4.\n\n_[harness] "), "{reply}");
+        assert!(t.noted_error.is_some());
+        // An answer cut by the token limit is no complete answer: the failure stands.
+        let cut = serde_json::json!({"message": {"content": "It is"}, "finish_reason": "length"});
+        let t = turn_of_choices(&[cut], &tool_limits(4), None).await;
+        assert_eq!(t.outcome.stop_reason(), "llm_error");
+        assert_eq!(t.reply.as_deref(), Some("It is"));
+    }
+
+    #[tokio::test]
     async fn without_finish_the_last_round_is_the_cap() {
         let t = turn_of(
             &[
@@ -676,7 +791,8 @@ mod tests {
         )
         .await;
         assert_eq!((t.outcome.stop_reason(), t.rounds), ("max_rounds", 2));
-        assert_eq!(t.reply.as_deref(), Some("b"));
+        // The reminder's text answer is kept with the one before it.
+        assert_eq!(t.reply.as_deref(), Some("a\n\nb"));
         assert!(t.finish.is_none());
     }
 }
