@@ -151,9 +151,13 @@ pub struct GateArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// A `[tools.bash]` preset (python-dev, rust-dev, node-dev, read-only): print its rules,
+    /// or judge COMMAND under the preset alone; no config is read.
+    #[arg(long, value_name = "NAME", conflicts_with = "config")]
+    pub preset: Option<String>,
     /// The command, as one argument, exactly as a model would send it (put it after `--`).
-    #[arg(value_name = "COMMAND", required = true)]
-    pub command: String,
+    #[arg(value_name = "COMMAND", required_unless_present = "preset")]
+    pub command: Option<String>,
 }
 
 /// The single-dash long flags the original tool accepted.
@@ -248,10 +252,28 @@ mod tests {
         match cli.command {
             Command::Gate(g) => {
                 assert!(g.json);
-                assert_eq!(g.command, "ls -la | wc -l");
+                assert_eq!(g.command.as_deref(), Some("ls -la | wc -l"));
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn gate_needs_a_command_unless_a_preset_is_named() {
+        assert!(Cli::try_parse_from(["harness", "gate", "--json"]).is_err());
+        let cli = Cli::try_parse_from(["harness", "gate", "--preset", "read-only"]).unwrap();
+        match cli.command {
+            Command::Gate(g) => {
+                assert_eq!(g.preset.as_deref(), Some("read-only"));
+                assert_eq!(g.command, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            Cli::try_parse_from(["harness", "gate", "--preset", "x", "--config", "c", "--", "ls"])
+                .is_err(),
+            "a preset is judged alone: no config with it"
+        );
     }
 
     #[test]

@@ -72,17 +72,49 @@ pub async fn check_command(
     }
 }
 
-/// `harness gate`: judges one command under the config's policy.
+/// `harness gate`: judges one command under the config's policy, or under a preset alone
+/// (`--preset NAME`), or prints a preset's rules (`--preset NAME` without a command).
 pub fn gate_command(args: GateArgs, redactor: &mut Redactor) -> Result<Success, Failure> {
-    if args.command.trim().is_empty() {
-        return Err(anyhow!(
-            "harness gate: the command is empty; usage: harness gate [--config PATH] [--json] -- COMMAND"
-        ))
-        .stage(Stage::Usage);
+    const USAGE: &str = "usage: harness gate [--config PATH | --preset NAME] [--json] [-- COMMAND]";
+    let preset = match &args.preset {
+        Some(name) => Some(
+            gate::presets::preset(name)
+                .ok_or_else(|| {
+                    anyhow!(
+                        "harness gate --preset: {}; {USAGE}",
+                        gate::presets::unknown_preset(name)
+                    )
+                })
+                .stage(Stage::Usage)?,
+        ),
+        None => None,
+    };
+    let Some(command) = args.command else {
+        // clap requires a command unless --preset is given.
+        let Some(p) = preset else {
+            return Err(anyhow!("harness gate: no command; {USAGE}")).stage(Stage::Usage);
+        };
+        if args.json {
+            emit(&format!("{}\n", gate::presets::preset_json(p)))?;
+        } else {
+            emit(&gate::presets::render_preset(p))?;
+        }
+        return Ok(Success::Done);
+    };
+    if command.trim().is_empty() {
+        return Err(anyhow!("harness gate: the command is empty; {USAGE}")).stage(Stage::Usage);
     }
-    let cfg = config::load(args.config, redactor).stage(Stage::Config)?;
-    let judgement = gate::judge(&cfg.bash.policy, &args.command);
-    let warnings = gate::lint(&cfg.bash.policy);
+    let policy = match preset {
+        Some(p) => p.policy(),
+        None => {
+            config::load(args.config, redactor)
+                .stage(Stage::Config)?
+                .bash
+                .policy
+        }
+    };
+    let judgement = gate::judge(&policy, &command);
+    let warnings = gate::lint(&policy);
     if args.json {
         let value = serde_json::json!({
             "verdict": judgement.verdict,

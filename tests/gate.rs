@@ -25,13 +25,19 @@ struct Gate {
 }
 
 fn gate(config: &Path, args: &[&str], command: &str) -> Gate {
-    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .arg("gate")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
+    cmd.arg("gate")
         .arg("--config")
         .arg(config)
         .args(args)
         .arg("--")
-        .arg(command)
+        .arg(command);
+    finish(cmd)
+}
+
+/// Runs the built binary: no RUST_LOG, no stdin.
+fn finish(mut cmd: Command) -> Gate {
+    let out = cmd
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()
@@ -238,4 +244,62 @@ fn a_config_error_exits_1() {
 
     let g = gate(&dir.path().join("missing.toml"), &[], "ls");
     assert_eq!(g.code, 1);
+}
+
+/// `harness` with these arguments, no config: the preset forms of `harness gate`.
+fn bare(args: &[&str]) -> Gate {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
+    cmd.args(args).env_remove("HARNESS_CONFIG");
+    finish(cmd)
+}
+
+#[test]
+fn a_preset_is_printed_and_judges_alone() {
+    let g = bare(&["gate", "--preset", "python-dev"]);
+    assert_eq!(g.code, 0, "{}{}", g.stdout, g.stderr);
+    assert!(g.stdout.starts_with("preset python-dev: "), "{}", g.stdout);
+    assert!(g.stdout.contains("\n  pytest *\n"), "{}", g.stdout);
+    assert!(g.stdout.contains("\n  pip install *\n"), "{}", g.stdout);
+
+    let g = bare(&["gate", "--preset", "read-only", "--json"]);
+    assert_eq!(g.code, 0, "{}{}", g.stdout, g.stderr);
+    let v: Value = serde_json::from_str(&g.stdout).unwrap();
+    assert_eq!(v["preset"], "read-only");
+    assert_eq!(v["write_redirects"], false);
+    assert!(v["allow"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r == "git log *"));
+
+    // Judged under the preset alone: no config is needed or read.
+    let g = bare(&[
+        "gate",
+        "--preset",
+        "python-dev",
+        "--",
+        "python3 reproduce.py",
+    ]);
+    assert_eq!(g.code, 0, "{}{}", g.stdout, g.stderr);
+    let g = bare(&[
+        "gate",
+        "--preset",
+        "python-dev",
+        "--",
+        "pip install requests",
+    ]);
+    assert_eq!(g.code, 3, "{}{}", g.stdout, g.stderr);
+    assert!(
+        g.stdout.contains("denied by rule `pip install *`"),
+        "{}",
+        g.stdout
+    );
+
+    let g = bare(&["gate", "--preset", "python_dev"]);
+    assert_eq!(g.code, 1, "{}{}", g.stdout, g.stderr);
+    assert!(
+        g.stderr.contains("unknown preset \"python_dev\" (did you mean \"python-dev\"?); the presets are: python-dev, rust-dev, node-dev, read-only"),
+        "{}",
+        g.stderr
+    );
 }

@@ -178,6 +178,7 @@ pub(super) struct RawBash {
     pub(super) enabled: Option<bool>,
     pub(super) timeout_secs: Option<i64>,
     pub(super) max_output_bytes: Option<i64>,
+    pub(super) preset: Option<String>,
     pub(super) default: Option<String>,
     pub(super) allow: Option<Vec<String>>,
     pub(super) deny: Option<Vec<String>>,

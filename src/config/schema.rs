@@ -112,6 +112,7 @@ const ROOT: &[(&str, Ty)] = &[
                     ("enabled", Bool),
                     ("timeout_secs", Int),
                     ("max_output_bytes", Int),
+                    ("preset", Str),
                     ("default", Str),
                     ("allow", StrList),
                     ("deny", StrList),

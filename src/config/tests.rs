@@ -570,3 +570,69 @@ fn a_parse_error_on_a_huge_line_shows_a_clipped_line() {
     assert!(err.len() < 2_000, "{} bytes", err.len());
     assert!(err.contains("h.toml") && err.contains("line 2"), "{err}");
 }
+
+#[test]
+fn a_preset_starts_the_policy_and_the_config_adds_to_it() {
+    let text = format!(
+        "{MINIMAL}\n[tools.bash]\npreset = \"python-dev\"\nallow = [\"cargo test *\"]\ndeny = [\"git commit *\"]\n"
+    );
+    let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
+    let p = crate::tools::gate::presets::preset("python-dev").unwrap();
+    let policy = &c.bash.policy;
+    assert_eq!(policy.allow.len(), p.allow_rules().count() + 1);
+    assert_eq!(policy.allow.last().unwrap().as_str(), "cargo test *");
+    assert_eq!(policy.deny.len(), p.deny_rules().count() + 1);
+    assert_eq!(policy.deny.last().unwrap().as_str(), "git commit *");
+    assert_eq!(policy.default, Verdict::Deny);
+    assert!(policy.write_redirects, "the preset's write_redirects");
+    let text = format!(
+        "{MINIMAL}\n[tools.bash]\npreset = \"read-only\"\ndefault = \"allow\"\nwrite_redirects = true\n"
+    );
+    let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(
+        c.bash.policy.default,
+        Verdict::Allow,
+        "the config's default wins"
+    );
+    assert!(
+        c.bash.policy.write_redirects,
+        "the config's write_redirects wins"
+    );
+}
+
+#[test]
+fn an_unknown_preset_names_the_key_and_the_presets() {
+    let text = format!("{MINIMAL}\n[tools.bash]\npreset = \"pyhton-dev\"\n");
+    let err = parse(&text, Path::new("/etc/h/harness.toml")).unwrap_err();
+    assert_eq!(
+        err.problems,
+        vec![
+            "[tools.bash].preset: unknown preset \"pyhton-dev\" (did you mean \"python-dev\"?); the presets are: python-dev, rust-dev, node-dev, read-only".to_string()
+        ]
+    );
+    assert!(err
+        .to_string()
+        .starts_with("config /etc/h/harness.toml: 1 problem"));
+    assert_eq!(
+        problems(&format!("{MINIMAL}\n[tools.bash]\npreset = 3\n")).len(),
+        1,
+        "a preset that is no string is a type problem"
+    );
+}
+
+#[test]
+fn a_preset_policy_runs_the_examples() {
+    let text = format!(
+        "{MINIMAL}\n[tools.bash]\npreset = \"python-dev\"\nexamples_allow = [\"python3 reproduce.py\"]\nexamples_deny = [\"pip install requests\"]\n"
+    );
+    assert_eq!(problems(&text), Vec::<String>::new());
+    let text = format!(
+        "{MINIMAL}\n[tools.bash]\npreset = \"read-only\"\nexamples_allow = [\"python3 reproduce.py\"]\n"
+    );
+    let p = problems(&text);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(
+        p[0].starts_with("[tools.bash].examples_allow[0]: "),
+        "{p:?}"
+    );
+}

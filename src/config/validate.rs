@@ -496,24 +496,35 @@ impl Validator {
 
     fn bash(&mut self, raw: RawBash) -> BashConfig {
         let default = match raw.default.as_deref() {
-            None | Some("deny") => Verdict::Deny,
-            Some("allow") => Verdict::Allow,
+            None => None,
+            Some("deny") => Some(Verdict::Deny),
+            Some("allow") => Some(Verdict::Allow),
             Some(other) => {
                 self.problem(
                     "[tools.bash].default",
                     format!("must be \"allow\" or \"deny\", got {other:?}"),
                 );
-                Verdict::Deny
+                Some(Verdict::Deny)
             }
         };
         let before = self.problems.len();
+        let preset = raw.preset.as_deref().and_then(|name| {
+            let found = gate::presets::preset(name);
+            if found.is_none() {
+                self.problem("[tools.bash].preset", gate::presets::unknown_preset(name));
+            }
+            found
+        });
         let allow = self.rules("[tools.bash].allow", raw.allow.unwrap_or_default());
         let deny = self.rules("[tools.bash].deny", raw.deny.unwrap_or_default());
-        let policy = Policy {
-            default,
-            allow,
-            deny,
-            write_redirects: raw.write_redirects.unwrap_or(false),
+        let policy = match preset {
+            Some(p) => gate::presets::merge(p, allow, deny, default, raw.write_redirects),
+            None => Policy {
+                default: default.unwrap_or(Verdict::Deny),
+                allow,
+                deny,
+                write_redirects: raw.write_redirects.unwrap_or(false),
+            },
         };
         // With a broken rule the policy is not the one the user wrote: its examples would
         // fail for the wrong reason.

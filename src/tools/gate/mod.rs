@@ -15,6 +15,7 @@
 //! - `judge.rs`: the only file that recurses into inner commands.
 //! - `lint.rs`, `render.rs`: warnings about rules and the human rendering.
 //! - `pipeline.rs`: the argv of an allowed plain pipeline, which harness runs without bash.
+//! - `presets.rs`: the named rule sets `preset = "..."` starts a policy from.
 
 #[cfg(test)]
 mod differential;
@@ -22,6 +23,7 @@ mod judge;
 mod lint;
 mod paths;
 mod pipeline;
+pub mod presets;
 mod programs;
 mod redirect;
 mod render;
