@@ -1,33 +1,27 @@
 //! Leaf adapter (filesystem): atomic, durable file writes. A reader sees the old file or the
 //! new one, whole, never a torn one: the bytes go to a temp file in the same directory, are
-//! fsynced, renamed over the target, and the directory is fsynced. Used by the REPORT writer
-//! and the cassette recorder. Only a regular file (or a symlink, or nothing) is ever replaced:
-//! a device, FIFO, socket or directory at the target is refused, so `--record /dev/full` run
-//! as root cannot swap a device node for a file. Imports only the leaf `bounded`.
+//! fsynced, renamed over the target, and the directory is fsynced. Used by the REPORT writer,
+//! the session store, the metrics file and the cassette recorder. The directory is opened
+//! once and every step happens beneath its descriptor (`beneath::Dir`: the temp created
+//! `O_EXCL | O_NOFOLLOW`, `renameat` within the same descriptor), so a directory swapped
+//! for a symlink after it was opened is never written through. Only a regular file (or a
+//! symlink, or nothing) is ever replaced: a device, FIFO, socket or directory at the target
+//! is refused, so `--record /dev/full` run as root cannot swap a device node for a file.
+//! Imports only the leaves `bounded` and `beneath`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::beneath::Dir;
+
 /// Prefix of the temp files this module creates; a crashed run leaves at most these.
-pub const TEMP_PREFIX: &str = ".harness-tmp-";
+pub const TEMP_PREFIX: &str = crate::beneath::TEMP_PREFIX;
 
 /// Removes temp files that a crashed run left in `dir` more than ten minutes ago.
 pub fn remove_stale_temps(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let cutoff = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
-    for entry in entries.flatten() {
-        let stale = entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX)
-            && entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t < cutoff);
-        if stale {
-            let _ = std::fs::remove_file(entry.path());
-        }
+    if let Ok(d) = Dir::open(dir) {
+        d.remove_stale_temps();
     }
 }
 
@@ -64,68 +58,33 @@ pub fn check_target(path: &Path) -> Result<()> {
     }
 }
 
-/// `mode`: None keeps the temp file's 0600.
+/// The directory a file is written in, opened, and the file's name in it.
+fn anchored(path: &Path) -> Result<(Dir, &std::ffi::OsStr)> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?;
+    let dir = parent_dir(path);
+    let d = Dir::open(&dir)
+        .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
+    Ok((d, name))
+}
+
+/// `mode`: None keeps the private 0600.
 fn put(path: &Path, bytes: &[u8], durable: bool, mode: Option<u32>) -> Result<()> {
     check_target(path)?;
-    let dir = parent_dir(path);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(&dir)
-        .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
-    tmp.write_all(bytes)
-        .and_then(|_| match durable {
-            true => tmp.as_file().sync_all(),
-            false => Ok(()),
-        })
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    if let Some(mode) = mode {
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(mode))
-            .with_context(|| format!("cannot set the mode of {}", path.display()))?;
-    }
-    tmp.persist(path)
-        .map_err(|e| e.error)
-        .with_context(|| format!("cannot rename into {}", path.display()))?;
-    if durable {
-        sync_dir(&dir);
-    }
-    Ok(())
+    let (dir, name) = anchored(path)?;
+    dir.write_mode(name, bytes, durable, mode.unwrap_or(0o600))
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Like [`write`] but never replaces an existing file: `-2`, `-3`... are tried.
 pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
-    let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)
+    let d = Dir::open(dir)
         .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
-    tmp.write_all(bytes)
-        .and_then(|_| tmp.as_file().sync_all())
+    let used = d
+        .write_new(name, bytes)
         .with_context(|| format!("cannot write a REPORT in {}", dir.display()))?;
-    // The number goes before the extension: `REPORT-x-2.md`, `REPORT-x-2.patch`.
-    let (stem, ext) = name.rsplit_once('.').unwrap_or((name, ""));
-    let mut n = 1;
-    loop {
-        let candidate = match (n, ext) {
-            (1, _) => dir.join(name),
-            (_, "") => dir.join(format!("{stem}-{n}")),
-            _ => dir.join(format!("{stem}-{n}.{ext}")),
-        };
-        match tmp.persist_noclobber(&candidate) {
-            Ok(_) => {
-                sync_dir(dir);
-                return Ok(candidate);
-            }
-            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => {
-                tmp = e.file;
-                n += 1;
-            }
-            Err(e) => {
-                return Err(e.error)
-                    .with_context(|| format!("cannot rename into {}", candidate.display()))
-            }
-        }
-    }
+    Ok(dir.join(used))
 }
 
 /// Whether `target` is the file `place`, or lies inside the directory `place`, once both are
@@ -152,14 +111,6 @@ fn parent_dir(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
-    }
-}
-
-fn sync_dir(dir: &Path) {
-    // A directory fsync makes the rename durable; where a filesystem refuses it there is
-    // nothing better to do, and the data itself is already synced.
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
     }
 }
 

@@ -31,6 +31,12 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String> {
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
         .with_context(|| format!("{}", path.display()))?;
+    read_open_text(file, path, limit)
+}
+
+/// The text of a file already open (a directory descriptor's entry, opened without following
+/// a symlink), refused like [`read_text`] refuses; `path` only names it in messages.
+pub fn read_open_text(file: std::fs::File, path: &Path, limit: u64) -> Result<String> {
     let meta = file
         .metadata()
         .with_context(|| format!("{}", path.display()))?;

@@ -9,6 +9,7 @@
 #![deny(clippy::print_stdout)]
 
 pub mod atomic;
+pub mod beneath;
 pub mod bounded;
 pub mod check;
 pub mod cli;

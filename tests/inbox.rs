@@ -211,6 +211,69 @@ fn a_stale_claim_is_taken_back_and_a_fresh_one_is_left_alone() {
 }
 
 #[test]
+fn entries_that_can_never_run_go_to_failed_with_why_and_never_stall_the_queue() {
+    use std::os::unix::ffi::OsStrExt;
+    let llm = Llm::start(&json!([text("ran")]));
+    let ws = inbox_ws(&llm);
+    let inbox = ws.path().join("inbox");
+    std::os::unix::fs::symlink("/etc/hostname", inbox.join("a-link.md")).unwrap();
+    std::fs::create_dir(inbox.join("b-dir.md")).unwrap();
+    let c = std::ffi::CString::new(inbox.join("c-fifo.md").as_os_str().as_bytes()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let forged = std::ffi::OsStr::from_bytes(b"d-bad\xff\nINFO forged.md");
+    std::fs::write(inbox.join(forged), "x").unwrap();
+    put(&ws, "z-real.md", "Do the real thing.\n");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(front(&ws.latest(), "task_id"), "z-real");
+    assert_eq!(names(&ws, ""), ["claimed", "done", "failed"]);
+    assert_eq!(
+        names(&ws, "failed"),
+        [
+            "a-link.error.txt",
+            "a-link.md",
+            "b-dir.error.txt",
+            "b-dir.md",
+            "c-fifo.error.txt",
+            "c-fifo.md",
+            "d-bad__INFO_forged.error.txt",
+            "d-bad__INFO_forged.md",
+        ]
+    );
+    assert!(read(inbox.join("failed/a-link.error.txt")).contains("symbolic link"));
+    assert!(read(inbox.join("failed/b-dir.error.txt")).contains("a directory"));
+    assert!(read(inbox.join("failed/d-bad__INFO_forged.error.txt")).contains("not UTF-8"));
+    // The name is quoted in narration: its newline cannot forge a line of its own.
+    assert!(
+        !run.stderr.lines().any(|l| l.starts_with("INFO forged")),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_claim_dated_in_the_future_is_reclaimed_by_the_age_its_run_id_records() {
+    let llm = Llm::start(&json!([text("recovered")]));
+    let ws = inbox_ws(&llm);
+    let claimed = ws.path().join("inbox/claimed");
+    std::fs::create_dir(&claimed).unwrap();
+    let stale = claimed.join("old--20261201T000000Z-1-deadbeef.md");
+    std::fs::write(&stale, "Finish the old job.\n").unwrap();
+    let in_ten_years = SystemTime::now() + Duration::from_secs(10 * 365 * 24 * 3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(in_ten_years)
+        .unwrap();
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(front(&ws.latest(), "task_id"), "old");
+    assert_eq!(names(&ws, "claimed"), Vec::<String>::new());
+}
+
+#[test]
 fn a_dry_run_moves_nothing_and_task_id_picks_the_file() {
     let llm = Llm::start(&json!([text("b")]));
     let ws = inbox_ws(&llm);

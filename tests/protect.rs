@@ -83,7 +83,8 @@ fn commands_cannot_change_the_config_reports_or_sessions_inside_the_work_root() 
         "echo '[tools.bash]' | tee -a harness.toml",
         "rm -f harness.toml",
         "mv harness.toml moved.toml",
-        "ln -sf /etc/passwd harness.toml",
+        // A link target inside the root (one leaving it is the gate's to deny since round three).
+        "ln -sf hard.toml harness.toml",
         "echo 'vertical = \"evil\"' > evil.toml && mv -f evil.toml harness.toml",
         "ln harness.toml hard.toml",
         "echo injected > reports/REPORT-test-earlier.md",

@@ -45,7 +45,11 @@ fn scope_lists_the_inbox_routed_and_moves_nothing() {
         .unwrap()
         .contains("astrology"));
     assert_eq!(v["tasks"][2]["tier"], "mopac-primary");
-    assert!(run.stderr.contains("c cannot be parsed"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("\"c\" cannot be parsed"),
+        "{}",
+        run.stderr
+    );
 
     let run = ws.run(&["scope"]);
     assert_eq!(run.code, 0, "{run:?}");

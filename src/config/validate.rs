@@ -183,6 +183,15 @@ impl Validator {
         let demo = self.demo(raw.demo.unwrap_or_default());
         let metrics_textfile = self.metrics(raw.metrics.unwrap_or_default());
         let inbox = raw.inbox.map(|i| self.inbox(i));
+        if let Some(i) = &inbox {
+            // A command that could write the inbox could queue the next run's task or
+            // rewrite an earlier run's REPORT; one that could read it would see other tasks.
+            bash.never_read.push(NeverRead {
+                path: i.dir.clone(),
+                what: "the inbox".to_string(),
+                may_share_work_root: true,
+            });
+        }
         let intake_order = self.intake_order(
             raw.intake.unwrap_or_default().order,
             inbox.is_some(),

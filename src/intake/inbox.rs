@@ -9,9 +9,12 @@
 //! `<stem>.error.txt` saying why. A claim older than `stale_after_mins` (its file's mtime is
 //! set when claimed) was left by a killed worker and is put back into the inbox.
 
+use std::ffi::{OsStr, OsString};
+use std::fs::FileType;
 use std::io::ErrorKind;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, Context, Result};
@@ -20,7 +23,7 @@ use tracing::{info, warn};
 pub use super::source::Claimed;
 use super::source::{BoxFuture, Claim, Picked, RouteFn, Scoped, Source, Want};
 use super::{Source as Kind, TakeError, Task};
-use crate::atomic;
+use crate::beneath::Dir;
 use crate::config::{is_name, InboxConfig};
 
 /// Where claimed files wait for their run to end.
@@ -114,140 +117,254 @@ fn unquote(v: &str) -> &str {
     v
 }
 
-/// The task files waiting in the inbox, by name: top-level `*.md` files not starting with `.`.
-fn waiting(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
-    let entries =
-        std::fs::read_dir(dir).with_context(|| format!("cannot read inbox {}", dir.display()))?;
-    let mut files: Vec<(String, PathBuf)> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_string();
-            let stem = name.strip_suffix(".md")?;
-            (!stem.is_empty() && !name.starts_with('.')).then(|| (stem.to_string(), e.path()))
-        })
-        .collect();
-    files.sort();
-    Ok(files)
+/// Inbox entries that can never be a task, each with why.
+type Odd = Vec<(OsString, String)>;
+
+/// What the top level of the inbox holds: the task files waiting, by stem and name, and the
+/// `*.md` entries that can never be a task (a symlink, a FIFO, a directory, a name that is
+/// not UTF-8), with why. Dotfiles, harness's own `claimed/`, `done/`, `failed/` and names
+/// not ending in `.md` (logged) are neither.
+fn sort_entries(
+    entries: Vec<(OsString, FileType)>,
+) -> (Vec<(String, String)>, Odd) {
+    let mut tasks = Vec::new();
+    let mut odd = Vec::new();
+    for (name, kind) in entries {
+        let bytes = name.as_bytes();
+        if bytes.starts_with(b".") {
+            continue;
+        }
+        if kind.is_dir()
+            && [CLAIMED, DONE, FAILED]
+                .iter()
+                .any(|d| bytes == d.as_bytes())
+        {
+            continue;
+        }
+        if !bytes.ends_with(b".md") {
+            // Not meant as a task (`notes.txt`): left where it is, named in every run's log.
+            info!("intake: inbox entry {name:?} is not a `*.md` task file; left alone");
+            continue;
+        }
+        let Some(stem) = name.to_str().and_then(|t| t.strip_suffix(".md")) else {
+            odd.push((name.clone(), "its name is not UTF-8".to_string()));
+            continue;
+        };
+        let text = format!("{stem}.md");
+        if stem.is_empty() {
+            continue;
+        }
+        match crate::bounded::irregular(kind) {
+            None => tasks.push((stem.to_string(), text)),
+            Some(what) => odd.push((name.clone(), format!("it is {what}, not a regular file"))),
+        }
+    }
+    tasks.sort();
+    odd.sort();
+    (tasks, odd)
+}
+
+/// Opens the inbox directory, the anchor of every file intake touches.
+fn open_inbox(dir: &Path) -> Result<Dir> {
+    Dir::open(dir).with_context(|| format!("cannot read inbox {}", dir.display()))
 }
 
 /// Largest task file read: a prompt is text for a model, and the whole file is sent.
 pub const TASK_MAX: u64 = 1024 * 1024;
 
-/// A task file's text: a regular UTF-8 file of at most [`TASK_MAX`] bytes, read without
-/// ever waiting (a FIFO put in its place is refused); the error is for `<stem>.error.txt`.
-fn read_task(path: &Path) -> Result<String, String> {
-    crate::bounded::read_text(path, TASK_MAX)
-        .map_err(|e| format!("{e:#}").replace(&path.display().to_string(), "the file"))
+/// A task file's text: a regular UTF-8 file of at most [`TASK_MAX`] bytes in `dir`, read
+/// without following a symlink and without ever waiting (a FIFO put in its place is
+/// refused); the error is for `<stem>.error.txt`.
+fn read_task(dir: &Dir, name: &str) -> Result<String, String> {
+    dir.read_text(name, TASK_MAX).map_err(|e| {
+        e.to_string()
+            .replace(&dir.show(name).display().to_string(), "the file")
+    })
 }
 
-/// Moves `from` to `to` without ever replacing a file: a hard link, then the old name goes.
-fn move_new(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::hard_link(from, to)?;
-    std::fs::remove_file(from)
+/// A name safe to give an entry moved into `failed/`: bytes outside `A-Z a-z 0-9 . _ -`
+/// become `_`. PURE.
+fn safe_name(name: &OsStr) -> String {
+    let s: String = name
+        .as_bytes()
+        .iter()
+        .map(|&b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-' => b as char,
+            _ => '_',
+        })
+        .collect();
+    s.chars().take(120).collect()
 }
 
-/// Moves `from` into `dir` as `<name>.md`, or `<name>--<run_id>.md` when that is taken;
-/// returns the new path.
-fn move_into(from: &Path, dir: &Path, name: &str, run_id: &str) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+/// Moves `from_name` in `from` into `to` as `<name>.md`, or `<name>--<run_id>.md` when that
+/// is taken, never replacing a file; returns the name it got.
+fn move_into(from: &Dir, from_name: &OsStr, to: &Dir, name: &str, run_id: &str) -> Result<String> {
     for candidate in [format!("{name}.md"), format!("{name}--{run_id}.md")] {
-        let to = dir.join(candidate);
-        match move_new(from, &to) {
-            Ok(()) => return Ok(to),
+        match from.move_new(from_name, to, &candidate) {
+            Ok(()) => return Ok(candidate),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
             Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("cannot move {} to {}", from.display(), to.display()))
+                return Err(e).with_context(|| {
+                    format!(
+                        "cannot move {} to {}",
+                        from.show(from_name).display(),
+                        to.show(&candidate).display()
+                    )
+                })
             }
         }
     }
     Err(anyhow!(
         "cannot move {} into {}: its names are taken",
-        from.display(),
-        dir.display()
+        from.show(from_name).display(),
+        to.path().display()
     ))
+}
+
+/// How old a claim is, from its own record: its file's mtime (set when claimed), or, when
+/// that lies in the future (a clock set back, or a planted date), the time its run id
+/// starts with (`20261202T135200Z-...`). `None` when neither is in the past: a claim from
+/// the future is not one a live worker holds. PURE.
+fn claim_age(mtime: Option<SystemTime>, run_id: &str, now: SystemTime) -> Option<Duration> {
+    const SKEW: Duration = Duration::from_secs(60);
+    if let Some(age) = mtime.and_then(|t| now.duration_since(t).ok()) {
+        return Some(age);
+    }
+    if mtime.is_some_and(|t| t.duration_since(now).is_ok_and(|ahead| ahead <= SKEW)) {
+        return Some(Duration::ZERO);
+    }
+    let started = chrono::NaiveDateTime::parse_from_str(run_id.get(..15)?, "%Y%m%dT%H%M%S").ok()?;
+    let started = SystemTime::UNIX_EPOCH
+        + Duration::from_secs(u64::try_from(started.and_utc().timestamp()).ok()?);
+    now.duration_since(started).ok()
 }
 
 /// Puts claims older than `stale` back into the inbox; returns the task ids put back.
 pub fn reclaim_stale(cfg: &InboxConfig, now: SystemTime) -> Vec<String> {
     let stale = Duration::from_secs(cfg.stale_after_mins * 60);
-    let Ok(entries) = std::fs::read_dir(cfg.dir.join(CLAIMED)) else {
+    let Ok(inbox) = Dir::open(&cfg.dir) else {
+        return Vec::new();
+    };
+    let claimed = match inbox.sub(CLAIMED, false) {
+        Ok(d) => d,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            warn!("intake: inbox claims not read: {e}");
+            return Vec::new();
+        }
+    };
+    let Ok(entries) = claimed.entries() else {
         return Vec::new();
     };
     let mut back = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > stale));
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some((stem, _run)) = name.strip_suffix(".md").and_then(|n| n.rsplit_once("--")) else {
+    for (name, kind) in entries {
+        let Some(name) = name.to_str().map(str::to_string) else {
             continue;
         };
+        let Some((stem, run)) = name.strip_suffix(".md").and_then(|n| n.rsplit_once("--")) else {
+            continue;
+        };
+        if !kind.is_file() {
+            continue;
+        }
+        let mtime = claimed.stat(&name).ok().flatten().map(|st| {
+            SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(st.st_mtime).unwrap_or(0))
+        });
+        let old = claim_age(mtime, run, now).is_none_or(|age| age > stale);
         if !old {
             continue;
         }
-        match move_new(&path, &cfg.dir.join(format!("{stem}.md"))) {
+        match claimed.move_new(&name, &inbox, format!("{stem}.md")) {
             Ok(()) => {
-                info!("intake: inbox claim {name} is stale; put {stem}.md back into the inbox");
+                info!("intake: inbox claim {name:?} is stale; put {stem:?}.md back into the inbox");
                 back.push(stem.to_string());
             }
             // Another worker put it back first, or a new file took its name.
             Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::AlreadyExists) => {}
-            Err(e) => warn!("intake: cannot put stale claim {name} back: {e}"),
+            Err(e) => warn!("intake: cannot put stale claim {name:?} back: {e}"),
         }
     }
     back
 }
 
-/// Claims the file at `path` for `run_id`; `None` when another worker took it first.
-fn claim(cfg: &InboxConfig, stem: &str, path: &Path, run_id: &str) -> Result<Option<Claimed>> {
-    let dir = cfg.dir.join(CLAIMED);
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let to = dir.join(format!("{stem}--{run_id}.md"));
-    match std::fs::rename(path, &to) {
+/// Claims the task file `name` for `run_id`; `None` when another worker took it first.
+fn claim(
+    cfg: &InboxConfig,
+    inbox: &Dir,
+    stem: &str,
+    name: &str,
+    run_id: &str,
+) -> Result<Option<Claimed>> {
+    let dir = inbox.sub(CLAIMED, true)?;
+    let to = format!("{stem}--{run_id}.md");
+    match inbox.rename(name, &dir, &to) {
         Ok(()) => {}
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => {
-            return Err(e).with_context(|| format!("cannot claim {}", path.display()));
+            return Err(e).with_context(|| format!("cannot claim {}", inbox.show(name).display()));
         }
     }
-    // The claim's age is its file's mtime: a rename keeps the old one. O_NONBLOCK: a FIFO
-    // swapped in after the listing fails here (and in `read_task`) instead of blocking.
-    if let Err(e) = std::fs::File::options()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(&to)
-        .and_then(|f| f.set_modified(SystemTime::now()))
-    {
-        warn!("intake: cannot stamp the claim {}: {e}", to.display());
+    // The claim's age is its file's mtime: a rename keeps the old one. A FIFO swapped in
+    // after the listing fails here (and in `read_task`) instead of blocking.
+    if let Err(e) = dir.touch(&to) {
+        warn!(
+            "intake: cannot stamp the claim {}: {e}",
+            dir.show(&to).display()
+        );
     }
     Ok(Some(Claimed {
         dir: cfg.dir.clone(),
         stem: stem.to_string(),
-        path: to,
+        path: dir.show(&to),
     }))
 }
 
-/// Moves a file that cannot run to `failed/`, with `<name>.error.txt` saying why.
-fn reject(cfg: &InboxConfig, from: &Path, stem: &str, run_id: &str, why: &str) -> Result<()> {
-    let failed = cfg.dir.join(FAILED);
-    let moved = move_into(from, &failed, stem, run_id)?;
-    let name = moved
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| stem.to_string());
-    atomic::write(
-        &failed.join(format!("{name}.error.txt")),
+/// Moves `from_name` in `from` (a file that cannot run) to `failed/`, with
+/// `<name>.error.txt` saying why.
+fn reject(
+    inbox: &Dir,
+    from: &Dir,
+    from_name: &OsStr,
+    stem: &str,
+    run_id: &str,
+    why: &str,
+) -> Result<()> {
+    let failed = inbox.sub(FAILED, true)?;
+    let moved = move_into(from, from_name, &failed, stem, run_id)?;
+    let name = moved.strip_suffix(".md").unwrap_or(&moved);
+    failed.write(
+        format!("{name}.error.txt"),
         format!("{why}\n").as_bytes(),
+        true,
     )?;
     warn!(
-        "intake: inbox task {stem}: {why}; moved to {}",
-        moved.display()
+        "intake: inbox task {stem:?}: {why}; moved to {}",
+        failed.show(&moved).display()
     );
     Ok(())
+}
+
+/// Moves each entry of the inbox that can never be a task to `failed/` with an
+/// `.error.txt`, so it is seen once and never again skipped in silence; returns how many.
+fn reject_odd(inbox: &Dir, odd: &[(OsString, String)], run_id: &str) -> usize {
+    let mut n = 0;
+    for (name, why) in odd {
+        let stem = safe_name(name);
+        let stem = stem.strip_suffix(".md").unwrap_or(&stem).to_string();
+        let stem = if stem.is_empty() {
+            "entry".to_string()
+        } else {
+            stem
+        };
+        let why = format!("{name:?} was skipped: {why}");
+        match reject(inbox, inbox, name, &stem, run_id, &why) {
+            Ok(()) => n += 1,
+            Err(e) => warn!(
+                "intake: inbox entry {name:?} skipped: {why}; cannot move it to failed/: {e:#}"
+            ),
+        }
+    }
+    n
 }
 
 /// The inbox as a task source.
@@ -266,19 +383,30 @@ impl Inbox<'_> {
         if want.claim {
             reclaim_stale(cfg, SystemTime::now());
         }
-        let waiting = waiting(&cfg.dir)?;
+        let inbox = open_inbox(&cfg.dir)?;
+        let (waiting, odd) = sort_entries(inbox.entries().map_err(anyhow::Error::from)?);
         info!(
             "intake: inbox {}: {} task file(s) waiting",
             cfg.dir.display(),
             waiting.len()
         );
-        for (stem, path) in waiting {
+        if !odd.is_empty() {
+            if want.claim {
+                let moved = reject_odd(&inbox, &odd, want.run_id);
+                SKIPPED.fetch_add(moved as u64, Ordering::Relaxed);
+            } else {
+                for (name, why) in &odd {
+                    warn!("intake: inbox entry {name:?} is not a task: {why}");
+                }
+            }
+        }
+        for (stem, name) in waiting {
             if want.task_id.is_some_and(|id| id != stem) {
                 continue;
             }
             if !want.claim {
                 // A dry run: read, never move.
-                let Ok(task) = read_task(&path).and_then(|t| parse(&stem, &t)) else {
+                let Ok(task) = read_task(&inbox, &name).and_then(|t| parse(&stem, &t)) else {
                     continue;
                 };
                 let route = route(&task).map_err(TakeError::Routing)?;
@@ -289,26 +417,29 @@ impl Inbox<'_> {
                     issue: None,
                 }));
             }
-            let Some(claimed) = claim(cfg, &stem, &path, want.run_id)? else {
-                info!("intake: inbox task {stem} was claimed by another worker first");
+            let Some(claimed) = claim(cfg, &inbox, &stem, &name, want.run_id)? else {
+                info!("intake: inbox task {stem:?} was claimed by another worker first");
                 continue;
             };
-            let parsed = read_task(&claimed.path).and_then(|t| parse(&stem, &t));
+            let dir = inbox.sub(CLAIMED, false).map_err(anyhow::Error::from)?;
+            let file = claimed.file_name();
+            let parsed = read_task(&dir, &file).and_then(|t| parse(&stem, &t));
             let task = match parsed {
                 Ok(task) => task,
                 Err(why) => {
-                    reject(cfg, &claimed.path, &stem, want.run_id, &why)?;
+                    reject(&inbox, &dir, OsStr::new(&file), &stem, want.run_id, &why)?;
                     continue;
                 }
             };
             let route = match route(&task) {
                 Ok(r) => r,
                 Err(e) => {
-                    reject(cfg, &claimed.path, &stem, want.run_id, &format!("{e:#}"))?;
+                    let why = format!("{e:#}");
+                    reject(&inbox, &dir, OsStr::new(&file), &stem, want.run_id, &why)?;
                     return Err(TakeError::Routing(e));
                 }
             };
-            info!("intake: claimed inbox task {stem} (run {})", want.run_id);
+            info!("intake: claimed inbox task {stem:?} (run {})", want.run_id);
             return Ok(Some(Picked {
                 task,
                 route,
@@ -318,6 +449,15 @@ impl Inbox<'_> {
         }
         Ok(None)
     }
+}
+
+/// Entries this process moved to `failed/` because they could never be a task (for the
+/// metrics' `harness_inbox_skipped_total`).
+static SKIPPED: AtomicU64 = AtomicU64::new(0);
+
+/// How many inbox entries this process moved aside as never a task.
+pub fn skipped() -> u64 {
+    SKIPPED.load(Ordering::Relaxed)
 }
 
 impl<R> Source<R> for Inbox<'_> {
@@ -336,13 +476,18 @@ impl<R> Source<R> for Inbox<'_> {
     fn scope<'a>(&'a self, route: RouteFn<'a, R>) -> BoxFuture<'a, Result<Vec<Scoped<R>>>> {
         Box::pin(async move {
             let mut out = Vec::new();
-            for (stem, path) in waiting(&self.cfg.dir)? {
-                match read_task(&path).and_then(|t| parse(&stem, &t)) {
+            let inbox = open_inbox(&self.cfg.dir)?;
+            let (waiting, odd) = sort_entries(inbox.entries()?);
+            for (name, why) in &odd {
+                warn!("scope: inbox entry {name:?} is not a task ({why}); the next run moves it to failed/");
+            }
+            for (stem, name) in waiting {
+                match read_task(&inbox, &name).and_then(|t| parse(&stem, &t)) {
                     Ok(task) => {
                         let route = route(&task).map_err(|e| format!("{e:#}"));
                         out.push(Scoped { task, route });
                     }
-                    Err(why) => warn!("scope: inbox task {stem} cannot be parsed: {why}"),
+                    Err(why) => warn!("scope: inbox task {stem:?} cannot be parsed: {why}"),
                 }
             }
             Ok(out)
@@ -350,27 +495,44 @@ impl<R> Source<R> for Inbox<'_> {
     }
 }
 
+impl Claimed {
+    /// The claimed file's name in `claimed/`.
+    fn file_name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
 /// After the run: the claimed file moves to `done/` (a completed turn) or `failed/`, with
-/// the REPORT beside it as `<name>.REPORT.md`. Returns the file's new path.
+/// the REPORT beside it as `<name>.REPORT.md`. Returns the file's new path. Every step is
+/// beneath the inbox's descriptor: a `done/` a command replaced with a symlink is refused.
 pub fn settle(claimed: &Claimed, completed: bool, report: &str, run_id: &str) -> Result<PathBuf> {
-    let dir = claimed.dir.join(if completed { DONE } else { FAILED });
-    let moved = move_into(&claimed.path, &dir, &claimed.stem, run_id)?;
-    let name = moved
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| claimed.stem.clone());
-    atomic::write(&dir.join(format!("{name}.REPORT.md")), report.as_bytes())?;
-    Ok(moved)
+    let inbox = open_inbox(&claimed.dir)?;
+    let from = inbox.sub(CLAIMED, false)?;
+    let dir = inbox.sub(if completed { DONE } else { FAILED }, true)?;
+    let file = claimed.file_name();
+    let moved = move_into(&from, OsStr::new(&file), &dir, &claimed.stem, run_id)?;
+    let name = moved.strip_suffix(".md").unwrap_or(&moved);
+    dir.write(format!("{name}.REPORT.md"), report.as_bytes(), true)
+        .with_context(|| format!("cannot write {name}.REPORT.md in {}", dir.path().display()))?;
+    Ok(dir.show(&moved))
 }
 
 /// Gives a claim up (a failure before the turn): the file goes back into the inbox.
 pub fn release(claimed: &Claimed) -> Result<()> {
-    let back = claimed.dir.join(format!("{}.md", claimed.stem));
-    move_new(&claimed.path, &back).with_context(|| {
+    let back = format!("{}.md", claimed.stem);
+    let put_back = || -> std::io::Result<()> {
+        let inbox = Dir::open(&claimed.dir)?;
+        let from = inbox.sub(CLAIMED, false)?;
+        from.move_new(claimed.file_name(), &inbox, &back)
+    };
+    put_back().with_context(|| {
         format!(
             "cannot put {} back as {}",
             claimed.path.display(),
-            back.display()
+            claimed.dir.join(&back).display()
         )
     })
 }
@@ -412,6 +574,76 @@ mod tests {
             parse("t3", "---\r\nclass: ''\r\n---\r\nbody"),
             Ok(task("t3", "body", None, "body"))
         );
+    }
+
+    #[test]
+    fn entries_that_can_never_be_a_task_are_named_with_why() {
+        use std::os::unix::ffi::OsStringExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path();
+        std::fs::write(p.join("b.md"), "x").unwrap();
+        std::fs::write(p.join("a.md"), "x").unwrap();
+        std::fs::write(p.join("notes.txt"), "x").unwrap();
+        std::fs::write(p.join(".hidden.md"), "x").unwrap();
+        std::fs::create_dir(p.join("dir.md")).unwrap();
+        std::fs::create_dir(p.join(DONE)).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", p.join("link.md")).unwrap();
+        std::fs::write(p.join(OsString::from_vec(b"bad\xff.md".to_vec())), "x").unwrap();
+        let dir = Dir::open(p).unwrap();
+        let (tasks, odd) = sort_entries(dir.entries().unwrap());
+        assert_eq!(
+            tasks,
+            [
+                ("a".to_string(), "a.md".to_string()),
+                ("b".into(), "b.md".into())
+            ]
+        );
+        let odd: Vec<(String, String)> = odd
+            .into_iter()
+            .map(|(n, w)| (n.to_string_lossy().into_owned(), w))
+            .collect();
+        assert_eq!(
+            odd,
+            [
+                (
+                    "bad\u{fffd}.md".to_string(),
+                    "its name is not UTF-8".to_string()
+                ),
+                (
+                    "dir.md".into(),
+                    "it is a directory, not a regular file".into()
+                ),
+                (
+                    "link.md".into(),
+                    "it is a symbolic link, not a regular file".into()
+                ),
+            ]
+        );
+        assert_eq!(safe_name(OsStr::from_bytes(b"bad\xff\nx.md")), "bad__x.md");
+    }
+
+    #[test]
+    fn a_claim_s_age_comes_from_its_own_record_when_its_date_lies_in_the_future() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let hour = Duration::from_secs(3600);
+        let run = "20270115T080000Z-1-00000000"; // 1_800_000_000 is 2027-01-15T08:00:00Z
+        assert_eq!(claim_age(Some(now - hour), run, now), Some(hour));
+        assert_eq!(
+            claim_age(Some(now + Duration::from_secs(5)), run, now),
+            Some(Duration::ZERO)
+        );
+        // Dated a year ahead: the run id says when the claim was taken.
+        let year = Duration::from_secs(365 * 24 * 3600);
+        assert_eq!(
+            claim_age(Some(now + year), "20270115T070000Z-1-0", now),
+            Some(hour)
+        );
+        // Both in the future, or no record: no live worker holds it.
+        assert_eq!(
+            claim_age(Some(now + year), "20300101T000000Z-1-0", now),
+            None
+        );
+        assert_eq!(claim_age(Some(now + year), "forged", now), None);
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! protected places are judged on that resolved path, so a plain-looking symlink cannot lead
 //! into `.git/`. Writes open each directory with `RESOLVE_NO_SYMLINKS`, create a temp file with
 //! `openat(O_EXCL | O_NOFOLLOW)` in it and `renameat` it over the name: a file swapped for a
-//! symlink after it was judged is replaced, never written through.
+//! symlink after it was judged is replaced, never written through. The kernel call is
+//! `beneath::openat2`, the one harness uses for its own files in places a command can write.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -20,15 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
 
+use crate::beneath::openat2;
 use crate::tools::gate::{self, Policy};
-
-/// `struct open_how` of `linux/openat2.h` (libc's is `non_exhaustive`).
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
 
 /// The work root, held open, and what is protected inside it.
 #[derive(Debug)]
@@ -424,47 +418,6 @@ fn refusal(path: &str, e: &io::Error) -> String {
             "the kernel has no openat2 (Linux 5.6 or later is needed for the file tools)".into()
         }
         _ => format!("{path:?} cannot be opened ({e})"),
-    }
-}
-
-/// `openat2(2)` with `O_CLOEXEC` added, retried on `EAGAIN`/`EINTR` (the kernel asks for a
-/// retry when a rename raced the lookup).
-fn openat2(
-    dir: BorrowedFd<'_>,
-    path: &Path,
-    flags: i32,
-    mode: u32,
-    resolve: u64,
-) -> io::Result<OwnedFd> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC) as u64,
-        mode: u64::from(mode),
-        resolve,
-    };
-    let mut tries = 0;
-    loop {
-        // SAFETY: every pointer is valid for the call; the size is that of the struct passed.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                dir.as_raw_fd(),
-                c.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        };
-        if r >= 0 {
-            // SAFETY: the kernel returned a new descriptor that nothing else owns.
-            return Ok(unsafe { OwnedFd::from_raw_fd(r as i32) });
-        }
-        let e = io::Error::last_os_error();
-        tries += 1;
-        if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) && tries < 16 {
-            continue;
-        }
-        return Err(e);
     }
 }
 

@@ -647,10 +647,29 @@ fn copies(base: &str, args: &[Word], g: &Grammar, install: bool) -> Result<Write
         || is_root(&dest)
         || parents
         || (base == "ln" && p.operands.len() == 1);
+    // A symbolic link's target is read from the link's own directory (`ln -r`: from here).
+    let symbolic = base != "git mv" && p.has('s', "symbolic-link");
+    let relative_to_here = base == "ln" && p.has('r', "relative");
     for src in ops {
         if links {
             if let Some(e) = unreadable(base, src) {
                 return Err(e);
+            }
+            let link_dir = if into_dir {
+                dest.as_str()
+            } else {
+                parent_of(&dest)
+            };
+            let from = if symbolic && !relative_to_here {
+                link_dir
+            } else {
+                "."
+            };
+            if let Some(why) = link_leaves_root(src, from) {
+                return Err(format!(
+                    "`{base}` makes a link to `{}`, which {why}: harness and later commands would follow it out of the work root; denied",
+                    src.raw
+                ));
             }
             out.push(src.value.clone());
         }
@@ -693,6 +712,40 @@ fn copies(base: &str, args: &[Word], g: &Grammar, install: bool) -> Result<Write
         out.extend(backups);
     }
     Ok(Writes::Paths(out))
+}
+
+/// The directory a path names its last component in (`a/b` -> `a`, `b` -> `.`).
+fn parent_of(p: &str) -> &str {
+    match p.trim_end_matches('/').rsplit_once('/') {
+        Some(("", _)) => "/",
+        Some((dir, _)) => dir,
+        None => ".",
+    }
+}
+
+/// Why a link target leaves the work root, read from `from` (relative to the work root):
+/// absolute, under `~`, named by a variable, or climbing above the root with `..`. PURE.
+fn link_leaves_root(target: &Word, from: &str) -> Option<&'static str> {
+    if target.tilde || !target.vars.is_empty() {
+        return Some("the shell expands into a path the gate cannot see");
+    }
+    if target.value.starts_with('/') || from.starts_with('/') {
+        return Some("is absolute");
+    }
+    let mut depth: i64 = 0;
+    for c in from.split('/').chain(target.value.split('/')) {
+        match c {
+            "" | "." => {}
+            ".." => {
+                depth -= 1;
+                if depth < 0 {
+                    return Some("climbs above the work root");
+                }
+            }
+            _ => depth += 1,
+        }
+    }
+    None
 }
 
 /// The work root itself: `.`, `./`, `.//.`.
@@ -741,6 +794,31 @@ mod tests {
             vec![".", ".git/config", "./config"]
         );
         assert_eq!(paths("cp -s Makefile m"), vec!["m", "Makefile"]);
+        assert_eq!(paths("ln -s ../a sub/l"), vec!["sub/l", "../a"]);
+        assert_eq!(paths("ln -sr sub/a l"), vec!["l", "sub/a"]);
+    }
+
+    #[test]
+    fn link_targets_that_leave_the_work_root_are_errors() {
+        for cmd in [
+            "ln -s /outside/dir inbox/done",
+            "ln -sf /etc x",
+            "ln -s ../.. x",
+            "ln -s ../x l",
+            "ln -s sub/../../x l",
+            "ln -s ../../x sub/",
+            "ln -sr ../x sub/l",
+            "ln /etc/passwd p",
+            "ln -s ~ home",
+            "ln -s $HOME h",
+            "cp -s /etc/passwd p",
+            "cp -rs /usr d",
+            "cp -l ../x y",
+        ] {
+            let base = cmd.split(' ').next().unwrap();
+            let e = writes(base, &words(cmd), false).unwrap_err();
+            assert!(e.contains("out of the work root"), "{cmd}: {e}");
+        }
     }
 
     #[test]
