@@ -511,8 +511,13 @@ fn the_demo_example_runs_offline_on_its_cassette() {
         .unwrap();
     let run = Run::from(out);
     assert_eq!(run.code, 0, "{run:?}");
+    // Paths relative to the config are made absolute when it is read, so the REPORT path
+    // printed is absolute too (a script may cd elsewhere before it reads it).
+    let printed = std::path::Path::new(run.stdout.trim());
     assert!(
-        run.stdout.starts_with("reports/REPORT-demo-demo-1-"),
+        printed.is_absolute()
+            && printed.starts_with(dir.path().canonicalize().unwrap().join("reports"))
+            && run.stdout.contains("/reports/REPORT-demo-demo-1-"),
         "{}",
         run.stdout
     );
