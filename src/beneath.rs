@@ -428,9 +428,9 @@ impl Dir {
                 .set_permissions(std::fs::Permissions::from_mode(mode))
                 .and_then(|()| file.write_all(bytes))
                 .and_then(|()| match durable {
-                true => file.sync_all(),
-                false => Ok(()),
-            });
+                    true => file.sync_all(),
+                    false => Ok(()),
+                });
             if let Err(e) = written {
                 // SAFETY: as above.
                 unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) };

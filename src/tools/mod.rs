@@ -252,12 +252,7 @@ impl BashTool {
         env.retain(|(k, _)| k != "TMPDIR");
         env.push(("TMPDIR".to_string(), tmp.path().display().to_string()));
         // The private temp dir is the commands' home too: the operator's is hidden anyway.
-        let env = bash::command_env(
-            env,
-            tmp.path(),
-            |k| std::env::var(k).ok(),
-            Path::is_dir,
-        );
+        let env = bash::command_env(env, tmp.path(), |k| std::env::var(k).ok(), Path::is_dir);
         let (landlock, check_landlock) = match status {
             sandbox::Status::Landlock { .. } => {
                 let commands = sandbox::Landlock::build(&config, &work_root, tmp.path())?;
