@@ -73,6 +73,7 @@ REVIEWED = {
     "4063ffedaf73": ("unsure", "kills its own background job (%1)"),
     "77e6abfc361e": ("unsure", "kills its own background job (%1)"),
     "d4fd81b11b4d": ("unsure", "kills the server it started itself (by pid)"),
+    "11561eceffe6": ("unsure", "malformed: `true}` is a typo that bash runs as a command"),
 }
 
 
