@@ -81,7 +81,7 @@ const PYTHON_ALLOW: &[&str] = &[
     "pip3 --version", "tox -e *", "flake8 *", "mypy *", "ruff check *", "black --check *",
     "black --diff *", "isort --check *", "isort --diff *", "pylint *", "pyreverse *",
     "pyflakes *", "pycodestyle *", "coverage *", "sphinx-build *", "django-admin *",
-    "make *", "ln *", "chmod +x *", "ps", "ps *",
+    "make *", "ln *", "chmod +x *",
 ];
 
 /// Package managers: `pip install` (and `python -m pip install`, which the gate judges as
