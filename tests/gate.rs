@@ -303,3 +303,29 @@ fn a_preset_is_printed_and_judges_alone() {
         g.stderr
     );
 }
+
+/// docs/gate.md lists every preset's rules as `harness gate --preset NAME --json` gives them.
+#[test]
+fn the_docs_list_each_preset_as_the_registry_has_it() {
+    let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/gate.md"))
+        .unwrap();
+    for name in ["python-dev", "rust-dev", "node-dev", "read-only"] {
+        let g = bare(&["gate", "--preset", name, "--json"]);
+        assert_eq!(g.code, 0, "{}{}", g.stdout, g.stderr);
+        let v: Value = serde_json::from_str(&g.stdout).unwrap();
+        assert!(docs.contains(&format!("### `{name}`")), "{name}");
+        for key in ["allow", "deny"] {
+            let rules: Vec<String> = v[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| format!("`{}`", r.as_str().unwrap()))
+                .collect();
+            let line = format!("- {key}: {}\n", rules.join(", "));
+            assert!(
+                docs.contains(&line),
+                "docs/gate.md lacks {name}'s {key} line:\n{line}"
+            );
+        }
+    }
+}

@@ -79,8 +79,9 @@ const PYTHON_ALLOW: &[&str] = &[
     "pip list", "pip list *", "pip show *", "pip freeze", "pip freeze *", "pip --version",
     "pip3 list", "pip3 list *", "pip3 show *", "pip3 freeze", "pip3 freeze *",
     "pip3 --version", "tox -e *", "flake8 *", "mypy *", "ruff check *", "black --check *",
-    "black --diff *", "isort --check *", "isort --diff *", "pylint *", "coverage *",
-    "make *",
+    "black --diff *", "isort --check *", "isort --diff *", "pylint *", "pyreverse *",
+    "pyflakes *", "pycodestyle *", "coverage *", "sphinx-build *", "django-admin *",
+    "make *", "ln *", "chmod +x *",
 ];
 
 /// Package managers: `pip install` (and `python -m pip install`, which the gate judges as

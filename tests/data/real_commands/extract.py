@@ -42,7 +42,7 @@ SWEAGENT_TOOLS = {
     "exit_format", "skip", "debug_start", "debug_stop", "debug_step",
     "debug_continue", "debug_add_breakpoint", "debug_remove_breakpoint",
     "debug_exec", "connect_start", "connect_sendline", "connect_exec",
-    "connect_stop", "decompile", "disassemble", "exit", "forfeit",
+    "connect_stop", "decompile", "disassemble", "exit", "forfeit", "quit", "set_cursors",
 }
 
 SECRET_PATTERNS = [
@@ -165,6 +165,8 @@ def from_sweagent(doc, path):
     m = re.search(r"(gpt-?4[a-z0-9\-]*|claude[a-z0-9\-.]*|gpt4o?)", path)
     if m:
         model = m.group(1)
+    elif "demonstrations/ctf" in path:
+        model = "demonstration-ctf"
     elif "demonstrations" in path:
         model = "demonstration"
     for step in doc.get("trajectory", []):
