@@ -593,9 +593,9 @@ fn with_workspace(
     // The commands' git reads the repository through the worktree's `.git` file; the git
     // dir lies outside every write root (unless the operator named one), so it stays
     // read-only for them.
-    cfg.bash
-        .read_roots
-        .push(crate::config::ReadRoot::GitDir(ws.common_dir().to_path_buf()));
+    cfg.bash.read_roots.push(crate::config::ReadRoot::GitDir(
+        ws.common_dir().to_path_buf(),
+    ));
     Ok((cfg, Some(ws)))
 }
 

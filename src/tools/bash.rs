@@ -108,10 +108,12 @@ pub fn command_env(
             .map(|(k, v)| (k.to_string(), v.to_string())),
     );
     for (var, default) in TOOL_HOMES {
-        let value = operator(var).filter(|v| Path::new(v).is_absolute()).or_else(|| {
-            let dir = Path::new(own_home.as_deref()?).join(default);
-            is_dir(&dir).then(|| dir.display().to_string())
-        });
+        let value = operator(var)
+            .filter(|v| Path::new(v).is_absolute())
+            .or_else(|| {
+                let dir = Path::new(own_home.as_deref()?).join(default);
+                is_dir(&dir).then(|| dir.display().to_string())
+            });
         if let Some(value) = value {
             add.push((var.to_string(), value));
         }
