@@ -17,6 +17,8 @@ use super::reads::ReadSet;
 use crate::config::BashConfig;
 use crate::tools::gate::Runs;
 
+/// At most this many `Permission denied` lines of one output are looked at.
+const MAX_DENIED_LINES: usize = 20;
 /// How deep `#!` interpreters and `env NAME` are followed (the kernel follows four).
 const MAX_DEPTH: usize = 4;
 
@@ -169,7 +171,9 @@ pub fn denied_paths(output: &str, exit: i32) -> Vec<(String, bool)> {
             out.push((word.to_string(), exec));
         }
     };
-    for line in output.lines().filter(|l| l.contains("Permission denied")) {
+    // A `find /` prints thousands: the first few lines tell.
+    let lines = output.lines().filter(|l| l.contains("Permission denied"));
+    for line in lines.take(MAX_DENIED_LINES) {
         let parts: Vec<&str> = line.split(": ").collect();
         // bash: line N: WORD: Permission denied / WORD: INTERP: bad interpreter: ...; a
         // script's own (`SCRIPT: line N: WORD: ...`, dash's `sh: N: WORD: ...`) alike.
