@@ -318,3 +318,43 @@ fn a_command_the_sandbox_refused_gets_one_line_naming_the_root_or_the_reason() {
     // A failure that is not the sandbox's gets nothing.
     assert!(hint_of(&results[3]).is_empty(), "{}", results[3]);
 }
+
+#[test]
+fn check_names_a_real_venv_outside_the_roots() {
+    if !landlock() {
+        return;
+    }
+    let llm = Llm::start(&json!([]));
+    let ws = config(&llm, "\"python *\"", "");
+    let venv = ws.path().join("venv");
+    let made = Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .output();
+    if !made.is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: python3 -m venv is not available here");
+        return;
+    }
+    let venv = venv.canonicalize().unwrap();
+    let run = ws.run_env(
+        &["check"],
+        &[
+            ("HARNESS_TEST_LLM_KEY", CANARY),
+            ("PATH", &path_with(&venv.join("bin"))),
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    // The venv's python is a link to the base Python; the venv itself is what is hidden.
+    let wanted = format!(
+        "{}/pyvenv.cfg (the venv's pyvenv.cfg) is outside the read roots, so it fails under the sandbox (Permission denied, exit 126); add \"{}\" to [tools.bash] read_roots",
+        venv.display(),
+        venv.display()
+    );
+    assert!(
+        run.stdout.lines().any(
+            |l| l.starts_with("warn  programs: allowed program python: ") && l.contains(&wanted)
+        ),
+        "{}",
+        run.stdout
+    );
+}

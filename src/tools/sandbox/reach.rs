@@ -342,33 +342,39 @@ fn program(
     };
     let venv = venv_of(file).or_else(|| venv_of(&real));
     let shim_root = shim_root(file);
-    let root = venv
-        .clone()
-        .or_else(|| shim_root.clone())
-        .unwrap_or_else(|| file_root(&real));
+    // The venv's base Python (`home =`) and its prefix (`bin`'s parent: `lib/` is there).
+    let base = venv.as_ref().and_then(|v| {
+        let home = venv_home(&v.join("pyvenv.cfg"))?;
+        let prefix = match home.file_name() {
+            Some(n) if n == "bin" => home.parent().map(Path::to_path_buf),
+            _ => None,
+        };
+        Some((prefix.unwrap_or_else(|| home.clone()), home))
+    });
+    // The root that holds the program's file: its venv when it is a copy inside it, the
+    // base Python's prefix when the venv links to it, a shim's manager, else its directory.
+    let root = match (&venv, &base, &shim_root) {
+        (Some(v), _, _) if real.starts_with(v) => v.clone(),
+        (_, Some((prefix, _)), _) if real.starts_with(prefix) => prefix.clone(),
+        (_, _, Some(r)) => r.clone(),
+        _ => file_root(&real),
+    };
     out.push(need(real.clone(), what.to_string(), root, false));
     if let Some(venv) = venv {
-        let cfg = venv.join("pyvenv.cfg");
         out.push(need(
-            cfg.clone(),
+            venv.join("pyvenv.cfg"),
             "the venv's pyvenv.cfg".to_string(),
             venv.clone(),
             false,
         ));
-        if let Some(home) = venv_home(&cfg) {
-            let prefix = if home.file_name().is_some_and(|n| n == "bin") {
-                home.parent()
-                    .map_or_else(|| home.clone(), Path::to_path_buf)
-            } else {
-                home.clone()
-            };
-            out.push(need(
-                home,
-                "the venv's base Python (pyvenv.cfg home)".to_string(),
-                prefix,
-                false,
-            ));
-        }
+    }
+    if let Some((prefix, home)) = base {
+        out.push(need(
+            home,
+            "the venv's base Python (pyvenv.cfg home)".to_string(),
+            prefix,
+            false,
+        ));
     }
     // rustup's proxies (`cargo`, `rustc` as links to `rustup`) run a toolchain below
     // RUSTUP_HOME, which the commands' environment names (`bash::command_env`).
