@@ -444,7 +444,7 @@ impl Landlock {
         let reach = Arc::new(reach::Roots {
             read: read_set,
             exec: exec_set.clone(),
-            never: reach::never(bash),
+            never: reach::never_for_commands(bash),
         });
         let fd: Option<OwnedFd> = created.into();
         let ruleset =

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::exec::{self, ExecSet};
 use super::reads::ReadSet;
-use crate::config::BashConfig;
+use crate::config::{BashConfig, NeverRead};
 use crate::tools::gate::Runs;
 
 /// At most this many `Permission denied` lines of one output are looked at.
@@ -273,13 +273,25 @@ pub fn denied_hint(
 /// The paths hidden from commands on purpose (the config, key files, the report dir, a
 /// cassette), resolved, with what each is.
 pub fn never(bash: &BashConfig) -> Vec<(PathBuf, String)> {
-    bash.never_read
-        .iter()
+    resolved(bash.never_read.iter())
+}
+
+fn resolved<'a>(never: impl Iterator<Item = &'a NeverRead>) -> Vec<(PathBuf, String)> {
+    never
         .map(|n| {
             let path = n.path.canonicalize().unwrap_or_else(|_| n.path.clone());
             (path, n.what.clone())
         })
         .collect()
+}
+
+/// The paths hidden on purpose that a failed command's hint names as such: the config, the
+/// report dir, a cassette (whose places the work tree's layout shows anyway). Not a key file:
+/// a hint that told a key file from any other hidden file would let a command find the keys
+/// by printing `Permission denied` lines of its own; it gets the hint any hidden file gets
+/// (and a read root over it is refused when the config is loaded).
+pub fn never_for_commands(bash: &BashConfig) -> Vec<(PathBuf, String)> {
+    resolved(bash.never_read.iter().filter(|n| n.may_share_work_root))
 }
 
 /// What the allowed programs need: for each allow rule's command word found on `path_var`,
@@ -748,6 +760,47 @@ mod tests {
             ..roots
         };
         assert_eq!(denied_hint(&roots, &out_of(&d), 1, &d, "/usr/bin"), None);
+    }
+
+    #[test]
+    fn a_key_file_gets_the_hint_of_any_hidden_file_so_no_hint_finds_the_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(d.join("keys")).unwrap();
+        std::fs::write(d.join("keys/llm"), "k").unwrap();
+        std::fs::write(d.join("keys/other"), "k").unwrap();
+        let bash = crate::config::parse(
+            &format!(
+                "vertical = \"t\"\n[litellm]\nbase_url = \"http://127.0.0.1:1\"\nkey_ref = \"file:{}\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n",
+                d.join("keys/llm").display()
+            ),
+            &d,
+        )
+        .unwrap()
+        .bash;
+        // check, for the operator, says what it is; a command's hint does not.
+        assert!(never(&bash).iter().any(|(_, w)| w.contains("key file")));
+        let shown = never_for_commands(&bash);
+        assert!(
+            !shown.iter().any(|(_, w)| w.contains("key file")),
+            "{shown:?}"
+        );
+        assert!(
+            shown.iter().any(|(_, w)| w == "the config file"),
+            "{shown:?}"
+        );
+        let roots = Roots {
+            read: set(&["/usr"]),
+            exec: None,
+            never: shown,
+        };
+        let hint = |f: &str| {
+            let out = format!("cat: {}: Permission denied\n", d.join(f).display());
+            denied_hint(&roots, &out, 1, &d, "/usr/bin")
+                .unwrap()
+                .replace(f, "F")
+        };
+        assert_eq!(hint("keys/llm"), hint("keys/other"));
     }
 
     fn out_of(d: &Path) -> String {
