@@ -126,6 +126,9 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
             "commands run unconfined: the kernel does not hold them to the allow list",
         )
     });
+    if confined {
+        items.extend(program_items(cfg));
+    }
     items.extend(read_items(cfg, confined));
     items.push(match (confined, crate::tools::sandbox::kernel_abi()) {
         (true, Ok(abi)) => item(
@@ -159,6 +162,23 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
         }
     }
     items
+}
+
+/// Under Landlock, a warning for each allowed program that resolves (through PATH, a shim, a
+/// `#!` line, a venv) to a file the sandbox hides: it would fail with `Permission denied`.
+fn program_items(cfg: &Config) -> Vec<Item> {
+    use crate::tools::sandbox::{self, exec, reach, reads};
+    let Ok(read) = reads::read_set(&cfg.bash, &cfg.work_root, None) else {
+        // The read set's own failure is the `reads` preflight entry.
+        return Vec::new();
+    };
+    let path_var = sandbox::path_var();
+    let exec_set = exec::exec_set(&cfg.bash, &cfg.work_root, &path_var, None);
+    let needs = reach::needs(&cfg.bash, &cfg.work_root, &path_var);
+    reach::hints(&needs, &read, exec_set.as_ref(), &reach::never(&cfg.bash))
+        .into_iter()
+        .map(|h| item(Status::Warn, "programs", h))
+        .collect()
 }
 
 /// Warnings about what commands may read: unconfined commands, paths hidden inside the work

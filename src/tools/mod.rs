@@ -456,13 +456,25 @@ impl BashTool {
                         "[killed: the harness was interrupted]".to_string()
                     }
                 };
-                let body = if output.is_empty() {
+                // A refusal of the sandbox's gets one line saying which root would let it
+                // through (or that the path is hidden on purpose), before the status.
+                let hint = match (f.ending, &self.landlock) {
+                    (bash::Ending::Exited(c), Some(l)) => l
+                        .denied_hint(&output, c, &self.work_root, &self.path_var())
+                        .map(|h| self.redactor.redact(&h)),
+                    _ => None,
+                };
+                let mut body = if output.is_empty() {
                     "(no output)\n".to_string()
                 } else if output.ends_with('\n') {
                     output
                 } else {
                     format!("{output}\n")
                 };
+                if let Some(hint) = hint {
+                    body.push_str(&hint);
+                    body.push('\n');
+                }
                 ToolRun {
                     result: format!("{body}{status_line}"),
                     event: ToolEvent::Ran {

@@ -22,6 +22,7 @@
 pub mod exec;
 pub mod loader;
 pub mod protect;
+pub mod reach;
 pub mod reads;
 pub mod seccomp;
 pub mod unix;
@@ -295,6 +296,8 @@ pub struct Landlock {
     loaders: Arc<Vec<PathBuf>>,
     /// See [`Landlock::supervised_exec_pass`].
     exec_pass: Option<u32>,
+    /// What the ruleset lets commands reach, for a failed command's hint ([`reach`]).
+    reach: Arc<reach::Roots>,
 }
 
 /// The run-wide half of [`unix::Guard::Landlock`] or [`unix::Guard::Supervisor`].
@@ -438,6 +441,11 @@ impl Landlock {
                 .add_rule(PathBeneath::new(fd, access))
                 .with_context(|| format!("landlock: cannot add exec path {}", path.display()))?;
         }
+        let reach = Arc::new(reach::Roots {
+            read: read_set,
+            exec: exec_set.clone(),
+            never: reach::never_for_commands(bash),
+        });
         let fd: Option<OwnedFd> = created.into();
         let ruleset =
             fd.ok_or_else(|| anyhow!("landlock: this kernel does not enforce rulesets"))?;
@@ -480,7 +488,23 @@ impl Landlock {
             unix,
             loaders: Arc::new(loaders),
             exec_pass,
+            reach,
         })
+    }
+
+    /// The line a failed command's result gets when its `Permission denied` names a path
+    /// this ruleset hides ([`reach::denied_hint`]); `None` otherwise.
+    pub fn denied_hint(
+        &self,
+        output: &str,
+        exit: i32,
+        work_root: &Path,
+        path_var: &str,
+    ) -> Option<String> {
+        if exit == 0 || !output.contains("Permission denied") {
+            return None;
+        }
+        reach::denied_hint(&self.reach, output, exit, work_root, path_var)
     }
 
     /// When the Unix-socket supervisor guards the loader for this ruleset's commands (see

@@ -251,7 +251,7 @@ fn add_interpreter(set: &mut ExecSet, file: &Path, dirs: &[PathBuf]) {
 }
 
 /// The interpreter path and first argument of a `#!` line, if `file` starts with one.
-fn shebang(file: &Path) -> Option<(PathBuf, Option<String>)> {
+pub(super) fn shebang(file: &Path) -> Option<(PathBuf, Option<String>)> {
     let mut head = [0u8; 256];
     let n = std::fs::File::open(file).ok()?.read(&mut head).ok()?;
     let line = head[..n].strip_prefix(b"#!")?;
@@ -263,7 +263,7 @@ fn shebang(file: &Path) -> Option<(PathBuf, Option<String>)> {
 }
 
 /// The regular files beneath `dir` (bounded), for their `#!` lines.
-fn scripts_under(dir: &Path) -> Vec<PathBuf> {
+pub(super) fn scripts_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {

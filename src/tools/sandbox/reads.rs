@@ -640,6 +640,35 @@ mod tests {
     }
 
     #[test]
+    fn a_workspace_git_dir_is_read_and_refused_like_any_root_when_it_exposes_a_key() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path().canonicalize().unwrap();
+        std::fs::create_dir_all(r.join("work")).unwrap();
+        std::fs::create_dir_all(r.join("repo/.git")).unwrap();
+        let b = bash(
+            vec![],
+            vec![ReadRoot::System, ReadRoot::GitDir(r.join("repo/.git"))],
+        );
+        let set = read_set(&b, &r.join("work"), None).unwrap();
+        assert!(set.allows(&r.join("repo/.git/config"), false));
+        assert!(!set.allows(&r.join("repo/a.txt"), false));
+        std::fs::write(r.join("repo/.git/key"), "k").unwrap();
+        let b = bash(
+            vec![never(
+                &r.join("repo/.git/key"),
+                "the key file of [litellm].key_ref",
+                false,
+            )],
+            vec![ReadRoot::GitDir(r.join("repo/.git"))],
+        );
+        let problems = read_set(&b, &r.join("work"), None).unwrap_err();
+        assert!(
+            problems[0].starts_with("[workspace].repo (its git dir): commands could read"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
     fn the_default_set_reads_the_work_root_tmp_and_system_dirs() {
         let d = tempfile::tempdir().unwrap();
         let r = d.path().canonicalize().unwrap();
