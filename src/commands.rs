@@ -120,8 +120,10 @@ pub fn gate_command(args: GateArgs, redactor: &mut Redactor) -> Result<Success, 
             "verdict": judgement.verdict,
             "command": judgement.command,
             "reason": judgement.reason,
+            "hint": judgement.hint,
             "segments": judgement.segments,
             "runtime_path_checks": judgement.runtime_path_checks,
+            "workdirs": judgement.workdirs,
             "warnings": warnings,
         });
         emit(&format!("{value}\n"))?;

@@ -10,11 +10,17 @@ use serde_json::Value;
 
 const POLICIES: &str = include_str!("data/gate_policies.toml");
 
-/// A config that `harness gate` loads: the required keys plus one `[tools.bash]` table.
+/// A config that `harness gate` loads: the required keys plus one `[tools.bash]` table. A
+/// policy's `file_tools = true` (not a `[tools.bash]` key) becomes `[tools.files] enabled`.
 fn config_text(bash: &toml::Table) -> String {
+    let mut bash = bash.clone();
+    let files = bash
+        .remove("file_tools")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
     format!(
-        "vertical = \"gate-test\"\n[litellm]\nbase_url = \"http://127.0.0.1:9/v1\"\nkey_ref = \"env:HARNESS_GATE_TEST_UNUSED\"\n[models]\nt = \"m\"\n[tools.bash]\n{}",
-        toml::to_string(bash).unwrap()
+        "vertical = \"gate-test\"\n[litellm]\nbase_url = \"http://127.0.0.1:9/v1\"\nkey_ref = \"env:HARNESS_GATE_TEST_UNUSED\"\n[models]\nt = \"m\"\n[tools.bash]\n{}\n[tools.files]\nenabled = {files}\n",
+        toml::to_string(&bash).unwrap()
     )
 }
 
@@ -160,11 +166,13 @@ fn json_output_has_the_documented_shape() {
         keys,
         vec![
             "command",
+            "hint",
             "reason",
             "runtime_path_checks",
             "segments",
             "verdict",
-            "warnings"
+            "warnings",
+            "workdirs"
         ]
     );
     assert_eq!(v["verdict"], "deny");
@@ -177,6 +185,10 @@ fn json_output_has_the_documented_shape() {
     assert_eq!(segments[2]["verdict"], "deny");
     assert_eq!(segments[2]["rule"], "rm *");
     assert!(v["reason"].as_str().unwrap().contains("rm *"), "{v}");
+    // A deny rule leaves no way around: no hint; a segment's `hint` and `heuristic` are
+    // there only when they say something.
+    assert_eq!(v["hint"], Value::Null);
+    assert!(segments[2].get("hint").is_none() && segments[2].get("heuristic").is_none());
     // `find *`, `sed *`, `awk *`, `xargs *`, `timeout *` are escape hatches: linted.
     let warnings = v["warnings"].as_array().unwrap();
     assert!(
@@ -184,6 +196,27 @@ fn json_output_has_the_documented_shape() {
             .iter()
             .any(|w| w.as_str().unwrap().contains("`xargs *`")),
         "{warnings:?}"
+    );
+    let g = gate(
+        &configs["py_nowrite"],
+        &["--json"],
+        "python3 -c 'import os'",
+    );
+    let v: Value = serde_json::from_str(&g.stdout).unwrap();
+    assert_eq!(v["segments"][0]["heuristic"], true, "{v}");
+    assert!(v["hint"].as_str().unwrap().contains("heuristic"), "{v}");
+    let g = gate(
+        &configs["py_writes"],
+        &["--json"],
+        "cd src && sed -i 's/a/b/' x.py",
+    );
+    let v: Value = serde_json::from_str(&g.stdout).unwrap();
+    assert_eq!(v["verdict"], "allow", "{v}");
+    assert_eq!(v["workdirs"], serde_json::json!(["src"]), "{v}");
+    assert_eq!(
+        v["runtime_path_checks"],
+        serde_json::json!([["src/x.py", "."]]),
+        "{v}"
     );
 }
 

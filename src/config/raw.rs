@@ -183,6 +183,7 @@ pub(super) struct RawBash {
     pub(super) allow: Option<Vec<String>>,
     pub(super) deny: Option<Vec<String>>,
     pub(super) write_redirects: Option<bool>,
+    pub(super) env_allow: Option<Vec<String>>,
     pub(super) examples_allow: Option<Vec<String>>,
     pub(super) examples_deny: Option<Vec<String>>,
     pub(super) sandbox: Option<String>,

@@ -117,6 +117,7 @@ const ROOT: &[(&str, Ty)] = &[
                     ("allow", StrList),
                     ("deny", StrList),
                     ("write_redirects", Bool),
+                    ("env_allow", StrList),
                     ("examples_allow", StrList),
                     ("examples_deny", StrList),
                     ("sandbox", Str),

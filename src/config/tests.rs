@@ -636,3 +636,33 @@ fn a_preset_policy_runs_the_examples() {
         "{p:?}"
     );
 }
+
+#[test]
+fn env_allow_takes_plain_names_never_the_denied_ones_and_files_enable_the_policy_flag() {
+    let text = format!(
+        "{MINIMAL}\n[tools.bash]\nenv_allow = [\"RUST_BACKTRACE\", \"PYTHONPATH\", \"LD_PRELOAD\", \"A-B\", \"NODE_OPTIONS\"]\n"
+    );
+    let p = problems(&text);
+    assert_eq!(p.len(), 4, "{p:?}");
+    for (i, name) in [(1, "PYTHONPATH"), (2, "LD_PRELOAD"), (4, "NODE_OPTIONS")] {
+        assert!(
+            p.iter().any(|m| m.starts_with(&format!(
+                "[tools.bash].env_allow[{i}]: \"{name}\" can never be given"
+            ))),
+            "{p:?}"
+        );
+    }
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("[tools.bash].env_allow[3]: \"A-B\" is not a plain")),
+        "{p:?}"
+    );
+    let text = format!(
+        "{MINIMAL}\n[tools.bash]\nenv_allow = [\"RUST_BACKTRACE\", \"NO_COLOR\"]\n[tools.files]\nenabled = true\n"
+    );
+    let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!(c.bash.policy.env_allow, ["RUST_BACKTRACE", "NO_COLOR"]);
+    assert!(c.bash.policy.file_tools);
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert!(c.bash.policy.env_allow.is_empty() && !c.bash.policy.file_tools);
+}

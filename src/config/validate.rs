@@ -171,7 +171,12 @@ impl Validator {
             );
         }
         let tools = raw.tools.unwrap_or_default();
-        let mut bash = self.bash(tools.bash.unwrap_or_default());
+        let files_on = tools
+            .files
+            .as_ref()
+            .and_then(|f| f.enabled)
+            .unwrap_or(FilesConfig::default().enabled);
+        let mut bash = self.bash(tools.bash.unwrap_or_default(), files_on);
         bash.never_read = never_read(path, &report_dir, &litellm, redmine.as_ref());
         let files = self.files(tools.files.unwrap_or_default());
         if files.enabled && !bash.enabled {
@@ -503,7 +508,7 @@ impl Validator {
         }
     }
 
-    fn bash(&mut self, raw: RawBash) -> BashConfig {
+    fn bash(&mut self, raw: RawBash, file_tools: bool) -> BashConfig {
         let default = match raw.default.as_deref() {
             None => None,
             Some("deny") => Some(Verdict::Deny),
@@ -526,15 +531,20 @@ impl Validator {
         });
         let allow = self.rules("[tools.bash].allow", raw.allow.unwrap_or_default());
         let deny = self.rules("[tools.bash].deny", raw.deny.unwrap_or_default());
-        let policy = match preset {
+        let env_allow = self.env_allow(raw.env_allow.unwrap_or_default());
+        let mut policy = match preset {
             Some(p) => gate::presets::merge(p, allow, deny, default, raw.write_redirects),
             None => Policy {
                 default: default.unwrap_or(Verdict::Deny),
                 allow,
                 deny,
                 write_redirects: raw.write_redirects.unwrap_or(false),
+                env_allow: Vec::new(),
+                file_tools: false,
             },
         };
+        policy.env_allow = env_allow;
+        policy.file_tools = file_tools;
         // With a broken rule the policy is not the one the user wrote: its examples would
         // fail for the wrong reason.
         if self.problems.len() == before {
@@ -694,6 +704,32 @@ impl Validator {
                 );
             }
         }
+    }
+
+    /// `[tools.bash].env_allow`: plain identifiers, none the gate always denies
+    /// (`gate::denied_env`: `LD_*`, `PATH`, `PYTHONPATH`, `NODE_OPTIONS`...).
+    fn env_allow(&mut self, names: Vec<String>) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, name) in names.into_iter().enumerate() {
+            let key = format!("[tools.bash].env_allow[{i}]");
+            let plain = !name.is_empty()
+                && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
+                && !name.starts_with(|c: char| c.is_ascii_digit());
+            if !plain {
+                self.problem(
+                    &key,
+                    format!("{name:?} is not a plain variable name (letters, digits, `_`)"),
+                );
+            } else if let Some(why) = crate::tools::gate::denied_env(&name) {
+                self.problem(
+                    &key,
+                    format!("{name:?} can never be given to a command: {why}"),
+                );
+            } else {
+                out.push(name);
+            }
+        }
+        out
     }
 
     fn rules(&mut self, key: &str, texts: Vec<String>) -> Vec<Rule> {

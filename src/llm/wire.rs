@@ -199,11 +199,12 @@ pub fn bash_tool_spec() -> serde_json::Value {
         "type": "function",
         "function": {
             "name": "bash",
-            "description": "Run one bash command in the task's working directory and return its combined stdout and stderr with the exit status. Commands are checked against an allow-list first; a denied command is not run and the reason is returned.",
+            "description": "Run one bash command in the task's working directory and return its combined stdout and stderr with the exit status. Commands are checked against an allow-list first; a denied command is not run and the reason (with what to try instead) is returned. To run a command in a subdirectory, prefer the `workdir` argument over `cd`.",
             "parameters": {
                 "type": "object",
                 "properties": {
-                    "command": {"type": "string", "description": "The bash command line to run."}
+                    "command": {"type": "string", "description": "The bash command line to run."},
+                    "workdir": {"type": "string", "description": "Optional: the directory to run the command in, relative to the working directory (no `..`, no dot directories). Prefer it over `cd DIR && ...`."}
                 },
                 "required": ["command"],
                 "additionalProperties": false

@@ -348,6 +348,8 @@ mod tests {
             allow: vec![Rule::parse("*").unwrap()],
             deny: vec![],
             write_redirects: false,
+            env_allow: Vec::new(),
+            file_tools: false,
         };
         let argv = judge(&policy, command).plain_argv();
         let stages = argv.and_then(|a| plan(&a, &path_var(&env), dir));

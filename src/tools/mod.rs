@@ -230,6 +230,9 @@ fn sweep_dead_temp_dirs(parent: &Path) {
 #[serde(deny_unknown_fields)]
 struct BashArgs {
     command: String,
+    /// The directory to run in, relative to the work root (judged like a leading `cd`).
+    #[serde(default)]
+    workdir: Option<String>,
 }
 
 impl BashTool {
@@ -398,8 +401,8 @@ impl BashTool {
             return invalid(reason);
         }
         let arguments = crate::jsontext::lone_surrogates_replaced(&call.function.arguments);
-        let command = match serde_json::from_str::<BashArgs>(&arguments) {
-            Ok(a) => a.command,
+        let (command, workdir) = match serde_json::from_str::<BashArgs>(&arguments) {
+            Ok(a) => (a.command, a.workdir.unwrap_or_default()),
             Err(e) => {
                 let reason = format!(
                     "the arguments are not valid JSON of the form {{\"command\": \"...\"}} ({e}); the command was not run"
@@ -407,24 +410,39 @@ impl BashTool {
                 return invalid(reason);
             }
         };
-        let judgement = gate::judge(&self.config.policy, &command);
+        let workdir = workdir.trim_end_matches('/');
+        let judgement = gate::judge_in(&self.config.policy, workdir, &command);
         // The command as narrated and recorded in the REPORT: a model that echoes a key
         // must not put it into stderr or the round log.
         let shown = self.redactor.redact(&command);
         if judgement.verdict == Verdict::Deny {
-            return denied(shown, self.redactor.redact(&judgement.reason));
+            let reason = match &judgement.hint {
+                Some(h) => format!("{}; try instead: {h}", judgement.reason),
+                None => judgement.reason.clone(),
+            };
+            return denied(shown, self.redactor.redact(&reason));
+        }
+        for dir in &judgement.workdirs {
+            if let Err(reason) = real_subdir(&self.work_root, dir) {
+                return denied(shown, self.redactor.redact(&reason));
+            }
         }
         for (path, prefix) in &judgement.runtime_path_checks {
             if let Err(reason) = stays_under(&self.work_root, path, prefix) {
                 return denied(shown, self.redactor.redact(&reason));
             }
         }
+        let cwd = if workdir.is_empty() {
+            self.work_root.clone()
+        } else {
+            self.work_root.join(workdir)
+        };
         // A plain pipeline runs as the gate read it; everything else bash reads again.
         let direct = judgement
             .plain_argv()
-            .and_then(|argv| direct::plan(&argv, &self.path_var(), &self.work_root));
+            .and_then(|argv| direct::plan(&argv, &self.path_var(), &cwd));
         let at = bash::Setting {
-            work_root: &self.work_root,
+            work_root: &cwd,
             timeout: self.config.timeout,
             max_output: self.config.max_output_bytes,
             env: &self.env,
@@ -500,6 +518,23 @@ fn denied(command: String, reason: String) -> ToolRun {
     ToolRun {
         result: format!("denied by the command gate, not run: {reason}"),
         event: ToolEvent::Denied { command, reason },
+    }
+}
+
+/// A directory the gate judged a command to run in (`workdir`, a leading `cd DIR`): it must
+/// be a directory under the work root reached without a symlink, so that the paths the gate
+/// read relative to it (`../x` from it) are the paths the kernel opens.
+fn real_subdir(work_root: &Path, rel: &str) -> Result<(), String> {
+    let root = work_root
+        .canonicalize()
+        .map_err(|e| format!("the work root cannot be resolved ({e})"))?;
+    let dir = work_root.join(rel);
+    match dir.canonicalize() {
+        Ok(real) if real == root.join(rel) && real.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "{rel:?} is not a plain directory under the working directory (a symlink, or not a directory); refused"
+        )),
+        Err(e) => Err(format!("the directory {rel:?} cannot be used ({e})")),
     }
 }
 

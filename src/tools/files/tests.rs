@@ -31,6 +31,8 @@ fn setup(protect: &[&str]) -> Setup {
         allow: vec![Rule::parse("./scripts/**").unwrap()],
         deny: Vec::new(),
         write_redirects: false,
+        env_allow: Vec::new(),
+        file_tools: false,
     };
     let config = FilesConfig {
         enabled: true,

@@ -12,7 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::tools::gate::judge::{judge, judge_program};
+use crate::tools::gate::judge::{judge, judge_program, Ctx};
 use crate::tools::gate::rule::{Policy, Rule, Verdict};
 use crate::tools::gate::shell::lex::{Dialect, Lexer, Segment, Stdin};
 use std::io::Read;
@@ -355,6 +355,8 @@ fn star() -> Policy {
         allow: vec![Rule::parse("*").unwrap()],
         deny: Vec::new(),
         write_redirects: true,
+        env_allow: Vec::new(),
+        file_tools: false,
     }
 }
 
@@ -362,10 +364,8 @@ fn star() -> Policy {
 fn gate_view(policy: &Policy, src: &str, dialect: Dialect) -> Option<Vec<Segment>> {
     let allowed = match dialect {
         Dialect::Bash => judge(policy, src).verdict == Verdict::Allow,
-        Dialect::Posix => {
-            judge_program(policy, src, dialect, 0, &Stdin::default(), &mut Vec::new())
-                .is_ok_and(|segs| segs.iter().all(|s| s.verdict == Verdict::Allow))
-        }
+        Dialect::Posix => judge_program(&mut Ctx::new(policy), src, dialect, 0, &Stdin::default())
+            .is_ok_and(|segs| segs.iter().all(|s| s.verdict == Verdict::Allow)),
     };
     if !allowed {
         return None;
@@ -571,6 +571,19 @@ const SED_PIECES: &[&str] = &[
     "s/a/\\n/",
 ];
 
+/// GNU sed by path, or `None` (said on stderr) when it is not installed.
+fn gnu_sed() -> Option<&'static str> {
+    let sed = "/bin/sed";
+    let ok = Command::new(sed)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("GNU"));
+    if !ok {
+        eprintln!("GNU sed is not installed; the sed differential is skipped");
+    }
+    ok.then_some(sed)
+}
+
 /// sed scripts the gate allows run under real GNU sed (PATH empty, in a temporary directory):
 /// none may run a command or write a file (the payloads create files; appended text that only
 /// spells them is harmless).
@@ -578,15 +591,9 @@ const SED_PIECES: &[&str] = &[
 fn gate_agrees_with_gnu_sed_on_every_allowed_script() {
     // By path: the child's PATH is empty (`e` commands run /bin/sh, which needs no program to
     // create a file with `:>`).
-    let sed = "/bin/sed";
-    let sed_ok = Command::new(sed)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("GNU"));
-    if !sed_ok {
-        eprintln!("GNU sed is not installed; the sed differential is skipped");
+    let Some(sed) = gnu_sed() else {
         return;
-    }
+    };
     let sandbox = Sandbox::new("sed");
     let work = sandbox.dir.join("work");
     let mut rng = Rng(0x5ed5_ed5e_d5ed_5ed5);
@@ -627,4 +634,105 @@ fn gate_agrees_with_gnu_sed_on_every_allowed_script() {
         allowed * 5 > count,
         "too few scripts were allowed to test anything"
     );
+}
+
+/// `sed -i` option forms the gate allows, run under real GNU sed: every file sed rewrites
+/// (a new inode) or creates (a backup) must be one the gate named as written (its run-time
+/// checks), so no reading of `-i[SUFFIX]`, `--in-place[=SUFFIX]`, clusters or options after
+/// the files lets a write past the rules of `> FILE`.
+#[test]
+fn gate_names_every_file_gnu_sed_rewrites_in_place() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(sed) = gnu_sed() else {
+        return;
+    };
+    const PIECES: &[&str] = &[
+        "-i",
+        "-i.bak",
+        "-ie",
+        "-Ei",
+        "-ni",
+        "-in",
+        "-is",
+        "-i~",
+        "--in-place",
+        "--in-place=.o",
+        "--in-pl",
+        "--in-place=",
+        "-s",
+        "-E",
+        "-n",
+        "-e s/x/y/",
+        "--",
+        "-i -e s/x/y/",
+        "s/x/y/",
+        "a.txt",
+        "b.txt",
+        "-u",
+        "--follow-symlinks",
+        "-z",
+    ];
+    let policy = Policy {
+        default: Verdict::Deny,
+        allow: vec![Rule::parse("sed *").unwrap()],
+        deny: Vec::new(),
+        write_redirects: true,
+        env_allow: Vec::new(),
+        file_tools: false,
+    };
+    let sandbox = Sandbox::new("sed-i");
+    let work = sandbox.dir.join("work");
+    let mut rng = Rng(0x1a91_ace5_ed00_0019);
+    let (count, mut allowed, mut wrote, mut failures) = (1000, 0, 0, Vec::new());
+    for _ in 0..count {
+        let words: Vec<&str> = (0..1 + rng.below(5))
+            .flat_map(|_| rng.pick(PIECES).split(' '))
+            .collect();
+        let j = crate::tools::gate::judge(&policy, &format!("sed {}", words.join(" ")));
+        if j.verdict != Verdict::Allow {
+            continue;
+        }
+        allowed += 1;
+        sandbox.clean("work");
+        for f in ["a.txt", "b.txt"] {
+            std::fs::write(work.join(f), "x\na\n").unwrap();
+        }
+        let inode = |f: &str| std::fs::metadata(work.join(f)).map(|m| m.ino()).ok();
+        let before: Vec<_> = ["a.txt", "b.txt"].iter().map(|f| inode(f)).collect();
+        let _ = Command::new(sed)
+            .args(&words)
+            .env_clear()
+            .current_dir(&work)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let named: Vec<&str> = j
+            .runtime_path_checks
+            .iter()
+            .map(|(p, _)| p.as_str())
+            .collect();
+        let mut written: Vec<String> = std::fs::read_dir(&work)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "a.txt" && n != "b.txt")
+            .collect();
+        for (f, ino) in ["a.txt", "b.txt"].iter().zip(before) {
+            if inode(f) != ino {
+                written.push(f.to_string());
+            }
+        }
+        wrote += usize::from(!written.is_empty());
+        if let Some(missed) = written.iter().find(|w| !named.contains(&w.as_str())) {
+            failures.push(format!(
+                "sed {}: wrote {missed:?}, gate named {named:?}",
+                words.join(" ")
+            ));
+        }
+    }
+    eprintln!(
+        "differential of sed -i against GNU sed: {count} commands, {allowed} allowed and run, {wrote} wrote files, {} wrote a file the gate did not name",
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(wrote >= 30, "too few commands wrote anything to test");
 }

@@ -1,8 +1,10 @@
 //! tools stage (gate), PURE: lint of allow rules: escape hatches a policy author should know about.
 
+use crate::tools::gate::judge::{file_code_runs, Ctx};
 use crate::tools::gate::paths::basename;
-use crate::tools::gate::programs::registry::{family, Check, Kind, FAMILIES};
+use crate::tools::gate::programs::registry::{canonical, family, Check, Code, Kind, FAMILIES};
 use crate::tools::gate::rule::{Policy, RuleKind};
+use crate::tools::gate::shell::lex::Word;
 
 /// Escape-hatch warnings for allow rules (interpreters, shells, find, xargs, env, timeout, awk, sed, bare git, cargo*/npm* raw prefixes, `*`...)
 pub fn lint(policy: &Policy) -> Vec<String> {
@@ -64,6 +66,35 @@ pub fn lint(policy: &Policy) -> Vec<String> {
                 }
             }
         }
+        if let Some(w) = heuristic_warning(policy, rule) {
+            out.push(w);
+        }
     }
     out
+}
+
+/// An interpreter an allow rule runs whose inline code the gate judges by the capability-word
+/// heuristic (deny rules in force, and no file can be written and run with it): the heuristic
+/// refuses everyday code and a determined model gets around it.
+fn heuristic_warning(policy: &Policy, rule: &crate::tools::gate::rule::Rule) -> Option<String> {
+    if policy.deny.is_empty() {
+        return None;
+    }
+    let first = match &rule.kind {
+        RuleKind::Exact(ws) | RuleKind::Words(ws) => ws.first()?.clone(),
+        RuleKind::Raw(p) => p.split_whitespace().next()?.to_string(),
+        RuleKind::Universal | RuleKind::Path(_) => return None,
+    };
+    let base = canonical(basename(&first));
+    let fam = family(&base)?;
+    if fam.kind != Kind::Interpreter || fam.code == Code::Own || fam.check != Check::None {
+        return None;
+    }
+    if file_code_runs(&Ctx::new(policy), &Word::synthetic(&first), &base, 0) {
+        return None;
+    }
+    Some(format!(
+        "allow rule `{}`: inline `{first}` code (`-c`, `-e`, stdin) is judged by a capability-word heuristic under the deny rules: it refuses everyday code (`import os`, `open(`) and can be evaded; deny `{first}` if it must not run arbitrary code, or let the model write and run files with it (`write_redirects` or the file tools, with a rule such as `{first} *`), where the heuristic is off",
+        rule.text
+    ))
 }

@@ -32,9 +32,9 @@ mod shell;
 #[cfg(test)]
 mod tests;
 
-pub use judge::judge;
+pub use judge::{judge, judge_in};
 pub use lint::lint;
-pub use programs::registry::{exec_helpers, ExecHelpers};
+pub use programs::registry::{denied_env, exec_helpers, ExecHelpers};
 pub use redirect::write_refusal;
 pub use render::render_human;
-pub use rule::{Judgement, Policy, Rule, Runs, SegmentJudgement, Verdict};
+pub use rule::{Judgement, Policy, Rule, Runs, SegmentJudgement, Verdict, SYSTEM_DIRS};

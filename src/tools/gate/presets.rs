@@ -186,6 +186,8 @@ impl Preset {
             allow: parse_all(self.allow_rules()),
             deny: parse_all(self.deny_rules()),
             write_redirects: self.write_redirects,
+            env_allow: Vec::new(),
+            file_tools: false,
         }
     }
 }

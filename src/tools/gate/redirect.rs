@@ -2,13 +2,13 @@
 //! duplication and writes into the work root.
 
 use crate::tools::gate::paths::{is_build_file, path_under};
-use crate::tools::gate::programs::registry::family;
 use crate::tools::gate::programs::writes::{writes, Writes};
-use crate::tools::gate::rule::{Policy, RuleKind};
+use crate::tools::gate::rule::{files_a_rule_runs, Policy, RuleKind};
 use crate::tools::gate::shell::lex::{Redir, Word};
 use crate::tools::gate::shell::words::unsafe_var;
 pub(crate) fn check_redirect(
     policy: &Policy,
+    cwd: &str,
     r: &Redir,
 ) -> Result<Option<(String, String)>, String> {
     let t = &r.target;
@@ -61,14 +61,28 @@ pub(crate) fn check_redirect(
             "output redirection to the device `{v}` is always denied"
         ));
     }
+    write_target(policy, cwd, v, "output redirection to").map(|p| Some((p, ".".to_string())))
+}
+
+/// Where a write to the file `v`, named in a command run in `cwd` (relative to the work root,
+/// "" for the root), lands: its path relative to the work root, or why it is refused. The
+/// rules of `> FILE`, shared with `sed -i`: only with `write_redirects = true`, a relative
+/// path that stays inside the work root, never a place [`write_refusal`] protects. `what`
+/// starts the reason ("output redirection to").
+pub(crate) fn write_target(
+    policy: &Policy,
+    cwd: &str,
+    v: &str,
+    what: &str,
+) -> Result<String, String> {
     if v.starts_with('/') {
         return Err(format!(
-            "output redirection to the absolute path `{v}` is always denied (outside the work root)"
+            "{what} the absolute path `{v}` is always denied (outside the work root)"
         ));
     }
     if !policy.write_redirects {
         return Err(format!(
-            "output redirection to the file `{v}` is denied (a rule authorises running a command, not writing files)"
+            "{what} the file `{v}` is denied (a rule authorises running a command, not writing files)"
         ));
     }
     let comps: Vec<&str> = v
@@ -76,17 +90,29 @@ pub(crate) fn check_redirect(
         .filter(|c| !c.is_empty() && *c != ".")
         .collect();
     if comps.is_empty() {
-        return Err(format!("output redirection to `{v}` is not a file path"));
+        return Err(format!("{what} `{v}` is not a file path"));
     }
-    if comps.contains(&"..") {
-        return Err(format!(
-            "output redirection to `{v}` may leave the work root (`..`)"
-        ));
+    let joined = join(cwd, v);
+    let Some(rel) = lexical(&joined).filter(|r| !r.is_empty()) else {
+        return Err(format!("{what} `{v}` may leave the work root (`..`)"));
+    };
+    if cwd.is_empty() && comps.contains(&"..") {
+        return Err(format!("{what} `{v}` may leave the work root (`..`)"));
     }
-    if let Some(why) = write_refusal(policy, v) {
-        return Err(format!("output redirection to `{v}` {why}; always denied"));
+    if let Some(why) = write_refusal(policy, &rel) {
+        return Err(format!("{what} `{v}` {why}; always denied"));
     }
-    Ok(Some((v.to_string(), ".".to_string())))
+    Ok(rel)
+}
+
+/// `p` as named from `cwd` (relative to the work root; "" for the root): `cwd/p` unless `p`
+/// is absolute.
+pub(crate) fn join(cwd: &str, p: &str) -> String {
+    if cwd.is_empty() || p.starts_with('/') {
+        p.to_string()
+    } else {
+        format!("{cwd}/{p}")
+    }
 }
 
 /// Why a writing program's destinations ([`writes`]) are refused, if they are: the places
@@ -94,6 +120,7 @@ pub(crate) fn check_redirect(
 /// cannot read. `tail`: `xargs` or `find -exec … +` appends unseen arguments.
 pub(crate) fn program_write_refusal(
     policy: &Policy,
+    cwd: &str,
     base: &str,
     args: &[Word],
     tail: bool,
@@ -104,7 +131,7 @@ pub(crate) fn program_write_refusal(
         Ok(Writes::Paths(p)) => p,
     };
     for p in paths {
-        let Some(rel) = lexical(&p) else {
+        let Some(rel) = lexical(&join(cwd, &p)) else {
             continue;
         };
         if let Some(why) = write_refusal(policy, &rel) {
@@ -118,7 +145,7 @@ pub(crate) fn program_write_refusal(
 
 /// `p` with `.` and `..` resolved as text; `None` when it climbs above its start (outside the
 /// work root: the kernel's write rules decide there). Absolute paths keep their leading `/`.
-fn lexical(p: &str) -> Option<String> {
+pub(crate) fn lexical(p: &str) -> Option<String> {
     let mut out: Vec<&str> = Vec::new();
     for c in p.split('/') {
         match c {
@@ -209,41 +236,9 @@ pub fn write_refusal(policy: &Policy, rel: &str) -> Option<String> {
     None
 }
 
-/// The files an allow rule runs by name: a command word that is a path (`./ci.sh`,
-/// `scripts/build.sh *`), and the operands of a shell or interpreter (`bash ci.sh`, `python3
-/// tools/gen.py *`, `make -f build/x.mk`). A raw prefix's last word may be cut short, so it
-/// is left out.
-fn files_a_rule_runs(kind: &RuleKind) -> Vec<String> {
-    let words: Vec<&str> = match kind {
-        RuleKind::Exact(ws) | RuleKind::Words(ws) => ws.iter().map(String::as_str).collect(),
-        RuleKind::Raw(p) => {
-            let mut ws: Vec<&str> = p.split_whitespace().collect();
-            ws.pop();
-            ws
-        }
-        RuleKind::Path(_) | RuleKind::Universal => Vec::new(),
-    };
-    let Some((cmd, rest)) = words.split_first() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    if cmd.contains('/') {
-        out.push(cmd.to_string());
-    }
-    let name = cmd.rsplit('/').next().unwrap_or(cmd);
-    if family(name).is_some_and(|f| f.runs_code()) {
-        out.extend(
-            rest.iter()
-                .filter(|w| !w.starts_with('-') && !w.contains(['*', '?', '[', '=']))
-                .map(|w| w.to_string()),
-        );
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::files_a_rule_runs;
+    use crate::tools::gate::rule::files_a_rule_runs;
     use crate::tools::gate::rule::Rule;
 
     fn files(rule: &str) -> Vec<String> {

@@ -81,6 +81,21 @@ pub fn render_human(judgement: &Judgement, warnings: &[String]) -> String {
         let pad = width - text.chars().count();
         let (why, word) = (visible(&why), visible(&word));
         let _ = writeln!(out, "  {mark}  {text}{:pad$}  {why}{word}", "");
+        if let Some(h) = &s.hint {
+            let _ = writeln!(out, "         try instead: {}", visible(h));
+        }
+        if s.heuristic {
+            let _ = writeln!(
+                out,
+                "         (judged by the inline-code heuristic: deny rules are in force and no file can be written and run with this interpreter)"
+            );
+        }
+    }
+    for dir in &judgement.workdirs {
+        let _ = writeln!(
+            out,
+            "  run-time check: `{dir}` must be a directory under the work root, no symlink on the way"
+        );
     }
     for (path, prefix) in &judgement.runtime_path_checks {
         let _ = writeln!(

@@ -2,7 +2,7 @@
 //! and how a rule matches a command's words.
 
 use crate::tools::gate::paths::{basename, path_under};
-use crate::tools::gate::programs::registry::{has_subcommands, same_program};
+use crate::tools::gate::programs::registry::{family, has_subcommands, same_program};
 use crate::tools::gate::shell::lex::Word;
 /// Whether a command (or one segment of it) may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -130,7 +130,28 @@ pub struct Policy {
     pub deny: Vec<Rule>,
     /// When true, output redirection (`>`, `>>`) to plain relative paths that stay inside the
     /// work root (no `..` escaping, not dotfiles, not .git/) is allowed; otherwise denied.
+    /// It also allows `sed -i` on such files, held to the same places.
     pub write_redirects: bool,
+    /// `[tools.bash].env_allow`: variables a command may be given as `NAME=value cmd`
+    /// (validated against [`crate::tools::gate::denied_env`] when the config loads).
+    pub env_allow: Vec<String>,
+    /// `[tools.files].enabled`: the model has `write_file`/`edit_file`, so it can write a
+    /// work-root file (denials suggest them; inline code is judged knowing it).
+    pub file_tools: bool,
+}
+
+impl Policy {
+    /// A policy of rules only: no writes, no `env_allow`, no file tools.
+    pub fn rules(default: Verdict, allow: Vec<Rule>, deny: Vec<Rule>) -> Policy {
+        Policy {
+            default,
+            allow,
+            deny,
+            write_redirects: false,
+            env_allow: Vec::new(),
+            file_tools: false,
+        }
+    }
 }
 
 /// The verdict on one segment (one simple command between `;`, `&&`, `|`, ...).
@@ -145,6 +166,13 @@ pub struct SegmentJudgement {
     pub rule: Option<String>,
     /// Human sentence: why allowed / denied.
     pub reason: String,
+    /// For a denial: what would work instead under the same policy, when something does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// The verdict rests on the capability-word heuristic for inline interpreter code (deny
+    /// rules in force, and the model cannot write a file and run it with that interpreter).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub heuristic: bool,
 }
 
 /// The verdict on a whole command string.
@@ -154,12 +182,18 @@ pub struct Judgement {
     pub verdict: Verdict,
     /// One sentence summary (first denial's reason, or "all N segments allowed").
     pub reason: String,
+    /// The first denial's "try instead" ([`SegmentJudgement::hint`]).
+    pub hint: Option<String>,
     pub segments: Vec<SegmentJudgement>,
     /// Path-prefix rules can't judge symlinks from text: each entry is (path as written after
     /// quote removal, the rule's prefix) that the runner must canonicalize at run time and
     /// refuse if it leaves the prefix. Allowed output redirections appear here too, with the
     /// prefix `.` (the work root).
     pub runtime_path_checks: Vec<(String, String)>,
+    /// Directories the command runs in, relative to the work root (a leading `cd DIR &&`, the
+    /// bash tool's `workdir`): the runner must find each a real directory under the work root
+    /// with no symlink on the way, since the gate judged paths relative to it as text.
+    pub workdirs: Vec<String>,
 }
 
 pub(crate) enum Outcome {
@@ -170,6 +204,8 @@ pub(crate) enum Outcome {
     Deny {
         rule: Option<String>,
         reason: String,
+        /// What would work instead, when something does under the same policy.
+        hint: Option<String>,
     },
 }
 
@@ -177,6 +213,16 @@ pub(crate) fn deny(reason: impl Into<String>) -> Outcome {
     Outcome::Deny {
         rule: None,
         reason: reason.into(),
+        hint: None,
+    }
+}
+
+/// A denial with a "try instead".
+pub(crate) fn deny_hint(reason: impl Into<String>, hint: Option<String>) -> Outcome {
+    Outcome::Deny {
+        rule: None,
+        reason: reason.into(),
+        hint,
     }
 }
 
@@ -240,7 +286,28 @@ pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
     p[pi.min(p.len())..].iter().all(|&c| c == '*')
 }
 
-pub(crate) fn deny_matches(rule: &Rule, words: &[Word]) -> bool {
+/// The program a command word in a system directory names: `/usr/bin/python3` is `python3`
+/// (the fixed, root-owned `/usr/bin`, `/bin`, `/usr/local/bin`); `None` for anything else.
+pub(crate) fn system_program(word: &str) -> Option<&str> {
+    SYSTEM_DIRS.iter().find_map(|d| {
+        word.strip_prefix(d)
+            .filter(|n| !n.is_empty() && !n.contains('/') && *n != "." && *n != "..")
+    })
+}
+
+/// The system directories whose programs allow rules name by basename ([`system_program`]).
+pub const SYSTEM_DIRS: &[&str] = &["/usr/bin/", "/bin/", "/usr/local/bin/"];
+
+/// `path` named from `cwd` (relative to the work root, "" for the root), for path rules.
+fn from_cwd(cwd: &str, path: &str) -> String {
+    if cwd.is_empty() || path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("{cwd}/{path}")
+    }
+}
+
+pub(crate) fn deny_matches(rule: &Rule, words: &[Word], cwd: &str) -> bool {
     let Some(cmd) = words.first() else {
         return false;
     };
@@ -282,7 +349,7 @@ pub(crate) fn deny_matches(rule: &Rule, words: &[Word]) -> bool {
                 .starts_with(prefix.to_ascii_lowercase().as_str())
                 || full.join(" ").starts_with(prefix.as_str())
         }
-        RuleKind::Path(prefix) => path_under(&cmd.value, prefix, true),
+        RuleKind::Path(prefix) => path_under(&from_cwd(cwd, &cmd.value), prefix, true),
     }
 }
 
@@ -316,22 +383,77 @@ fn subcommand_path(args: &[Word], rule: &[String]) -> bool {
     false
 }
 
-pub(crate) fn allow_matches(rule: &Rule, words: &[Word]) -> bool {
+/// Does an allow rule match these words, run in `cwd`? The command word matches as written,
+/// or as the basename of a program in a system directory (`/usr/bin/python3` for `python3
+/// *`); a path rule matches the command's path from `cwd`. Under a `cwd` other than the work
+/// root, a rule that runs a file by name (`bash ci.sh`, `./run-tests.sh`) does not match: the
+/// file it would run there is another one, which the model may have written.
+pub(crate) fn allow_matches(rule: &Rule, words: &[Word], cwd: &str) -> bool {
     let eq = |w: &Word, r: &String| w.literal() && !w.ansi_c && w.value == *r;
+    let head = |w: &Word, r: &String| {
+        eq(w, r)
+            || (!r.contains('/')
+                && w.literal()
+                && !w.ansi_c
+                && system_program(&w.value) == Some(r.as_str()))
+    };
+    let words_match = |ws: &[String]| {
+        words.len() >= ws.len()
+            && words
+                .iter()
+                .zip(ws)
+                .enumerate()
+                .all(|(k, (w, r))| if k == 0 { head(w, r) } else { eq(w, r) })
+    };
+    if !cwd.is_empty() && !files_a_rule_runs(&rule.kind).is_empty() {
+        return false;
+    }
     match &rule.kind {
         RuleKind::Universal => true,
-        RuleKind::Exact(ws) => {
-            words.len() == ws.len() && words.iter().zip(ws).all(|(w, r)| eq(w, r))
-        }
-        RuleKind::Words(ws) => {
-            words.len() >= ws.len() && words.iter().zip(ws).all(|(w, r)| eq(w, r))
-        }
+        RuleKind::Exact(ws) => words.len() == ws.len() && words_match(ws),
+        RuleKind::Words(ws) => words_match(ws),
         RuleKind::Raw(prefix) => {
-            let joined: Vec<&str> = words.iter().map(|w| w.value.as_str()).collect();
-            joined.join(" ").starts_with(prefix.as_str())
+            let mut joined: Vec<&str> = words.iter().map(|w| w.value.as_str()).collect();
+            let as_written = joined.join(" ").starts_with(prefix.as_str());
+            if let Some(name) = words.first().and_then(|w| system_program(&w.value)) {
+                joined[0] = name;
+            }
+            as_written || joined.join(" ").starts_with(prefix.as_str())
         }
-        RuleKind::Path(prefix) => words
-            .first()
-            .is_some_and(|w| w.value.contains('/') && path_under(&w.value, prefix, false)),
+        RuleKind::Path(prefix) => words.first().is_some_and(|w| {
+            w.value.contains('/') && path_under(&from_cwd(cwd, &w.value), prefix, false)
+        }),
     }
+}
+
+/// The files an allow rule runs by name: a command word that is a path (`./ci.sh`,
+/// `scripts/build.sh *`), and the operands of a shell or interpreter (`bash ci.sh`, `python3
+/// tools/gen.py *`, `make -f build/x.mk`). A raw prefix's last word may be cut short, so it
+/// is left out.
+pub(crate) fn files_a_rule_runs(kind: &RuleKind) -> Vec<String> {
+    let words: Vec<&str> = match kind {
+        RuleKind::Exact(ws) | RuleKind::Words(ws) => ws.iter().map(String::as_str).collect(),
+        RuleKind::Raw(p) => {
+            let mut ws: Vec<&str> = p.split_whitespace().collect();
+            ws.pop();
+            ws
+        }
+        RuleKind::Path(_) | RuleKind::Universal => Vec::new(),
+    };
+    let Some((cmd, rest)) = words.split_first() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if cmd.contains('/') {
+        out.push(cmd.to_string());
+    }
+    let name = cmd.rsplit('/').next().unwrap_or(cmd);
+    if family(name).is_some_and(|f| f.runs_code()) {
+        out.extend(
+            rest.iter()
+                .filter(|w| !w.starts_with('-') && !w.contains(['*', '?', '[', '=']))
+                .map(|w| w.to_string()),
+        );
+    }
+    out
 }

@@ -51,6 +51,15 @@ fn named(name: &str) -> Policy {
         allow: list("allow"),
         deny: list("deny"),
         write_redirects: t["write_redirects"].as_bool().unwrap(),
+        env_allow: t
+            .get("env_allow")
+            .and_then(|v| v.as_array())
+            .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default(),
+        file_tools: t
+            .get("file_tools")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false),
     }
 }
 
@@ -198,6 +207,8 @@ fn judgement_names_rule_and_segments() {
                     verdict: Verdict::Allow,
                     rule: Some("ls *".into()),
                     reason: "allowed by rule `ls *`".into(),
+                    hint: None,
+                    heuristic: false,
                 },
                 SegmentJudgement {
                     text: "rm -rf /".into(),
@@ -205,9 +216,13 @@ fn judgement_names_rule_and_segments() {
                     verdict: Verdict::Deny,
                     rule: Some("rm *".into()),
                     reason: "denied by rule `rm *`".into(),
+                    hint: None,
+                    heuristic: false,
                 },
             ],
+            hint: None,
             runtime_path_checks: vec![],
+            workdirs: vec![],
         }
     );
 }
@@ -389,7 +404,7 @@ fn wrapped(form: &str, cmd: &str) -> String {
 fn every_alias_is_judged_like_its_family() {
     // Allow rules match names exactly as written, so only policies that allow everything can
     // show a difference; deny rules match every name of a family.
-    let policies = [star(), star_deny()];
+    let policies = [star(), star_deny(), named("star_deny_nowrite")];
     // Every wrapper of the registry has a form here.
     for fam in FAMILIES.iter().filter(|f| f.kind == Kind::Wrapper) {
         assert!(
@@ -475,8 +490,12 @@ fn deny_rules_match_every_name_of_a_family() {
     let p = Policy {
         default: Verdict::Allow,
         allow: rules(&["*"]),
-        deny: rules(&["tar *", "python3 *"]),
+        // The programs that write typed text denied too: otherwise a file written with `tee`
+        // and run with `perl` is beyond any rule, and perl's inline code is not scanned.
+        deny: rules(&["tar *", "python3 *", "tee *", "dd *", "cp *", "sponge *"]),
         write_redirects: false,
+        env_allow: Vec::new(),
+        file_tools: false,
     };
     for cmd in [
         "gtar -tf a.tar",
@@ -503,7 +522,7 @@ mod linear_time {
     #[test]
     fn adversarial_inputs_are_judged_in_linear_time() {
         let mut slow = Vec::new();
-        for policy in [super::policy(), star_deny()] {
+        for policy in [super::policy(), star_deny(), named("star_deny_nowrite")] {
             for (name, cmd) in adversarial(MAX_INPUT_BYTES) {
                 assert!(cmd.len() <= MAX_INPUT_BYTES, "{name}");
                 let t = std::time::Instant::now();
@@ -536,6 +555,8 @@ fn deny_rules_match_a_subcommand_path_not_a_later_word() {
         .map(|r| Rule::parse(r).unwrap())
         .collect(),
         write_redirects: false,
+        env_allow: Vec::new(),
+        file_tools: false,
     };
     for allowed in [
         "git stash push",
@@ -565,4 +586,249 @@ fn deny_rules_match_a_subcommand_path_not_a_later_word() {
     ] {
         assert_eq!(judge(&p, denied).verdict, Verdict::Deny, "{denied}");
     }
+}
+
+/// Every class of denial says what would work under the same policy, where something does
+/// (issue 19): one line per class, `(policy, command, the hint's words)`; `None` where the
+/// policy leaves no way (a deny rule, a protected place, a program-running option).
+#[test]
+fn every_denial_class_says_what_would_work() {
+    let table: &[(&str, &str, Option<&str>)] = &[
+        // sed -i
+        ("policy", "sed -i 's/a/b/' x", Some("without `-i` prints")),
+        ("py_files", "sed -i 's/a/b/' x.py", Some("`edit_file`")),
+        (
+            "py_writes",
+            "sed -i 's/a/b/' ./*.py",
+            Some("name each file"),
+        ),
+        ("py_writes", "sed -i '' 's/a/b/' x.py", Some("-i.bak")),
+        (
+            "py_writes",
+            "sed -i'a*' 's/a/b/' x.py",
+            Some("plain suffix"),
+        ),
+        // inline code under the heuristic
+        (
+            "py_nowrite",
+            "python3 -c 'import os'",
+            Some("word heuristic"),
+        ),
+        (
+            "py_nowrite",
+            "python3 - <<'PY'\nimport os\nPY",
+            Some("word heuristic"),
+        ),
+        // cd and workdir
+        ("py_writes", "cd /tmp && ls", Some("`workdir`")),
+        ("py_writes", "ls && cd src", Some("`workdir`")),
+        (
+            "py_writes",
+            "cd sub && git status",
+            Some("run git from the working directory"),
+        ),
+        ("py_writes", "cd src; cat a > ../x", Some("`&&` after `cd`")),
+        // programs named by a path
+        (
+            "py_writes",
+            "./venv/bin/python3 x.py",
+            Some("by its name, `python3`"),
+        ),
+        (
+            "py_writes",
+            "/opt/py/bin/python3 x.py",
+            Some("by its name, `python3`"),
+        ),
+        // no allow rule: the rule the operator could add
+        ("py_writes", "gcc x.c", Some("a rule such as `gcc *`")),
+        // environment assignments
+        ("py_writes", "FOO=1 python3 x.py", Some("env_allow")),
+        (
+            "py_writes",
+            "RUST_LOG=$HOME python3 x.py",
+            Some("plain value"),
+        ),
+        ("policy", "export X=1", Some("`NAME=value cmd`")),
+        // redirections and heredocs
+        ("policy", "echo hi > out.txt", Some("output is returned")),
+        (
+            "py_files",
+            "cat > x.py <<'EOF'\nprint(1)\nEOF",
+            Some("`write_file`"),
+        ),
+        ("policy", "echo hi > /etc/x", Some("relative path")),
+        ("policy", "cat <<EOF\n$HOME\nEOF", Some("quote the heredoc")),
+        // shell syntax the gate does not run
+        ("policy", "echo $(ls)", Some("inner command on its own")),
+        ("policy", "ls `pwd`", Some("inner command on its own")),
+        ("policy", "(ls)", Some("without `( )`")),
+        ("policy", "for f in a; do ls; done", Some("separately")),
+        ("policy", "$X ls", Some("program's name")),
+        ("policy", "ls $FOO", Some("value itself")),
+        ("dev", "sort *", Some("`./`")),
+        ("policy", "ls | xargs sed -n 1p", Some("name the files")),
+        ("policy", "source x.sh", Some("directly")),
+        // no way around under the same policy: no hint
+        ("policy", "rm -rf x", None),
+        ("writes", "echo x > .bashrc", None),
+        ("writes", "echo x > Makefile", None),
+        ("policy", "sed '1e id' f", None),
+        ("py_writes", "LD_PRELOAD=x.so python3 x.py", None),
+    ];
+    let mut failures = Vec::new();
+    for (policy, cmd, want) in table {
+        let j = judge(&named(policy), cmd);
+        let ok = j.verdict == Verdict::Deny
+            && match (want, &j.hint) {
+                (Some(w), Some(h)) => h.contains(w),
+                (None, None) => true,
+                _ => false,
+            };
+        if !ok {
+            failures.push(format!(
+                "{cmd:?} ({policy}): {:?}, reason {:?}, hint {:?}; want {want:?}",
+                j.verdict, j.reason, j.hint
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The bash tool's `workdir` is judged like a leading `cd DIR &&`: paths from it, the same
+/// refusals, and the directory handed to the runner to check.
+#[test]
+fn workdir_is_judged_like_a_leading_cd() {
+    use crate::tools::gate::judge::judge_in;
+    let p = named("py_writes");
+    let j = judge_in(&p, "src", "cat a > ../out.txt");
+    assert_eq!(j.verdict, Verdict::Allow, "{}", j.reason);
+    assert_eq!(j.workdirs, ["src"]);
+    assert_eq!(
+        j.runtime_path_checks,
+        [("out.txt".to_string(), ".".to_string())]
+    );
+    let j = judge_in(&p, "./src/lib/", "cd deep && ls");
+    assert_eq!(j.workdirs, ["src/lib", "src/lib/deep"], "{}", j.reason);
+    for (dir, cmd) in [
+        ("..", "ls"),
+        ("/tmp", "ls"),
+        (".git", "ls"),
+        ("src/../..", "ls"),
+        ("-P", "ls"),
+        ("$D", "ls"),
+        ("a/.hidden", "ls"),
+        ("~", "ls"),
+        ("src", "git status"),
+        ("src", "cat a > ../../x"),
+        ("src", "bash ci.sh"),
+    ] {
+        let j = judge_in(&p, dir, cmd);
+        assert_eq!(j.verdict, Verdict::Deny, "{dir} {cmd}");
+        assert!(j.workdirs.is_empty());
+    }
+}
+
+/// The names a command may never be given, whatever `env_allow` says, and some it may.
+#[test]
+fn denied_env_names_what_changes_programs_and_code_loading() {
+    use crate::tools::gate::programs::registry::denied_env;
+    for name in [
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "PATH",
+        "BASH_ENV",
+        "ENV",
+        "PYTHONSTARTUP",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONWARNINGS",
+        "PYTHONBREAKPOINT",
+        "PYTHONUSERBASE",
+        "PYTEST_ADDOPTS",
+        "PYTEST_PLUGINS",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "PERL5OPT",
+        "PERL5LIB",
+        "PERL5DB",
+        "RUBYOPT",
+        "RUBYLIB",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_SSH_COMMAND",
+        "GIT_CONFIG_GLOBAL",
+        "IFS",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PS4",
+        "PROMPT_COMMAND",
+        "LESSOPEN",
+        "PAGER",
+        "EDITOR",
+        "VISUAL",
+        "MANPAGER",
+        "XDG_CONFIG_HOME",
+        "HOME",
+        "TMPDIR",
+        "CDPATH",
+        "POSIXLY_CORRECT",
+        "RUSTC_WRAPPER",
+        "RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CC",
+        "CFLAGS",
+        "LDFLAGS",
+        "GOFLAGS",
+        "MAKEFLAGS",
+        "MAKEFILES",
+        "JAVA_TOOL_OPTIONS",
+        "CLASSPATH",
+        "SSH_ASKPASS",
+        "INPUTRC",
+        "GZIP",
+        "TAR_OPTIONS",
+        "BASH_FUNC_x%%",
+        "ld_preload",
+        "npm_config_script_shell",
+        "GLIBC_TUNABLES",
+        "SHELL",
+        "BROWSER",
+        "VIRTUAL_ENV",
+        "PYENV_VERSION",
+    ] {
+        assert!(denied_env(name).is_some(), "{name}");
+    }
+    for name in [
+        "RUST_BACKTRACE",
+        "RUST_LOG",
+        "NO_COLOR",
+        "CI",
+        "TZ",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONUNBUFFERED",
+        "NODE_ENV",
+        "DEBUG",
+        "TERM_COLOR",
+        "CARGO_TERM_COLOR",
+    ] {
+        assert!(denied_env(name).is_none(), "{name}");
+    }
+}
+
+/// The lint warns where inline interpreter code is judged by the heuristic, and only there.
+#[test]
+fn lint_warns_where_inline_code_rests_on_the_heuristic() {
+    let heuristic = |name: &str| {
+        lint(&named(name))
+            .iter()
+            .filter(|w| w.contains("capability-word heuristic"))
+            .count()
+    };
+    // python3, perl, node: no file can be written, so their inline code is scanned.
+    assert_eq!(heuristic("py_nowrite"), 3);
+    assert_eq!(heuristic("py_inline_only"), 1);
+    // A file can be written and run with each: the heuristic is off, nothing to warn about.
+    assert_eq!(heuristic("py_writes"), 0);
+    assert_eq!(heuristic("py_files"), 0);
+    // No deny rules: no heuristic at all.
+    assert_eq!(heuristic("narrow"), 0);
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::BashConfig;
-use crate::tools::gate::{exec_helpers, Runs, Verdict};
+use crate::tools::gate::{exec_helpers, Runs, Verdict, SYSTEM_DIRS};
 
 /// PATH for a command when the harness itself has none.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -83,7 +83,19 @@ pub fn exec_set(
     let mut programs: Vec<String> = vec!["bash".to_string()];
     for rule in &bash.policy.allow {
         match rule.runs() {
-            Runs::Program(name) => programs.push(name),
+            Runs::Program(name) => {
+                // The gate lets `/usr/local/bin/NAME` (and `/usr/bin/`, `/bin/`) run under a
+                // rule for NAME, also when PATH does not list that directory: its file too.
+                if !name.contains('/') {
+                    programs.extend(
+                        SYSTEM_DIRS
+                            .iter()
+                            .map(|d| format!("{d}{name}"))
+                            .filter(|p| is_executable(Path::new(p))),
+                    );
+                }
+                programs.push(name);
+            }
             Runs::Prefix(prefix) => {
                 for dir in &dirs {
                     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -155,7 +167,10 @@ pub fn exec_set(
                 set.paths.insert(real);
             }
         }
-        set.names.insert(name);
+        // A system directory's file of a rule's program is that program, not another name.
+        if !SYSTEM_DIRS.iter().any(|d| name.starts_with(d)) {
+            set.names.insert(name);
+        }
     }
     for root in &bash.exec_roots {
         match root.canonicalize() {
@@ -480,6 +495,17 @@ mod tests {
             "{}",
             set.summary()
         );
+    }
+
+    #[test]
+    fn a_rules_program_in_a_system_dir_is_in_the_set_without_path_listing_it() {
+        // `/usr/bin/cat` is allowed by `cat *` (the gate matches system directories by
+        // basename), also when PATH does not list /usr/bin.
+        let root = tempfile::tempdir().unwrap();
+        let set = exec_set(&bash(&["cat *"], "deny"), root.path(), "/nonexistent", None).unwrap();
+        let cat = std::path::Path::new("/usr/bin/cat").canonicalize().unwrap();
+        assert!(set.paths.contains(&cat), "{set:?}");
+        assert!(!set.names.iter().any(|n| n.contains('/')), "{set:?}");
     }
 
     #[test]

@@ -148,6 +148,9 @@ pub(crate) struct Family {
     pub(crate) writes: bool,
     /// A bare rule for it (`cargo *`, `make*`) runs the project's own code.
     pub(crate) project: bool,
+    /// `NAME FILE` runs FILE as the same code its `-c`/`-e` or stdin takes: where the model
+    /// may write a file and run it so, a check of its inline code protects nothing.
+    pub(crate) runs_files: bool,
 }
 
 impl Family {
@@ -161,6 +164,7 @@ impl Family {
             code: Code::Scan,
             writes: false,
             project: false,
+            runs_files: false,
         }
     }
     pub(super) const fn shell(names: &'static [&'static str]) -> Family {
@@ -209,6 +213,10 @@ impl Family {
     }
     pub(super) const fn project(mut self) -> Family {
         self.project = true;
+        self
+    }
+    pub(super) const fn runs_files(mut self) -> Family {
+        self.runs_files = true;
         self
     }
 

@@ -112,6 +112,175 @@ pub(crate) fn has_subcommands(name: &str) -> bool {
         })
 }
 
+/// Environment variables no `NAME=value cmd` may set, whatever `[tools.bash].env_allow`
+/// says: they change which program runs or which code it loads (`LD_PRELOAD`, `PATH`,
+/// `BASH_ENV`, `PYTHONPATH` with a planted module, `NODE_OPTIONS=--require`), how a shell or a
+/// program reads its words (`IFS`, `SHELLOPTS`, `POSIXLY_CORRECT`, which changes option
+/// permutation), which program another one starts (`PAGER`, `EDITOR`, `GIT_*`,
+/// `RUSTC_WRAPPER`, `CC`), or where config or files are read and written (`HOME`,
+/// `XDG_CONFIG_HOME`, `TMPDIR`). Compared uppercased: exact names, then prefixes (with the few
+/// names under them that only set data), then words anywhere in the name.
+pub(crate) const DENIED_ENV: &[&str] = &[
+    "PATH",
+    "ENV",
+    "BASH_ENV",
+    "IFS",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PS1",
+    "PS2",
+    "PS3",
+    "PS4",
+    "PROMPT_COMMAND",
+    "CDPATH",
+    "GLOBIGNORE",
+    "POSIXLY_CORRECT",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "SHELL",
+    "TERMINAL",
+    "BROWSER",
+    "GZIP",
+    "BZIP",
+    "BZIP2",
+    "XZ_DEFAULTS",
+    "CC",
+    "CXX",
+    "CPP",
+    "LD",
+    "AR",
+    "AS",
+    "NM",
+    "RANLIB",
+    "STRIP",
+    "OBJCOPY",
+    "FC",
+    "MAKE",
+    "MAKEFILES",
+    "CLASSPATH",
+    "HOSTALIASES",
+    "LOCALDOMAIN",
+    "RES_OPTIONS",
+    "NLSPATH",
+    "GCONV_PATH",
+    "MALLOC_CHECK_",
+    "PYTHONWARNINGS",
+    "PYTHONINSPECT",
+    "PYTHONBREAKPOINT",
+];
+
+/// Prefixes of [`DENIED_ENV`], each with the names under it that only set data.
+pub(crate) const DENIED_ENV_PREFIXES: &[(&str, &[&str])] = &[
+    ("LD_", &[]),
+    ("DYLD_", &[]),
+    ("BASH", &[]),
+    ("GIT", &[]),
+    ("XDG_", &[]),
+    ("LESS", &[]),
+    (
+        "PYTHON",
+        &[
+            "PYTHONDONTWRITEBYTECODE",
+            "PYTHONUNBUFFERED",
+            "PYTHONHASHSEED",
+            "PYTHONIOENCODING",
+            "PYTHONUTF8",
+            "PYTHONFAULTHANDLER",
+            "PYTHONNOUSERSITE",
+            "PYTHONSAFEPATH",
+            "PYTHONDEVMODE",
+        ],
+    ),
+    ("PYTEST", &[]),
+    ("PERL", &[]),
+    ("RUBY", &[]),
+    ("GEM_", &[]),
+    ("BUNDLE", &[]),
+    ("NODE_", &["NODE_ENV", "NODE_NO_WARNINGS"]),
+    ("NPM_", &[]),
+    ("YARN_", &[]),
+    ("PNPM_", &[]),
+    ("PIP_", &[]),
+    ("UV_", &[]),
+    ("POETRY_", &[]),
+    ("VIRTUAL_ENV", &[]),
+    ("CONDA", &[]),
+    ("PYENV", &[]),
+    ("RBENV", &[]),
+    ("NVM_", &[]),
+    ("CARGO", &["CARGO_TERM_COLOR", "CARGO_INCREMENTAL"]),
+    (
+        "RUST",
+        &[
+            "RUST_BACKTRACE",
+            "RUST_LIB_BACKTRACE",
+            "RUST_LOG",
+            "RUST_TEST_THREADS",
+            "RUST_MIN_STACK",
+            "RUST_TEST_NOCAPTURE",
+        ],
+    ),
+    ("GO", &["GOMAXPROCS", "GOTRACEBACK"]),
+    ("CGO_", &[]),
+    ("JAVA", &[]),
+    ("_JAVA", &[]),
+    ("JDK_", &[]),
+    ("MAVEN", &[]),
+    ("GRADLE", &[]),
+    ("SSH", &[]),
+    ("GPG", &[]),
+    ("GNUPG", &[]),
+    ("DOCKER", &[]),
+    ("KUBE", &[]),
+    ("AWS_", &[]),
+    ("PKG_CONFIG", &[]),
+    ("CMAKE", &[]),
+    ("GNUMAKE", &[]),
+    ("MAKE", &[]),
+    ("MFLAGS", &[]),
+    ("GLIBC_", &[]),
+    ("MALLOC_", &[]),
+    ("SUDO_", &[]),
+    ("LC_", &[]),
+    ("LANG", &[]),
+    ("TERMINFO", &[]),
+    ("HIST", &[]),
+    ("HARNESS", &[]),
+];
+
+/// Words that deny a name wherever they appear in it (`*_OPTS`, `*FLAGS`, `*PATH`, `*HOME`,
+/// `*_DIR`, `*CONFIG*`, `*PAGER`...): they name options, search paths, programs and places.
+pub(crate) const DENIED_ENV_WORDS: &[&str] = &[
+    "OPT", "FLAGS", "PATH", "LIB", "HOME", "DIR", "CONFIG", "FILE", "PAGER", "EDITOR", "VISUAL",
+    "SHELL", "CMD", "COMMAND", "HOOK", "STARTUP", "ASKPASS", "WRAPPER", "RUNNER", "EXEC", "PLUGIN",
+    "LOADER", "INCLUDE", "PRELOAD", "PROXY", "PROG", "BROWSER", "INIT", "PROFILE", "MODULE",
+    "REQUIRE", "IMPORT", "DEBUGGER", "TOOL", "CACHE", "PREFIX",
+];
+
+/// Why `NAME=value` may never be given to a command ([`DENIED_ENV`]), or `None`.
+pub fn denied_env(name: &str) -> Option<&'static str> {
+    let up = name.to_ascii_uppercase();
+    if DENIED_ENV.contains(&up.as_str()) {
+        return Some("it changes which program runs, which code it loads or how words are read");
+    }
+    for (prefix, data) in DENIED_ENV_PREFIXES {
+        if data.contains(&up.as_str()) {
+            return None;
+        }
+        if up.starts_with(prefix) {
+            return Some("its family of variables configures programs, the code they load or where they read and write");
+        }
+    }
+    // `INPUTRC`, `*RC`: a file of commands read at start.
+    if DENIED_ENV_WORDS.iter().any(|w| up.contains(w)) || up.ends_with("RC") {
+        return Some(
+            "its name says it sets options, a search path, a program or a place to read or write",
+        );
+    }
+    None
+}
+
 /// What a program executes besides what the gate judged, so the kernel's exec set
 /// (`tools::sandbox`) must allow it too: programs found on PATH, and the directory the program
 /// prints when asked with `dir_query` (`git --exec-path`).

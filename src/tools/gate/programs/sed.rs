@@ -1,11 +1,29 @@
-//! tools stage (gate), PURE: sed (sed, gsed): scripts without `e`, `w`, `W`, no `-i`, no script
-//! files.
+//! tools stage (gate), PURE: sed (sed, gsed): scripts without `e`, `w`, `W`, no script files;
+//! `-i` (in-place editing) read as GNU sed 4.9 reads it, so the judge can hold each file it
+//! rewrites to the rules of output redirection.
 
 use crate::tools::gate::shell::lex::Word;
-/// Allows only sed scripts without `e`, `w`, `W` (commands or `s///` flags), no `-i`, no `-f`.
-pub(crate) fn sed_check(args: &[Word]) -> Result<(), String> {
+
+/// sed's arguments as GNU sed reads them.
+pub(crate) struct SedArgs<'a> {
+    /// The scripts (`-e`, or the first operand).
+    pub(crate) scripts: Vec<&'a Word>,
+    /// `-i[SUFFIX]`/`--in-place[=SUFFIX]`: the backup suffix ("" for none).
+    pub(crate) in_place: Option<String>,
+    /// The input files (rewritten in place under `-i`).
+    pub(crate) files: Vec<&'a Word>,
+    /// `--sandbox`: sed itself refuses `e`, `w` and `r`.
+    pub(crate) sandbox: bool,
+    /// The script is the first operand (no `-e`/`--expression`).
+    pub(crate) script_operand: bool,
+}
+
+/// Reads sed's options as GNU sed's getopt_long does (options may follow operands until
+/// `--`; `-i`'s suffix is the rest of its cluster: `-ie` is suffix `e`, `-Ei` none).
+pub(crate) fn sed_args(args: &[Word]) -> Result<SedArgs<'_>, String> {
     let mut scripts: Vec<&Word> = Vec::new();
     let mut sandbox = false;
+    let mut in_place = None;
     let mut i = 0;
     let mut explicit = false;
     let mut positional: Vec<&Word> = Vec::new();
@@ -45,7 +63,7 @@ pub(crate) fn sed_check(args: &[Word]) -> Result<(), String> {
             ];
             let full = known.iter().copied().find(|k| k.starts_with(name));
             match full {
-                Some("in-place") => return Err("in-place editing writes files".into()),
+                Some("in-place") => in_place = Some(val.unwrap_or_default().to_string()),
                 Some("file") => return Err("a script file cannot be checked".into()),
                 Some("sandbox") => sandbox = true,
                 Some("expression") => {
@@ -68,7 +86,11 @@ pub(crate) fn sed_check(args: &[Word]) -> Result<(), String> {
         for (k, c) in cluster.iter().enumerate() {
             match c {
                 'n' | 'E' | 'r' | 's' | 'u' | 'z' => {}
-                'i' => return Err("`-i` in-place editing writes files".into()),
+                'i' => {
+                    // An optional argument: the rest of the cluster, never the next word.
+                    in_place = Some(cluster[k + 1..].iter().collect());
+                    break;
+                }
                 'f' => return Err("a script file cannot be checked".into()),
                 'l' => {
                     if k + 1 == cluster.len() {
@@ -89,13 +111,30 @@ pub(crate) fn sed_check(args: &[Word]) -> Result<(), String> {
             }
         }
     }
-    if !explicit {
-        scripts.extend(positional.first());
-    }
-    if sandbox {
+    let files = if explicit {
+        positional
+    } else {
+        let mut rest = positional.into_iter();
+        scripts.extend(rest.next());
+        rest.collect()
+    };
+    Ok(SedArgs {
+        scripts,
+        in_place,
+        files,
+        sandbox,
+        script_operand: !explicit,
+    })
+}
+
+/// Allows only sed scripts without `e`, `w`, `W` (commands or `s///` flags), no `-f`. Where
+/// `-i` writes is the judge's part ([`sed_args`] gives the files).
+pub(crate) fn sed_check(args: &[Word]) -> Result<(), String> {
+    let parsed = sed_args(args)?;
+    if parsed.sandbox {
         return Ok(());
     }
-    for s in scripts {
+    for s in parsed.scripts {
         if !s.literal() {
             return Err(format!("the script `{}` contains an expansion", s.raw));
         }
