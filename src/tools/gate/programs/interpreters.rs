@@ -453,3 +453,81 @@ mod tests {
         }
     }
 }
+
+/// The program words `python -m MODULE ARGS` runs as (`MODULE ARGS`), read as python reads
+/// its options: `-m` ends them (`-mpip` too, and after a cluster such as `-Bm`), `-W`/`-X`
+/// and `--check-hash-based-pycs` take the next word, `-c`, a script or `-` end the options
+/// with no module. PURE.
+pub(crate) fn python_module_run(args: &[Word]) -> Option<Vec<Word>> {
+    let mut i = 0;
+    while let Some(w) = args.get(i) {
+        let v = w.value.as_str();
+        if v == "--check-hash-based-pycs" {
+            i += 2;
+            continue;
+        }
+        if v == "-" || !v.starts_with('-') || v.starts_with("--") {
+            return None;
+        }
+        let cluster = &v[1..];
+        for (k, c) in cluster.char_indices() {
+            match c {
+                'm' => {
+                    let rest = &cluster[k + 1..];
+                    let (name, after) = if rest.is_empty() {
+                        (args.get(i + 1)?.clone(), i + 2)
+                    } else {
+                        (Word::synthetic(rest), i + 1)
+                    };
+                    let mut out = vec![name];
+                    out.extend(args.get(after..).unwrap_or_default().iter().cloned());
+                    return Some(out);
+                }
+                'c' => return None,
+                'W' | 'X' => {
+                    if k + 1 == cluster.len() {
+                        i += 1;
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod module_tests {
+    use super::python_module_run;
+    use crate::tools::gate::shell::lex::Word;
+
+    fn words(v: &[&str]) -> Vec<Word> {
+        v.iter().map(|s| Word::synthetic(s)).collect()
+    }
+
+    #[test]
+    fn python_module_runs_are_read_as_python_reads_its_options() {
+        let run = |v: &[&str]| {
+            python_module_run(&words(v))
+                .map(|ws| ws.into_iter().map(|w| w.value).collect::<Vec<_>>())
+        };
+        let some = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            run(&["-m", "pip", "install", "x"]),
+            some(&["pip", "install", "x"])
+        );
+        assert_eq!(run(&["-mpip", "install"]), some(&["pip", "install"]));
+        assert_eq!(run(&["-Bm", "pip", "list"]), some(&["pip", "list"]));
+        assert_eq!(run(&["-u", "-W", "ignore", "-m", "pip"]), some(&["pip"]));
+        assert_eq!(run(&["-Wignore", "-mpip"]), some(&["pip"]));
+        assert_eq!(
+            run(&["-X", "dev", "-m", "pytest", "-q"]),
+            some(&["pytest", "-q"])
+        );
+        assert_eq!(run(&["-c", "import pip"]), None);
+        assert_eq!(run(&["x.py", "-m", "pip"]), None);
+        assert_eq!(run(&["-", "-m", "pip"]), None);
+    }
+}
