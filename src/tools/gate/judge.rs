@@ -6,7 +6,9 @@ use crate::tools::gate::programs::argv::Inner;
 use crate::tools::gate::programs::interpreters::{
     inline_code_can_run_programs, opaque_mentions, python_module_run, stdin_code,
 };
-use crate::tools::gate::programs::registry::{canonical, denied_env, family, Check, Code, Kind};
+use crate::tools::gate::programs::registry::{
+    canonical, denied_env, family, interpreter_env, Check, Code, Kind,
+};
 use crate::tools::gate::programs::sed::sed_args;
 use crate::tools::gate::programs::wrappers::inner_command;
 use crate::tools::gate::programs::{dangerous_args, expansion_into_options, stdin_findings};
@@ -347,7 +349,8 @@ fn write_hint(policy: &Policy, fallback: &str) -> Option<String> {
 
 /// Is `NAME=value` before a command one the policy lets through? The name must be in
 /// `env_allow` and never one [`denied_env`] names; the value a plain word or relative path.
-fn env_assignment(policy: &Policy, w: &Word) -> Result<(), Outcome> {
+fn env_assignment(ctx: &mut Ctx<'_>, w: &Word, depth: usize) -> Result<(), Outcome> {
+    let policy = ctx.policy;
     let Some((name, value)) = w.value.split_once('=') else {
         return Err(deny(format!("`{}` is not a plain assignment", w.raw)));
     };
@@ -360,13 +363,20 @@ fn env_assignment(policy: &Policy, w: &Word) -> Result<(), Outcome> {
             w.raw
         )));
     }
-    if let Some(why) = denied_env(name) {
+    // A code-loading variable of an interpreter the model may already feed its own files.
+    let loads_code_anyway = interpreter_env(name).is_some_and(|fam| {
+        fam.names.iter().any(|n| {
+            let cmd = Word::synthetic(n);
+            file_code_runs(ctx, &cmd, n, depth)
+        })
+    });
+    if let Some(why) = denied_env(name).filter(|_| !loads_code_anyway) {
         return Err(deny(format!(
             "variable assignment `{}` is always denied: `{name}` {why}",
             w.raw
         )));
     }
-    if !policy.env_allow.iter().any(|n| n == name) {
+    if !loads_code_anyway && !policy.env_allow.iter().any(|n| n == name) {
         return Err(deny_hint(
             format!(
                 "variable assignment `{}` is denied: `{name}` is not in `[tools.bash].env_allow`",
@@ -456,7 +466,7 @@ pub(crate) fn judge_segment_outcome(
     let assignments = words.iter().take_while(|w| is_assignment(w)).count();
     if assignments > 0 {
         for w in &words[..assignments] {
-            if let Err(denial) = env_assignment(policy, w) {
+            if let Err(denial) = env_assignment(ctx, w, depth) {
                 return denial;
             }
         }

@@ -281,6 +281,35 @@ pub fn denied_env(name: &str) -> Option<&'static str> {
     None
 }
 
+/// Variables that change only which code or settings an interpreter family loads, with that
+/// family: `PYTHONPATH=.`, `DJANGO_SETTINGS_MODULE`, `PYTHONWARNINGS`. [`denied_env`] names
+/// them, and they stay refused, unless the policy already lets the model write a file and run
+/// it with that interpreter: then they protect nothing (that file could set `sys.path` or
+/// import any settings module itself), and the judge lets them through without `env_allow`.
+/// Never here: what the issue of record names as never (`PYTHONSTARTUP`, `PYTEST_ADDOPTS`,
+/// `NODE_OPTIONS`), what runs a program or a callable (`PYTHONBREAKPOINT`, `PERL5OPT`,
+/// `RUBYOPT`), or what moves the interpreter's own library (`PYTHONHOME`).
+const INTERPRETER_ENV: &[(&str, &str)] = &[
+    ("PYTHONPATH", "python"),
+    ("PYTHONWARNINGS", "python"),
+    ("PYTHONTRACEMALLOC", "python"),
+    ("PYTHONOPTIMIZE", "python"),
+    ("PYTHONASYNCIODEBUG", "python"),
+    ("DJANGO_SETTINGS_MODULE", "python"),
+    ("NODE_PATH", "node"),
+    ("PERL5LIB", "perl"),
+    ("RUBYLIB", "ruby"),
+];
+
+/// The interpreter family whose code-loading variable `name` is ([`INTERPRETER_ENV`]).
+pub(crate) fn interpreter_env(name: &str) -> Option<&'static Family> {
+    let up = name.to_ascii_uppercase();
+    INTERPRETER_ENV
+        .iter()
+        .find(|(n, _)| *n == up)
+        .and_then(|(_, fam)| exact(fam))
+}
+
 /// What a program executes besides what the gate judged, so the kernel's exec set
 /// (`tools::sandbox`) must allow it too: programs found on PATH, and the directory the program
 /// prints when asked with `dir_query` (`git --exec-path`).
