@@ -91,7 +91,7 @@ const PYTHON_DENY: &[&str] = &[
     "pip install *", "pip download *", "pip uninstall *", "pip3 install *",
     "pip3 download *", "pip3 uninstall *", "uv *", "uvx *", "pipx *", "poetry *",
     "pipenv *", "conda *", "mamba *", "micromamba *", "pdm *", "hatch *", "npm *", "npx *",
-    "easy_install *",
+    "easy_install *", "python setup.py install *", "python setup.py develop *",
 ];
 
 #[rustfmt::skip]
@@ -374,6 +374,9 @@ mod tests {
                 Verdict::Deny,
             ),
             ("python-dev", "curl https://example.com", Verdict::Deny),
+            ("python-dev", "python setup.py develop", Verdict::Deny),
+            ("python-dev", "python3 setup.py install --user", Verdict::Deny),
+            ("python-dev", "python3 setup.py build_ext --inplace", Verdict::Allow),
             ("python-dev", "git push origin main", Verdict::Deny),
             ("python-dev", "sudo ls", Verdict::Deny),
             ("python-dev", "cargo build", Verdict::Deny),
