@@ -208,7 +208,7 @@ fn the_example_config_loads_and_matches_the_spec_plan() {
         .contains("  routing: class \"primary\" -> tier mopac-primary -> model glm-5.3\n"));
     assert!(run
         .stdout
-        .contains("  tools: bash (allow=141 deny=82 default=deny timeout=60s)\n"));
+        .contains("  tools: bash (allow=141 deny=84 default=deny timeout=60s)\n"));
     assert!(run.stdout.contains("  bound: max 8 rounds\n"));
 }
 
