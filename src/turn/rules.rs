@@ -68,8 +68,9 @@ pub fn section(tools: Option<Tools<'_>>, world: World) -> String {
         .map(|r| r.as_str().to_string())
         .collect();
     let deny: Vec<String> = policy.deny.iter().map(|r| r.as_str().to_string()).collect();
+    let rm = rm_allowed(policy);
     let render =
-        |allowed: &str, denied: &str| lines(tools, &when, allowed, denied, !deny.is_empty());
+        |allowed: &str, denied: &str| lines(tools, &when, (allowed, denied, !deny.is_empty()), rm);
     let room = RULES_MAX_BYTES.saturating_sub(render("", "").len());
     let (full_allow, full_deny) = (listed(&allow, usize::MAX), listed(&deny, usize::MAX));
     if full_allow.len() + full_deny.len() <= room {
@@ -88,8 +89,10 @@ pub fn section(tools: Option<Tools<'_>>, world: World) -> String {
     render(&allowed, &denied)
 }
 
-/// The whole rules text with these allow and deny lists.
-fn lines(tools: Tools<'_>, when: &str, allowed: &str, denied: &str, has_deny: bool) -> String {
+/// The whole rules text with these allow and deny lists (and whether there are deny rules);
+/// `rm` says whether the gate allows `rm` of a plain file.
+fn lines(tools: Tools<'_>, when: &str, lists: (&str, &str, bool), rm: bool) -> String {
+    let (allowed, denied, has_deny) = lists;
     let bash = tools.bash;
     let policy = &bash.policy;
     let mut out = vec![
@@ -121,7 +124,7 @@ fn lines(tools: Tools<'_>, when: &str, allowed: &str, denied: &str, has_deny: bo
             "- Denied even when an allow rule matches: {denied}."
         ));
     }
-    let rm = if gate::judge(policy, "rm notes.txt").verdict == Verdict::Allow {
+    let rm = if rm {
         "`rm` of files under the working directory is allowed."
     } else {
         "`rm` is not available."
@@ -143,11 +146,15 @@ fn lines(tools: Tools<'_>, when: &str, allowed: &str, denied: &str, has_deny: bo
 fn listed(items: &[String], budget: usize) -> String {
     let mut out = String::new();
     for (i, item) in items.iter().enumerate() {
-        let piece = format!("{}`{item}`", if i == 0 { "" } else { ", " });
+        let sep = if i == 0 { "" } else { ", " };
         let left = items.len() - i - 1;
         // What must still fit after this item when a later one does not.
-        let tail = if left == 0 { 0 } else { more(left).len() };
-        if out.len() + piece.len() + tail > budget {
+        let tail = if left == 0 {
+            0
+        } else {
+            MORE_LEN + digits(left)
+        };
+        if out.len() + sep.len() + item.len() + 2 + tail > budget {
             let rest = more(items.len() - i);
             return if out.is_empty() {
                 rest.trim_start_matches([',', ' ']).to_string()
@@ -155,19 +162,32 @@ fn listed(items: &[String], budget: usize) -> String {
                 out + &rest
             };
         }
-        out.push_str(&piece);
+        out.push_str(sep);
+        out.push('`');
+        out.push_str(item);
+        out.push('`');
     }
     out
 }
 
+/// `, and N more`.
 fn more(n: usize) -> String {
     format!(", and {n} more")
+}
+
+/// The bytes of [`more`] but for the number.
+const MORE_LEN: usize = ", and  more".len();
+
+/// The decimal digits of `n`.
+fn digits(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
 /// The programs the allow rules name, each once, in config order: `git`, `cargo*` (a
 /// prefix), `./scripts/**` (a directory), `*` (anything).
 fn programs(policy: &gate::Policy) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for rule in &policy.allow {
         let name = match rule.runs() {
             Runs::Anything => "*".to_string(),
@@ -175,11 +195,25 @@ fn programs(policy: &gate::Policy) -> Vec<String> {
             Runs::Prefix(p) => format!("{p}*"),
             Runs::Under(p) => format!("{p}/**"),
         };
-        if !names.contains(&name) {
+        if seen.insert(name.clone()) {
             names.push(name);
         }
     }
     names
+}
+
+/// Whether the gate allows `rm` of a plain file under the work root: its own verdict, asked
+/// only when some allow rule (or the default) could let `rm` run, since with thousands of
+/// deny rules a verdict is the dearest part of the rules.
+fn rm_allowed(policy: &gate::Policy) -> bool {
+    let could = policy.default == Verdict::Allow
+        || policy.allow.iter().any(|rule| match rule.runs() {
+            Runs::Anything => true,
+            Runs::Program(p) => p == "rm" || p.ends_with("/rm"),
+            Runs::Prefix(p) => "rm".starts_with(&p) || p.starts_with("rm"),
+            Runs::Under(_) => false,
+        });
+    could && gate::judge(policy, "rm notes.txt").verdict == Verdict::Allow
 }
 
 /// `Linux`, `macOS`, ... for `std::env::consts::OS`.
@@ -360,6 +394,19 @@ deny = ["git push *", "pip install *"]
         assert_eq!(listed(&items, 20), "`a`, and 2 more");
         assert_eq!(listed(&items, 3), "and 3 more");
         assert_eq!(listed(&[], 3), "");
+        assert_eq!(more(1234).len(), MORE_LEN + digits(1234));
+        let policy = |toml: &str| config(&format!("[tools.bash]\n{toml}\n")).bash.policy;
+        for (rules, allowed) in [
+            ("allow = [\"rm *\"]", true),
+            ("allow = [\"r*\"]", true),
+            ("allow = [\"*\"]", true),
+            ("allow = [\"rm *\"]\ndeny = [\"rm *\"]", false),
+            ("allow = [\"ls *\"]", false),
+            ("allow = [\"ls *\"]\ndefault = \"allow\"", true),
+        ] {
+            assert_eq!(rm_allowed(&policy(rules)), allowed, "{rules}");
+        }
+        assert_eq!((digits(0), digits(9), digits(10)), (1, 1, 2));
         assert_eq!(os_name("linux"), "Linux");
         assert_eq!(os_name("plan9"), "plan9");
     }
