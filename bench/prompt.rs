@@ -66,8 +66,16 @@ fn main() {
     let (rounds, per) = if measuring { (21, 200) } else { (3, 2) };
     for (name, bash, per) in [
         ("rules, harness.toml.example policy", example(), per),
-        ("rules, 5000 allow + 5000 deny rules", huge(false), per / 20 + 1),
-        ("rules, the same with `rm *` allowed (one gate verdict)", huge(true), per / 20 + 1),
+        (
+            "rules, 5000 allow + 5000 deny rules",
+            huge(false),
+            per / 20 + 1,
+        ),
+        (
+            "rules, the same with `rm *` allowed (one gate verdict)",
+            huge(true),
+            per / 20 + 1,
+        ),
     ] {
         let (t, bytes) = median(&bash, rounds, per);
         println!(

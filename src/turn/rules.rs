@@ -62,23 +62,18 @@ pub fn section(tools: Option<Tools<'_>>, world: World) -> String {
     };
     let bash = tools.bash;
     let policy = &bash.policy;
-    let allow: Vec<String> = policy
-        .allow
-        .iter()
-        .map(|r| r.as_str().to_string())
-        .collect();
-    let deny: Vec<String> = policy.deny.iter().map(|r| r.as_str().to_string()).collect();
+    let allow: Vec<&str> = policy.allow.iter().map(|r| r.as_str()).collect();
+    let deny: Vec<&str> = policy.deny.iter().map(|r| r.as_str()).collect();
     let rm = rm_allowed(policy);
     let render =
         |allowed: &str, denied: &str| lines(tools, &when, (allowed, denied, !deny.is_empty()), rm);
     let room = RULES_MAX_BYTES.saturating_sub(render("", "").len());
-    let (full_allow, full_deny) = (listed(&allow, usize::MAX), listed(&deny, usize::MAX));
-    if full_allow.len() + full_deny.len() <= room {
-        return render(&full_allow, &full_deny);
+    if whole(&allow) + whole(&deny) <= room {
+        return render(&listed(&allow, usize::MAX), &listed(&deny, usize::MAX));
     }
     // Too long: deny rules keep up to a third of the room (a deny rule cannot be summarised
     // by its program: `git push *` does not deny git), allow rules become program names.
-    let denied = listed(&deny, full_deny.len().min(room / 3));
+    let denied = listed(&deny, whole(&deny).min(room / 3));
     let names = programs(policy);
     let head = format!(
         "{} allow rules, by program (a program may be allowed with some arguments only): ",
@@ -143,9 +138,10 @@ fn lines(tools: Tools<'_>, when: &str, lists: (&str, &str, bool), rm: bool) -> S
 
 /// `items` as `` `a`, `b` `` in order, within `budget` bytes: those that do not fit are
 /// counted (`and 12 more`).
-fn listed(items: &[String], budget: usize) -> String {
+fn listed<S: AsRef<str>>(items: &[S], budget: usize) -> String {
     let mut out = String::new();
     for (i, item) in items.iter().enumerate() {
+        let item = item.as_ref();
         let sep = if i == 0 { "" } else { ", " };
         let left = items.len() - i - 1;
         // What must still fit after this item when a later one does not.
@@ -168,6 +164,12 @@ fn listed(items: &[String], budget: usize) -> String {
         out.push('`');
     }
     out
+}
+
+/// The bytes of [`listed`] with no budget, without building it.
+fn whole(items: &[&str]) -> usize {
+    let quoted: usize = items.iter().map(|i| i.len() + 2).sum();
+    quoted + 2 * items.len().saturating_sub(1)
 }
 
 /// `, and N more`.
@@ -391,9 +393,11 @@ deny = ["git push *", "pip install *"]
     fn a_list_is_cut_where_it_fits_and_counts_the_rest() {
         let items: Vec<String> = ["a", "bb", "ccc"].iter().map(|s| s.to_string()).collect();
         assert_eq!(listed(&items, usize::MAX), "`a`, `bb`, `ccc`");
+        assert_eq!(whole(&["a", "bb", "ccc"]), "`a`, `bb`, `ccc`".len());
+        assert_eq!(whole(&[]), 0);
         assert_eq!(listed(&items, 20), "`a`, and 2 more");
         assert_eq!(listed(&items, 3), "and 3 more");
-        assert_eq!(listed(&[], 3), "");
+        assert_eq!(listed::<&str>(&[], 3), "");
         assert_eq!(more(1234).len(), MORE_LEN + digits(1234));
         let policy = |toml: &str| config(&format!("[tools.bash]\n{toml}\n")).bash.policy;
         for (rules, allowed) in [
