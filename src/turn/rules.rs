@@ -124,11 +124,12 @@ fn lines(tools: Tools<'_>, when: &str, lists: (&str, &str, bool), rm: bool) -> S
     } else {
         "`rm` is not available."
     };
-    out.push(if policy.write_redirects {
-        format!("- Writing files: a redirect (`>`, `>>`) may write a relative path under the working directory, never a dotfile, `.git`, a build file (Makefile, Cargo.toml, package.json, pyproject.toml, ...) or a place a path rule names. {rm}")
+    let writers = if policy.write_redirects {
+        "redirects (`>`, `>>`) and allowed programs that write"
     } else {
-        format!("- Writing files: commands may not write files (redirects such as `>` are denied). {rm}")
-    });
+        "redirects (`>`, `>>`) are denied; allowed programs that write"
+    };
+    out.push(format!("- Writing files: {writers} (`cp`, `mv`, `tee`, ...) may write relative paths under the working directory, never a dotfile, `.git`, a build file (Makefile, Cargo.toml, package.json, pyproject.toml, ...) or a place a path rule names. {rm}"));
     if tools.files {
         out.push("- File tools: `read_file`, `write_file` and `edit_file` take paths relative to the working directory; dotfiles, `.git` and the places the operator protects are off limits, build files are read-only. Use them to read and change files.".to_string());
     }
@@ -280,7 +281,7 @@ deny = ["git push *", "pip install *"]
 - Limits: a command is stopped after 120 s; its output is cut to 30000 bytes (head and tail kept).
 - Allowed commands (a trailing ` *` stands for any further words, `/**` for any program under that directory): `ls *`, `cat *`, `grep *`, `git status`, `git diff *`, `python3 *`, `pytest *`, `rm *`. Anything else is denied.
 - Denied even when an allow rule matches: `git push *`, `pip install *`.
-- Writing files: a redirect (`>`, `>>`) may write a relative path under the working directory, never a dotfile, `.git`, a build file (Makefile, Cargo.toml, package.json, pyproject.toml, ...) or a place a path rule names. `rm` of files under the working directory is allowed.
+- Writing files: redirects (`>`, `>>`) and allowed programs that write (`cp`, `mv`, `tee`, ...) may write relative paths under the working directory, never a dotfile, `.git`, a build file (Makefile, Cargo.toml, package.json, pyproject.toml, ...) or a place a path rule names. `rm` of files under the working directory is allowed.
 - File tools: `read_file`, `write_file` and `edit_file` take paths relative to the working directory; dotfiles, `.git` and the places the operator protects are off limits, build files are read-only. Use them to read and change files.
 - A denied command is not run: its result says why and, where it can, what would work instead. Change the command rather than repeat it."
         );
@@ -297,7 +298,7 @@ deny = ["git push *", "pip install *"]
         for line in [
             "- Network: open; commands may connect out.",
             "- Allowed commands: none by rule. Commands no rule names are allowed too, unless a deny rule matches.",
-            "- Writing files: commands may not write files (redirects such as `>` are denied).",
+            "- Writing files: redirects (`>`, `>>`) are denied; allowed programs that write (`cp`, `mv`, `tee`, ...) may write",
             "- Limits: a command is stopped after 60 s;",
         ] {
             assert!(text.contains(line), "{line}\n{text}");
