@@ -1,6 +1,7 @@
 //! The rules part of the system prompt (issue 19): how long building it takes, once per run,
 //! for the policy of `harness.toml.example` and for a policy of 5,000 allow and 5,000 deny
-//! rules (summarised and cut to the 4 KiB cap), against the whole-turn figures of
+//! rules (summarised and cut to the 4 KiB cap; once more with `rm *` among them, where the
+//! rules ask the gate for one verdict), against the whole-turn figures of
 //! `bench/run.sh` (milliseconds). Figures only, no assertions.
 //!
 //! `cargo bench --bench prompt`; prints `name<TAB>value<TAB>note` lines. Under `cargo test`
@@ -22,10 +23,15 @@ fn example() -> BashConfig {
     harness::config::parse(&text, &path).unwrap().bash
 }
 
-fn huge() -> BashConfig {
-    let allow: Vec<String> = (0..5000)
+/// 5,000 allow and 5,000 deny rules; with `rm`, one of the allow rules is `rm *`, so the
+/// rules ask the gate whether `rm` runs.
+fn huge(rm: bool) -> BashConfig {
+    let mut allow: Vec<String> = (0..5000)
         .map(|i| format!("\"tool{} sub{i} *\"", i % 700))
         .collect();
+    if rm {
+        allow[4999] = "\"rm *\"".to_string();
+    }
     let deny: Vec<String> = (0..5000).map(|i| format!("\"tool{i} push *\"")).collect();
     let text = format!(
         "vertical = \"b\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n[tools.bash]\nallow = [{}]\ndeny = [{}]\n",
@@ -60,7 +66,16 @@ fn main() {
     let (rounds, per) = if measuring { (21, 200) } else { (3, 2) };
     for (name, bash, per) in [
         ("rules, harness.toml.example policy", example(), per),
-        ("rules, 5000 allow + 5000 deny rules", huge(), per / 20 + 1),
+        (
+            "rules, 5000 allow + 5000 deny rules",
+            huge(false),
+            per / 20 + 1,
+        ),
+        (
+            "rules, the same with `rm *` allowed (one gate verdict)",
+            huge(true),
+            per / 20 + 1,
+        ),
     ] {
         let (t, bytes) = median(&bash, rounds, per);
         println!(

@@ -645,7 +645,8 @@ fn the_system_prompt_states_the_rules_and_is_the_same_bytes_each_run() {
         "- Limits: a command is stopped after 10 s; its output is cut to 4000 bytes (head and tail kept).",
         "- Allowed commands (a trailing ` *` stands for any further words, `/**` for any program under that directory): `ls *`, `ls`, `echo *`, `cat *`, `pwd`, `printf *`, `env`, `wc *`. Anything else is denied.",
         "- Denied even when an allow rule matches: `rm *`.",
-        "- Writing files: commands may not write files (redirects such as `>` are denied). `rm` is not available.",
+        "- Writing files: redirects (`>`, `>>`) are denied; allowed programs that write (`cp`, `mv`, `tee`, ...) may write relative paths under the working directory,",
+        "or a place a path rule names. `rm` is not available.",
     ] {
         assert!(one.contains(line), "{line}\n{one}");
     }

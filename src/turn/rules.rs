@@ -62,22 +62,18 @@ pub fn section(tools: Option<Tools<'_>>, world: World) -> String {
     };
     let bash = tools.bash;
     let policy = &bash.policy;
-    let allow: Vec<String> = policy
-        .allow
-        .iter()
-        .map(|r| r.as_str().to_string())
-        .collect();
-    let deny: Vec<String> = policy.deny.iter().map(|r| r.as_str().to_string()).collect();
+    let allow: Vec<&str> = policy.allow.iter().map(|r| r.as_str()).collect();
+    let deny: Vec<&str> = policy.deny.iter().map(|r| r.as_str()).collect();
+    let rm = rm_allowed(policy);
     let render =
-        |allowed: &str, denied: &str| lines(tools, &when, allowed, denied, !deny.is_empty());
+        |allowed: &str, denied: &str| lines(tools, &when, (allowed, denied, !deny.is_empty()), rm);
     let room = RULES_MAX_BYTES.saturating_sub(render("", "").len());
-    let (full_allow, full_deny) = (listed(&allow, usize::MAX), listed(&deny, usize::MAX));
-    if full_allow.len() + full_deny.len() <= room {
-        return render(&full_allow, &full_deny);
+    if whole(&allow) + whole(&deny) <= room {
+        return render(&listed(&allow, usize::MAX), &listed(&deny, usize::MAX));
     }
     // Too long: deny rules keep up to a third of the room (a deny rule cannot be summarised
     // by its program: `git push *` does not deny git), allow rules become program names.
-    let denied = listed(&deny, full_deny.len().min(room / 3));
+    let denied = listed(&deny, whole(&deny).min(room / 3));
     let names = programs(policy);
     let head = format!(
         "{} allow rules, by program (a program may be allowed with some arguments only): ",
@@ -88,8 +84,10 @@ pub fn section(tools: Option<Tools<'_>>, world: World) -> String {
     render(&allowed, &denied)
 }
 
-/// The whole rules text with these allow and deny lists.
-fn lines(tools: Tools<'_>, when: &str, allowed: &str, denied: &str, has_deny: bool) -> String {
+/// The whole rules text with these allow and deny lists (and whether there are deny rules);
+/// `rm` says whether the gate allows `rm` of a plain file.
+fn lines(tools: Tools<'_>, when: &str, lists: (&str, &str, bool), rm: bool) -> String {
+    let (allowed, denied, has_deny) = lists;
     let bash = tools.bash;
     let policy = &bash.policy;
     let mut out = vec![
@@ -121,16 +119,17 @@ fn lines(tools: Tools<'_>, when: &str, allowed: &str, denied: &str, has_deny: bo
             "- Denied even when an allow rule matches: {denied}."
         ));
     }
-    let rm = if gate::judge(policy, "rm notes.txt").verdict == Verdict::Allow {
+    let rm = if rm {
         "`rm` of files under the working directory is allowed."
     } else {
         "`rm` is not available."
     };
-    out.push(if policy.write_redirects {
-        format!("- Writing files: a redirect (`>`, `>>`) may write a relative path under the working directory, never a dotfile, `.git`, a build file (Makefile, Cargo.toml, package.json, pyproject.toml, ...) or a place a path rule names. {rm}")
+    let writers = if policy.write_redirects {
+        "redirects (`>`, `>>`) and allowed programs that write"
     } else {
-        format!("- Writing files: commands may not write files (redirects such as `>` are denied). {rm}")
-    });
+        "redirects (`>`, `>>`) are denied; allowed programs that write"
+    };
+    out.push(format!("- Writing files: {writers} (`cp`, `mv`, `tee`, ...) may write relative paths under the working directory, never a dotfile, `.git`, a build file (Makefile, Cargo.toml, package.json, pyproject.toml, ...) or a place a path rule names. {rm}"));
     if tools.files {
         out.push("- File tools: `read_file`, `write_file` and `edit_file` take paths relative to the working directory; dotfiles, `.git` and the places the operator protects are off limits, build files are read-only. Use them to read and change files.".to_string());
     }
@@ -140,14 +139,19 @@ fn lines(tools: Tools<'_>, when: &str, allowed: &str, denied: &str, has_deny: bo
 
 /// `items` as `` `a`, `b` `` in order, within `budget` bytes: those that do not fit are
 /// counted (`and 12 more`).
-fn listed(items: &[String], budget: usize) -> String {
+fn listed<S: AsRef<str>>(items: &[S], budget: usize) -> String {
     let mut out = String::new();
     for (i, item) in items.iter().enumerate() {
-        let piece = format!("{}`{item}`", if i == 0 { "" } else { ", " });
+        let item = item.as_ref();
+        let sep = if i == 0 { "" } else { ", " };
         let left = items.len() - i - 1;
         // What must still fit after this item when a later one does not.
-        let tail = if left == 0 { 0 } else { more(left).len() };
-        if out.len() + piece.len() + tail > budget {
+        let tail = if left == 0 {
+            0
+        } else {
+            MORE_LEN + digits(left)
+        };
+        if out.len() + sep.len() + item.len() + 2 + tail > budget {
             let rest = more(items.len() - i);
             return if out.is_empty() {
                 rest.trim_start_matches([',', ' ']).to_string()
@@ -155,19 +159,38 @@ fn listed(items: &[String], budget: usize) -> String {
                 out + &rest
             };
         }
-        out.push_str(&piece);
+        out.push_str(sep);
+        out.push('`');
+        out.push_str(item);
+        out.push('`');
     }
     out
 }
 
+/// The bytes of [`listed`] with no budget, without building it.
+fn whole(items: &[&str]) -> usize {
+    let quoted: usize = items.iter().map(|i| i.len() + 2).sum();
+    quoted + 2 * items.len().saturating_sub(1)
+}
+
+/// `, and N more`.
 fn more(n: usize) -> String {
     format!(", and {n} more")
+}
+
+/// The bytes of [`more`] but for the number.
+const MORE_LEN: usize = ", and  more".len();
+
+/// The decimal digits of `n`.
+fn digits(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
 /// The programs the allow rules name, each once, in config order: `git`, `cargo*` (a
 /// prefix), `./scripts/**` (a directory), `*` (anything).
 fn programs(policy: &gate::Policy) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for rule in &policy.allow {
         let name = match rule.runs() {
             Runs::Anything => "*".to_string(),
@@ -175,11 +198,25 @@ fn programs(policy: &gate::Policy) -> Vec<String> {
             Runs::Prefix(p) => format!("{p}*"),
             Runs::Under(p) => format!("{p}/**"),
         };
-        if !names.contains(&name) {
+        if seen.insert(name.clone()) {
             names.push(name);
         }
     }
     names
+}
+
+/// Whether the gate allows `rm` of a plain file under the work root: its own verdict, asked
+/// only when some allow rule (or the default) could let `rm` run, since with thousands of
+/// deny rules a verdict is the dearest part of the rules.
+fn rm_allowed(policy: &gate::Policy) -> bool {
+    let could = policy.default == Verdict::Allow
+        || policy.allow.iter().any(|rule| match rule.runs() {
+            Runs::Anything => true,
+            Runs::Program(p) => p == "rm" || p.ends_with("/rm"),
+            Runs::Prefix(p) => "rm".starts_with(&p) || p.starts_with("rm"),
+            Runs::Under(_) => false,
+        });
+    could && gate::judge(policy, "rm notes.txt").verdict == Verdict::Allow
 }
 
 /// `Linux`, `macOS`, ... for `std::env::consts::OS`.
@@ -244,7 +281,7 @@ deny = ["git push *", "pip install *"]
 - Limits: a command is stopped after 120 s; its output is cut to 30000 bytes (head and tail kept).
 - Allowed commands (a trailing ` *` stands for any further words, `/**` for any program under that directory): `ls *`, `cat *`, `grep *`, `git status`, `git diff *`, `python3 *`, `pytest *`, `rm *`. Anything else is denied.
 - Denied even when an allow rule matches: `git push *`, `pip install *`.
-- Writing files: a redirect (`>`, `>>`) may write a relative path under the working directory, never a dotfile, `.git`, a build file (Makefile, Cargo.toml, package.json, pyproject.toml, ...) or a place a path rule names. `rm` of files under the working directory is allowed.
+- Writing files: redirects (`>`, `>>`) and allowed programs that write (`cp`, `mv`, `tee`, ...) may write relative paths under the working directory, never a dotfile, `.git`, a build file (Makefile, Cargo.toml, package.json, pyproject.toml, ...) or a place a path rule names. `rm` of files under the working directory is allowed.
 - File tools: `read_file`, `write_file` and `edit_file` take paths relative to the working directory; dotfiles, `.git` and the places the operator protects are off limits, build files are read-only. Use them to read and change files.
 - A denied command is not run: its result says why and, where it can, what would work instead. Change the command rather than repeat it."
         );
@@ -261,7 +298,7 @@ deny = ["git push *", "pip install *"]
         for line in [
             "- Network: open; commands may connect out.",
             "- Allowed commands: none by rule. Commands no rule names are allowed too, unless a deny rule matches.",
-            "- Writing files: commands may not write files (redirects such as `>` are denied).",
+            "- Writing files: redirects (`>`, `>>`) are denied; allowed programs that write (`cp`, `mv`, `tee`, ...) may write",
             "- Limits: a command is stopped after 60 s;",
         ] {
             assert!(text.contains(line), "{line}\n{text}");
@@ -357,9 +394,24 @@ deny = ["git push *", "pip install *"]
     fn a_list_is_cut_where_it_fits_and_counts_the_rest() {
         let items: Vec<String> = ["a", "bb", "ccc"].iter().map(|s| s.to_string()).collect();
         assert_eq!(listed(&items, usize::MAX), "`a`, `bb`, `ccc`");
+        assert_eq!(whole(&["a", "bb", "ccc"]), "`a`, `bb`, `ccc`".len());
+        assert_eq!(whole(&[]), 0);
         assert_eq!(listed(&items, 20), "`a`, and 2 more");
         assert_eq!(listed(&items, 3), "and 3 more");
-        assert_eq!(listed(&[], 3), "");
+        assert_eq!(listed::<&str>(&[], 3), "");
+        assert_eq!(more(1234).len(), MORE_LEN + digits(1234));
+        let policy = |toml: &str| config(&format!("[tools.bash]\n{toml}\n")).bash.policy;
+        for (rules, allowed) in [
+            ("allow = [\"rm *\"]", true),
+            ("allow = [\"r*\"]", true),
+            ("allow = [\"*\"]", true),
+            ("allow = [\"rm *\"]\ndeny = [\"rm *\"]", false),
+            ("allow = [\"ls *\"]", false),
+            ("allow = [\"ls *\"]\ndefault = \"allow\"", true),
+        ] {
+            assert_eq!(rm_allowed(&policy(rules)), allowed, "{rules}");
+        }
+        assert_eq!((digits(0), digits(9), digits(10)), (1, 1, 2));
         assert_eq!(os_name("linux"), "Linux");
         assert_eq!(os_name("plan9"), "plan9");
     }
