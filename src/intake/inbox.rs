@@ -124,9 +124,7 @@ type Odd = Vec<(OsString, String)>;
 /// `*.md` entries that can never be a task (a symlink, a FIFO, a directory, a name that is
 /// not UTF-8), with why. Dotfiles, harness's own `claimed/`, `done/`, `failed/` and names
 /// not ending in `.md` (logged) are neither.
-fn sort_entries(
-    entries: Vec<(OsString, FileType)>,
-) -> (Vec<(String, String)>, Odd) {
+fn sort_entries(entries: Vec<(OsString, FileType)>) -> (Vec<(String, String)>, Odd) {
     let mut tasks = Vec::new();
     let mut odd = Vec::new();
     for (name, kind) in entries {

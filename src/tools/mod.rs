@@ -9,6 +9,7 @@ pub mod direct;
 pub mod files;
 pub mod gate;
 pub mod sandbox;
+pub mod shadows;
 pub mod spawner;
 
 use std::path::{Path, PathBuf};
@@ -47,6 +48,9 @@ pub struct BashTool {
     /// Under an exec set: the thread that keeps commands from running the dynamic loader as
     /// a program (stopped when the tool is dropped).
     pub loader_guard: Option<sandbox::loader::Guard>,
+    /// The interpreter shadow files at the top of the work root before the turn (`None`
+    /// with `[prompt] writable`): the check refuses to run over ones the turn wrote.
+    pub shadows: Option<shadows::Snapshot>,
 }
 
 /// One handled tool call.
@@ -284,6 +288,7 @@ impl BashTool {
             },
             _ => None,
         };
+        let shadows = (!config.inputs.is_empty()).then(|| shadows::snapshot(&work_root));
         Ok(BashTool {
             config,
             work_root,
@@ -295,6 +300,7 @@ impl BashTool {
             files: None,
             spawner,
             loader_guard,
+            shadows,
         })
     }
 
@@ -313,6 +319,7 @@ impl BashTool {
                 &self.work_root,
                 &self.config.never_read,
             ));
+            tools.read_only(self.config.inputs.clone());
             self.files = Some(tools);
         }
         Ok(self)

@@ -173,6 +173,18 @@ pub fn protected_writes(bash: &BashConfig, work_root: &Path) -> Result<protect::
     roots.extend(bash.write_roots.iter().cloned());
     let mut keep = bash.never_read.clone();
     keep.extend(run_from(bash, work_root, &roots));
+    // The next run's inputs, while they exist (one that does not cannot be mounted; the
+    // workspace reads them from the base commit instead).
+    for (rel, what) in &bash.inputs {
+        let path = work_root.join(rel);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            keep.push(NeverRead {
+                path,
+                what: what.clone(),
+                may_share_work_root: true,
+            });
+        }
+    }
     protect::plan(&roots, &keep)
 }
 
