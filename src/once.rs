@@ -171,8 +171,10 @@ pub async fn once(
         limits,
     } = ready;
     let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash.as_ref(), cfg.finish);
-    let system = prompt::with_project_instructions(system, &cfg.work_root, &cfg.prompt, redactor);
-    let system = prompt::with_skills(system, &cfg.work_root, &cfg.prompt, redactor);
+    // With [workspace], from the base commit: never what a model wrote in the worktree.
+    let inputs = crate::inputs::gather(&cfg.work_root, &cfg.prompt, workspace.as_ref());
+    let system = prompt::with_project_instructions(system, &inputs.root, &cfg.prompt, redactor);
+    let system = prompt::with_skills(system, &inputs.root, &cfg.prompt, redactor);
     let system = turn::check::with_note(system, limits.check.as_ref());
     let system_hash = session::history::fingerprint(&system);
     let start = session::start(opened.as_ref(), system, &task.prompt);
@@ -222,6 +224,7 @@ pub async fn once(
     let session_info = opened.map(|o| o.info);
     let mut report = report_of(&cfg, task, &route, &turn, run, session_info, redactor);
     report.workspace = workspace;
+    report.instructions = inputs.record.clone();
     let path =
         report::write_reports(&cfg.report_dir, &report).map_err(|e| unwritten(&report, e))?;
     info!(
@@ -698,6 +701,7 @@ fn report_of(
         reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
         check: turn.check.clone(),
         workspace: None,
+        instructions: None,
     }
 }
 

@@ -318,6 +318,55 @@ impl Workspace {
     }
 }
 
+/// Most files [`Workspace::base_files`] copies out of the base commit.
+const BASE_FILES_MAX: usize = 200;
+
+impl Workspace {
+    /// The files under `paths` (files or directories, relative to the repository's root) as
+    /// the base branch has them, written into a fresh directory, and the base commit: the
+    /// next run's instructions come from where the operator put them, never from a worktree
+    /// a model wrote (and committed). Paths the base does not have are simply absent.
+    pub fn base_files(&self, paths: &[&str]) -> Result<(tempfile::TempDir, String)> {
+        let base = format!("refs/heads/{}", self.base);
+        let commit = run(
+            &self.repo,
+            &["rev-parse", "--verify", &format!("{base}^{{commit}}")],
+        )?
+        .trim()
+        .to_string();
+        let dir = tempfile::Builder::new()
+            .prefix("harness-base-")
+            .tempdir()
+            .context("cannot create a directory for the base commit's instructions")?;
+        let mut args = vec!["ls-tree", "-r", "-z", "--full-tree", commit.as_str(), "--"];
+        args.extend(paths.iter().copied());
+        let listing = run(&self.repo, &args)?;
+        for entry in listing
+            .split('\0')
+            .filter(|e| !e.is_empty())
+            .take(BASE_FILES_MAX)
+        {
+            let Some((meta, path)) = entry.split_once('\t') else {
+                continue;
+            };
+            let mut meta = meta.split(' ');
+            let (mode, kind, sha) = (meta.next(), meta.next(), meta.next());
+            let regular = matches!(mode, Some("100644" | "100755")) && kind == Some("blob");
+            if !regular || path.split('/').any(|c| c == ".." || c.is_empty()) {
+                continue;
+            }
+            let Some(sha) = sha else { continue };
+            let text = run(&self.repo, &["cat-file", "blob", sha])?;
+            let to = dir.path().join(path);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&to, text)?;
+        }
+        Ok((dir, commit))
+    }
+}
+
 /// A failed step's error, then the command that retries it.
 fn retry<T>(result: Result<T>, command: &str) -> Result<T> {
     result.map_err(|e| anyhow::anyhow!("{e:#}\nretry with: {command}"))
