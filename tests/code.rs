@@ -6,30 +6,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::*;
 use serde_json::{json, Value};
 
 fn call(id: &str, name: &str, arguments: Value) -> Value {
     json!({"type": "tool_call", "calls": [{"name": name, "arguments": arguments, "id": id}]})
-}
-
-/// Runs git with a throwaway identity; its trimmed stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=test", "-c", "user.email=test@localhost"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// The test the check runs: the answer must be 42.

@@ -307,19 +307,6 @@ fn the_check_fails_when_the_code_is_wrong_whatever_the_turn_planted_beside_it() 
     assert!(!w.join("conftest.py").exists());
 }
 
-/// Runs git with a throwaway identity in `dir`; its trimmed stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=test", "-c", "user.email=test@localhost"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// `repo/` on `main` with the operator's AGENTS.md and a skill.
 fn repo_with_instructions(ws: &Workspace) -> std::path::PathBuf {
     let repo = ws.path().join("repo");

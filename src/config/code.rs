@@ -14,6 +14,15 @@ const MAX_ATTEMPTS: i64 = 3;
 const FEEDBACK_BYTES: i64 = 8192;
 
 impl Validator {
+    /// [`next_run_inputs`], called from the config's assembly.
+    pub(super) fn next_run_inputs(
+        &self,
+        prompt: &PromptConfig,
+        check: &CheckConfig,
+    ) -> Vec<(String, String)> {
+        next_run_inputs(prompt, check)
+    }
+
     pub(super) fn check(&mut self, raw: RawCheck) -> CheckConfig {
         let top = RawCheckClass {
             command: raw.command,
@@ -132,7 +141,7 @@ impl Validator {
 /// What the next run reads from the work root, relative to it: `AGENTS.md`, the skills dir,
 /// and each word of a `[check]` command that names a file there (`check.sh`, `./t/run.py`,
 /// `Makefile` for `make`). PURE.
-pub(super) fn next_run_inputs(prompt: &PromptConfig, check: &CheckConfig) -> Vec<(String, String)> {
+fn next_run_inputs(prompt: &PromptConfig, check: &CheckConfig) -> Vec<(String, String)> {
     // `prompt::AGENTS_FILE` (config is below prompt in the module graph).
     let mut out = vec![(
         "AGENTS.md".to_string(),

@@ -230,7 +230,7 @@ impl Validator {
             skills_dir: raw_prompt.skills_dir.and_then(|d| self.skills_dir(d)),
         };
         if !raw_prompt.writable.unwrap_or(false) {
-            bash.inputs = super::code::next_run_inputs(&prompt, &check);
+            bash.inputs = self.next_run_inputs(&prompt, &check);
         }
         Config {
             path: path.to_path_buf(),
