@@ -233,7 +233,7 @@ fn a_later_run_on_the_same_task_continues_its_branch() {
 }
 
 #[test]
-fn a_worktree_whose_git_file_was_repointed_is_refused_before_harness_runs_git_in_it() {
+fn a_worktree_whose_git_file_was_repointed_is_restored_before_harness_runs_git_in_it() {
     let llm = Llm::start(&json!({"loop": true, "steps": [text("Nothing to do.")]}));
     let ws = Workspace::new(&llm.base_url(), |c| format!("{c}{CODE_CONFIG}"));
     repo_with_remote(ws.path());
@@ -278,12 +278,13 @@ fn a_worktree_whose_git_file_was_repointed_is_refused_before_harness_runs_git_in
         !pwned.exists(),
         "harness's git ran the repointed directory's filter"
     );
-    assert_ne!(run.code, 0, "{run:?}");
-    assert!(
-        run.stderr.contains("refusing to run git there"),
-        "{}",
-        run.stderr
-    );
+    // The run goes on in its own git directory (the check still fails: exit 5), and the
+    // worktree's `.git` points there again, so no later run is bricked either.
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(run.stderr.contains("restored"), "{}", run.stderr);
+    let text = std::fs::read_to_string(wt.join(".git")).unwrap();
+    assert!(text.contains("/worktrees/"), "{text}");
+    assert!(!text.contains("evil.git"), "{text}");
 }
 
 #[test]

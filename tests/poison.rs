@@ -383,3 +383,50 @@ fn in_a_workspace_the_next_run_s_instructions_come_from_the_base_commit() {
     assert_eq!(front(&second, "instructions"), record);
     assert_eq!(git(&repo, &["show", "main:AGENTS.md"]), "Be careful.");
 }
+
+#[test]
+fn nested_repositories_never_brick_the_workspace_and_a_later_run_recovers() {
+    // Run 1 plants a nested repository, a `.git` file and a real change; run 2 finds the
+    // worktree's own `.git` replaced by a directory (`git init .`) and goes on.
+    let llm = Llm::start(&json!([
+        json!({"type": "tool_call", "calls": [{"name": "write_file", "id": "w1",
+            "arguments": {"path": "notes.txt", "content": "kept\n"}}]}),
+        text("done"),
+        text("second"),
+        text("third"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| format!("{c}{WORKSPACE}"));
+    let repo = repo_with_instructions(&ws);
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let branch = front(&ws.latest(), "workspace")["branch"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let wt = ws.path().join("work").join(branch.replace('/', "-"));
+    // What commands can leave behind (they ran as the test here).
+    git(&wt, &["init", "-q", "sub"]);
+    std::fs::write(wt.join("sub/f.txt"), "in a nested repo\n").unwrap();
+    std::fs::create_dir_all(wt.join("pl")).unwrap();
+    std::fs::write(wt.join("pl/.git"), "gitdir: /nonexistent\n").unwrap();
+    std::fs::write(wt.join("pl/g.txt"), "planted\n").unwrap();
+    std::fs::write(wt.join("more.txt"), "more\n").unwrap();
+    std::fs::remove_file(wt.join(".git")).unwrap();
+    git(&wt, &["init", "-q", "."]);
+
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("restored"), "{}", run.stderr);
+    let record = front(&ws.latest(), "workspace");
+    assert_eq!(record["error"], serde_json::Value::Null, "{record}");
+    assert_eq!(record["committed"], true, "{record}");
+    assert_eq!(record["left_out"], json!(["pl", "sub"]), "{record}");
+    let tip = format!("refs/heads/{branch}");
+    assert_eq!(git(&repo, &["show", &format!("{tip}:more.txt")]), "more");
+    assert_eq!(git(&repo, &["show", &format!("{tip}:notes.txt")]), "kept");
+    let files = git(&repo, &["ls-tree", "-r", "--name-only", &tip]);
+    assert!(!files.contains("sub") && !files.contains("pl/"), "{files}");
+    // A third run on the same task starts cleanly too.
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+}
