@@ -135,7 +135,19 @@ pub async fn once(
         let why =
             format!("nothing new on the task since run {last} ({stop_reason}); no model call");
         info!("session: {why}");
-        release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
+        match &taken.inbox {
+            // The same text under the same name already ran to its end: put back, it would
+            // be claimed and put back forever and stall the queue, so it goes to failed/.
+            Some(file) => {
+                let why = format!(
+                    "{why}: this exact task text already ran; drop it again with new text (a new task) to run it"
+                );
+                if let Err(e) = intake::inbox::set_aside(file, &run_id, &why) {
+                    error!("could not move the inbox task {:?} aside: {e:#}", file.stem);
+                }
+            }
+            None => release_claim(redmine.as_ref(), &taken, &run_id, &why).await,
+        }
         return Ok(Success::Done);
     }
 
@@ -756,17 +768,30 @@ async fn open_session(
     redmine: Option<&RedmineClient>,
 ) -> Result<Option<Opened>, Failure> {
     let issue = taken.issue.as_ref();
+    let task = session_task(&taken.task);
     let news = |since: Option<u64>, known: &[String]| {
         issue.and_then(|i| intake::redmine::news(i, since, known))
     };
     let want = session::Want {
-        task: &taken.task,
+        task: &task,
         issue,
         fresh: args.fresh,
         resume: args.resume.as_deref(),
         news: &news,
     };
     session::open(cfg, want, redmine).await.stage(Stage::Intake)
+}
+
+/// The task as its session knows it: an inbox task's identity holds its text's hash, so a
+/// file dropped again under an old name with new text is a new task (a fresh session), not
+/// "nothing new" on the old one. PURE.
+fn session_task(task: &Task) -> Task {
+    let mut task = task.clone();
+    if task.source == intake::Source::Inbox {
+        let hash = crate::sha256::hex(task.prompt.as_bytes());
+        task.id = format!("{}.{}", task.id, &hash[..12]);
+    }
+    task
 }
 
 /// Saves the session with this run appended; returns the file to attach to the REPORT

@@ -446,12 +446,9 @@ impl Events {
                 error: ending.error.clone(),
                 duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             };
-            (
-                event,
-                inner.metrics.clone(),
-                inner.tally.clone(),
-                Utc::now(),
-            )
+            let mut tally = inner.tally.clone();
+            tally.inbox_skipped = crate::intake::inbox::skipped();
+            (event, inner.metrics.clone(), tally, Utc::now())
         };
         if let (Some((path, vertical)), Event::RunCompleted { stop_reason, .. }) = (metrics, &event)
         {

@@ -518,6 +518,14 @@ pub fn settle(claimed: &Claimed, completed: bool, report: &str, run_id: &str) ->
     Ok(dir.show(&moved))
 }
 
+/// Moves a claimed file that must not run again to `failed/` with `<name>.error.txt`.
+pub fn set_aside(claimed: &Claimed, run_id: &str, why: &str) -> Result<()> {
+    let inbox = open_inbox(&claimed.dir)?;
+    let from = inbox.sub(CLAIMED, false)?;
+    let file = claimed.file_name();
+    reject(&inbox, &from, OsStr::new(&file), &claimed.stem, run_id, why)
+}
+
 /// Gives a claim up (a failure before the turn): the file goes back into the inbox.
 pub fn release(claimed: &Claimed) -> Result<()> {
     let back = format!("{}.md", claimed.stem);
