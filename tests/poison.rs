@@ -430,3 +430,15 @@ fn nested_repositories_never_brick_the_workspace_and_a_later_run_recovers() {
     let run = ws.run(&["once", "--demo"]);
     assert_eq!(run.code, 0, "{run:?}");
 }
+
+#[test]
+fn an_events_file_swapped_for_a_symlink_is_never_appended_through() {
+    let (_llm, ws, outside) = planted();
+    let canary = outside.path().join("canary");
+    std::fs::write(&canary, "outside\n").unwrap();
+    std::os::unix::fs::symlink(&canary, ws.path().join("events.jsonl")).unwrap();
+    let run = ws.run(&["once", "--demo", "--events", "events.jsonl"]);
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("is a symlink"), "{}", run.stderr);
+    assert_eq!(std::fs::read_to_string(&canary).unwrap(), "outside\n");
+}
