@@ -442,3 +442,33 @@ fn an_events_file_swapped_for_a_symlink_is_never_appended_through() {
     assert!(run.stderr.contains("is a symlink"), "{}", run.stderr);
     assert_eq!(std::fs::read_to_string(&canary).unwrap(), "outside\n");
 }
+
+#[test]
+fn a_check_script_the_turn_created_is_not_the_operator_s_and_is_not_run() {
+    if !landlock() || !user_namespaces() {
+        return;
+    }
+    // The operator's check names a script that is not there yet (a mistake, or a tree
+    // without it): the model writes one that passes.
+    let llm = Llm::start(&json!([
+        tool_call("a1", "echo 'exit 0' > check.sh"),
+        text("done"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        format!(
+            "{}\n[check]\ncommand = \"bash check.sh\"\nmax_attempts = 1\n",
+            inbox_config(c)
+        )
+    });
+    std::fs::create_dir_all(ws.path().join("inbox")).unwrap();
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 5, "{run:?}");
+    let report = ws.latest();
+    // Refused before it ran: the model's script never judged its own work.
+    assert_eq!(
+        front(&report, "check")["last_ending"],
+        "not run",
+        "{report}"
+    );
+    assert_eq!(front(&report, "stop_reason"), "check_failed");
+}

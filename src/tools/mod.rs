@@ -288,7 +288,14 @@ impl BashTool {
             },
             _ => None,
         };
-        let shadows = (!config.inputs.is_empty()).then(|| shadows::snapshot(&work_root));
+        let check_files: Vec<String> = config
+            .inputs
+            .iter()
+            .filter(|(_, what)| what.contains("[check]"))
+            .map(|(p, _)| p.clone())
+            .collect();
+        let shadows =
+            (!config.inputs.is_empty()).then(|| shadows::snapshot(&work_root, &check_files));
         Ok(BashTool {
             config,
             work_root,

@@ -1,7 +1,8 @@
 //! Tools stage, filesystem adapter: the files at the top of the work root that an
 //! interpreter loads before the operator's check code and so can fake its verdict
 //! (`pytest.py` shadows `python3 -m pytest`, a root `conftest.py` is a pytest plugin,
-//! `sitecustomize.py`/`usercustomize.py` run at every Python start). Work root in; a
+//! `sitecustomize.py`/`usercustomize.py` run at every Python start), and the check's own
+//! files (a `check.sh` that did not exist before the turn is the model's). Work root in; a
 //! snapshot taken before the turn ([`snapshot`]) and, when the check runs, what the turn
 //! wrote among them ([`written`], PURE on the two snapshots) out.
 
@@ -22,33 +23,31 @@ const MAX_BYTES: u64 = 1024 * 1024;
 /// Each shadowing name with its content (`None`: absent).
 pub type Snapshot = Vec<(String, Option<Vec<u8>>)>;
 
-/// The shadow files as they are now, read without following a symlink out of the root.
-pub fn snapshot(work_root: &Path) -> Snapshot {
-    let dir = crate::beneath::Dir::open(work_root).ok();
-    NAMES
+/// The shadow files and `also` (the check's own files, relative paths) as they are now,
+/// read beneath the work root without following a symlink out of it.
+pub fn snapshot(work_root: &Path, also: &[String]) -> Snapshot {
+    let names = NAMES
         .iter()
+        .map(|n| n.to_string())
+        .chain(also.iter().cloned());
+    names
         .map(|n| {
-            let bytes = dir.as_ref().and_then(|d| match d.stat(n) {
+            let bytes = match crate::tools::files::jail::read_beneath(
+                work_root,
+                &n,
+                MAX_BYTES as usize + 1,
+            ) {
                 Ok(None) => None,
-                // A symlink, a FIFO or a huge file: recorded as something unreadable, so any
-                // change to it (or its mere presence when new) shows.
-                _ => Some(
-                    d.open_file(n)
-                        .ok()
-                        .filter(|f| f.metadata().is_ok_and(|m| m.len() <= MAX_BYTES))
-                        .and_then(|f| {
-                            let mut v = Vec::new();
-                            std::io::Read::read_to_end(
-                                &mut std::io::Read::take(f, MAX_BYTES),
-                                &mut v,
-                            )
-                            .ok()
-                            .map(|_| v)
-                        })
-                        .unwrap_or_else(|| b"\0unreadable".to_vec()),
-                ),
-            });
-            (n.to_string(), bytes)
+                Ok(Some((data, size))) if size <= MAX_BYTES => Some(data),
+                // A directory, a symlink out, a FIFO or a huge file: recorded as something
+                // unreadable, so its appearance or any change to it shows.
+                _ => match std::fs::symlink_metadata(work_root.join(&n)) {
+                    Ok(m) if m.is_dir() => Some(b"\0directory".to_vec()),
+                    Ok(_) => Some(b"\0unreadable".to_vec()),
+                    Err(_) => None,
+                },
+            };
+            (n, bytes)
         })
         .collect()
 }
@@ -59,7 +58,11 @@ pub fn written(before: &Snapshot, now: &Snapshot) -> Option<String> {
     let changed: Vec<&str> = now
         .iter()
         .filter(|(n, b)| {
-            b.is_some() && before.iter().find(|(m, _)| m == n).map(|(_, a)| a) != Some(b)
+            let was = before.iter().find(|(m, _)| m == n).map(|(_, a)| a);
+            let shadow = NAMES.contains(&n.as_str());
+            // A shadow file counts when it is there and new or changed; the check's own files
+            // whenever they differ (created, changed or removed).
+            (b.is_some() || !shadow) && was != Some(b)
         })
         .map(|(n, _)| n.as_str())
         .collect();
@@ -67,7 +70,7 @@ pub fn written(before: &Snapshot, now: &Snapshot) -> Option<String> {
         return None;
     }
     Some(format!(
-        "the check was not run: this turn wrote {} at the top of the work tree, which the check's interpreter would load before the operator's code (it could fake the verdict); remove it, or put fixtures in a tests/ directory ([prompt] writable = true lets a task write it)",
+        "the check was not run: this turn wrote {}, which the check runs or its interpreter loads before the operator's code (it could fake the verdict); put it back as it was, or put fixtures in a tests/ directory ([prompt] writable = true lets a task write it)",
         changed.join(", ")
     ))
 }
@@ -80,26 +83,40 @@ mod tests {
     fn a_shadow_file_the_turn_wrote_is_named_one_that_was_there_is_not() {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("conftest.py"), "fixtures\n").unwrap();
-        let before = snapshot(d.path());
-        assert_eq!(written(&before, &snapshot(d.path())), None);
+        let before = snapshot(d.path(), &[]);
+        assert_eq!(written(&before, &snapshot(d.path(), &[])), None);
         std::fs::write(d.path().join("pytest.py"), "import sys; sys.exit(0)\n").unwrap();
         std::fs::write(
             d.path().join("conftest.py"),
             "def pytest_runtest_call(): pass\n",
         )
         .unwrap();
-        let why = written(&before, &snapshot(d.path())).unwrap();
-        assert!(
-            why.contains("wrote pytest.py, conftest.py at the top"),
-            "{why}"
-        );
+        let why = written(&before, &snapshot(d.path(), &[])).unwrap();
+        assert!(why.contains("wrote pytest.py, conftest.py, which"), "{why}");
         // Removing one is no shadow.
         std::fs::remove_file(d.path().join("pytest.py")).unwrap();
         std::fs::remove_file(d.path().join("conftest.py")).unwrap();
-        assert_eq!(written(&before, &snapshot(d.path())), None);
+        assert_eq!(written(&before, &snapshot(d.path(), &[])), None);
         std::os::unix::fs::symlink("/etc/hostname", d.path().join("sitecustomize.py")).unwrap();
-        assert!(written(&before, &snapshot(d.path()))
+        assert!(written(&before, &snapshot(d.path(), &[]))
             .unwrap()
             .contains("sitecustomize.py"));
+    }
+
+    #[test]
+    fn a_check_file_the_turn_created_or_changed_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        let also = ["check.sh".to_string(), "t/run.py".to_string()];
+        std::fs::create_dir(d.path().join("t")).unwrap();
+        std::fs::write(d.path().join("t/run.py"), "assert False\n").unwrap();
+        let before = snapshot(d.path(), &also);
+        assert_eq!(written(&before, &snapshot(d.path(), &also)), None);
+        std::fs::write(d.path().join("check.sh"), "exit 0\n").unwrap();
+        let why = written(&before, &snapshot(d.path(), &also)).unwrap();
+        assert!(why.contains("wrote check.sh,"), "{why}");
+        std::fs::remove_file(d.path().join("check.sh")).unwrap();
+        std::fs::remove_file(d.path().join("t/run.py")).unwrap();
+        let why = written(&before, &snapshot(d.path(), &also)).unwrap();
+        assert!(why.contains("wrote t/run.py,"), "{why}");
     }
 }

@@ -89,10 +89,14 @@ pub async fn run(
         interrupt,
         spawner: &tool.spawner,
     };
-    let shadowed = tool
-        .shadows
-        .as_ref()
-        .and_then(|before| shadows::written(before, &shadows::snapshot(&tool.work_root)));
+    let shadowed = tool.shadows.as_ref().and_then(|before| {
+        let also: Vec<String> = before
+            .iter()
+            .map(|(n, _)| n.clone())
+            .filter(|n| !shadows::NAMES.contains(&n.as_str()))
+            .collect();
+        shadows::written(before, &shadows::snapshot(&tool.work_root, &also))
+    });
     let finished = match shadowed {
         Some(why) => Err(anyhow::anyhow!(why)),
         None => bash::run(&spec.command, &at).await,
