@@ -614,7 +614,7 @@ fn with_workspace(
 async fn release_claim(redmine: Option<&RedmineClient>, taken: &Taken, run_id: &str, why: &str) {
     if let Some(file) = &taken.inbox {
         if let Err(e) = intake::inbox::release(file) {
-            error!("could not give the inbox task {} back: {e:#}", file.stem);
+            error!("could not give the inbox task {:?} back: {e:#}", file.stem);
         }
     }
     let (Some(client), Some(issue)) = (redmine, taken.claimed) else {

@@ -226,6 +226,11 @@ fn entries_that_can_never_run_go_to_failed_with_why_and_never_stall_the_queue() 
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let forged = std::ffi::OsStr::from_bytes(b"d-bad\xff\nINFO forged.md");
     std::fs::write(inbox.join(forged), "x").unwrap();
+    put(
+        &ws,
+        "e-nl\nINFO forged too.md",
+        "A name that is no task id.\n",
+    );
     put(&ws, "z-real.md", "Do the real thing.\n");
     let run = ws.run(&["once"]);
     assert_eq!(run.code, 0, "{run:?}");
@@ -242,6 +247,8 @@ fn entries_that_can_never_run_go_to_failed_with_why_and_never_stall_the_queue() 
             "c-fifo.md",
             "d-bad__INFO_forged.error.txt",
             "d-bad__INFO_forged.md",
+            "e-nl_INFO_forged_too.error.txt",
+            "e-nl_INFO_forged_too.md",
         ]
     );
     assert!(read(inbox.join("failed/a-link.error.txt")).contains("symbolic link"));

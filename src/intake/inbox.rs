@@ -328,7 +328,9 @@ fn reject(
     why: &str,
 ) -> Result<()> {
     let failed = inbox.sub(FAILED, true)?;
-    let moved = move_into(from, from_name, &failed, stem, run_id)?;
+    // A name that is no task id (`a\nINFO x`) is made safe here, in a name and a log line.
+    let safe = safe_name(OsStr::new(stem));
+    let moved = move_into(from, from_name, &failed, &safe, run_id)?;
     let name = moved.strip_suffix(".md").unwrap_or(&moved);
     failed.write(
         format!("{name}.error.txt"),
@@ -336,8 +338,8 @@ fn reject(
         true,
     )?;
     warn!(
-        "intake: inbox task {stem:?}: {why}; moved to {}",
-        failed.show(&moved).display()
+        "intake: inbox task {stem:?}: {why}; moved to {:?}",
+        failed.show(&moved)
     );
     Ok(())
 }
