@@ -177,13 +177,23 @@ pub fn protected_writes(bash: &BashConfig, work_root: &Path) -> Result<protect::
     // workspace reads them from the base commit instead).
     for (rel, what) in &bash.inputs {
         let path = work_root.join(rel);
-        if std::fs::symlink_metadata(&path).is_ok() {
-            keep.push(NeverRead {
-                path,
-                what: what.clone(),
-                may_share_work_root: true,
-            });
-        }
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        // `AGENTS.md -> docs/AGENTS.md`: the file it names is what gets read and protected
+        // (a mount cannot hold a symlink itself).
+        let path = match meta.file_type().is_symlink() {
+            true => match path.canonicalize() {
+                Ok(real) => real,
+                Err(_) => continue,
+            },
+            false => path,
+        };
+        keep.push(NeverRead {
+            path,
+            what: what.clone(),
+            may_share_work_root: true,
+        });
     }
     protect::plan(&roots, &keep)
 }
