@@ -497,3 +497,46 @@ fn an_agents_md_that_is_a_symlink_in_the_tree_is_protected_where_it_points() {
         "Be careful.\n"
     );
 }
+
+#[test]
+fn inbox_directories_swapped_for_symlinks_during_runs_never_lead_harness_outside() {
+    // A racer flips done/ and failed/ between a real directory and a link out while run
+    // after run settles its task; whatever each run's outcome, nothing lands outside.
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let outside = tempfile::tempdir().unwrap();
+    let llm = Llm::start(&json!({"steps": [text("done")], "loop": true}));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        format!("{c}\n[inbox]\ndir = \"inbox\"\nstale_after_mins = 1\n")
+    });
+    let inbox = ws.path().join("inbox");
+    std::fs::create_dir_all(inbox.join("done")).unwrap();
+    std::fs::create_dir_all(inbox.join("failed")).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let racer = {
+        let (inbox, out, stop) = (inbox.clone(), outside.path().to_path_buf(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for d in ["done", "failed"] {
+                    let (real, hold) = (inbox.join(d), inbox.join(format!(".{d}.real")));
+                    if std::fs::rename(&real, &hold).is_ok() {
+                        let _ = std::os::unix::fs::symlink(&out, &real);
+                        std::thread::yield_now();
+                        let _ = std::fs::remove_file(&real);
+                        let _ = std::fs::rename(&hold, &real);
+                    }
+                }
+            }
+        })
+    };
+    for i in 0..6 {
+        std::fs::write(inbox.join(format!("t{i}.md")), TASK).unwrap();
+        // A run that lost the race fails at writeback (exit 1) with its REPORT kept.
+        let run = ws.run(&["once"]);
+        assert!(matches!(run.code, 0 | 1), "{run:?}");
+        assert!(!run.stderr.contains("panicked"), "{run:?}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    racer.join().unwrap();
+    assert_eq!(names(outside.path()), Vec::<String>::new());
+}
