@@ -141,7 +141,19 @@ pub async fn once(
                 cassette.display()
             );
         }
-        release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
+        match &taken.inbox {
+            // The same text under the same name already ran to its end: put back, it would
+            // be claimed and put back forever and stall the queue, so it goes to failed/.
+            Some(file) => {
+                let why = format!(
+                    "{why}: this exact task text already ran; drop it again with new text (a new task) to run it"
+                );
+                if let Err(e) = intake::inbox::set_aside(file, &run_id, &why) {
+                    error!("could not move the inbox task {:?} aside: {e:#}", file.stem);
+                }
+            }
+            None => release_claim(redmine.as_ref(), &taken, &run_id, &why).await,
+        }
         return Ok(Success::Done);
     }
 
@@ -184,8 +196,10 @@ pub async fn once(
         cfg.finish,
         world,
     );
-    let system = prompt::with_project_instructions(system, &cfg.work_root, &cfg.prompt, redactor);
-    let system = prompt::with_skills(system, &cfg.work_root, &cfg.prompt, redactor);
+    // With [workspace], from the base commit: never what a model wrote in the worktree.
+    let inputs = crate::inputs::gather(&cfg.work_root, &cfg.prompt, workspace.as_ref());
+    let system = prompt::with_project_instructions(system, &inputs.root, &cfg.prompt, redactor);
+    let system = prompt::with_skills(system, &inputs.root, &cfg.prompt, redactor);
     let system = turn::check::with_note(system, limits.check.as_ref());
     let system_hash = session::history::fingerprint(&system);
     let start = session::start(opened.as_ref(), system, &task.prompt);
@@ -223,6 +237,7 @@ pub async fn once(
     let session_info = opened.as_ref().map(|o| o.info.clone());
     let mut report = report_of(&cfg, task, &route, &turn, run, session_info, redactor);
     report.workspace = workspace;
+    report.instructions = inputs.record.clone();
     // The order of commitments (DESIGN.md): the patch (above) and the REPORT are durable
     // before the session records this run. A REPORT that cannot be written leaves the
     // session as it was and gives the claim back, so the task stays eligible and the next
@@ -634,7 +649,7 @@ fn with_workspace(
 async fn release_claim(redmine: Option<&RedmineClient>, taken: &Taken, run_id: &str, why: &str) {
     if let Some(file) = &taken.inbox {
         if let Err(e) = intake::inbox::release(file) {
-            error!("could not give the inbox task {} back: {e:#}", file.stem);
+            error!("could not give the inbox task {:?} back: {e:#}", file.stem);
         }
     }
     let (Some(client), Some(issue)) = (redmine, taken.claimed) else {
@@ -733,6 +748,7 @@ fn report_of(
         reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
         check: turn.check.clone(),
         workspace: None,
+        instructions: None,
     }
 }
 
@@ -813,17 +829,30 @@ async fn open_session(
     redmine: Option<&RedmineClient>,
 ) -> Result<Option<Opened>, Failure> {
     let issue = taken.issue.as_ref();
+    let task = session_task(&taken.task);
     let news = |since: Option<u64>, known: &[String]| {
         issue.and_then(|i| intake::redmine::news(i, since, known))
     };
     let want = session::Want {
-        task: &taken.task,
+        task: &task,
         issue,
         fresh: args.fresh,
         resume: args.resume.as_deref(),
         news: &news,
     };
     session::open(cfg, want, redmine).await.stage(Stage::Intake)
+}
+
+/// The task as its session knows it: an inbox task's identity holds its text's hash, so a
+/// file dropped again under an old name with new text is a new task (a fresh session), not
+/// "nothing new" on the old one. PURE.
+fn session_task(task: &Task) -> Task {
+    let mut task = task.clone();
+    if task.source == intake::Source::Inbox {
+        let hash = crate::sha256::hex(task.prompt.as_bytes());
+        task.id = format!("{}.{}", task.id, &hash[..12]);
+    }
+    task
 }
 
 /// Saves the session with this run appended; returns the file to attach to the REPORT

@@ -75,6 +75,9 @@ pub struct Report {
     pub check: Option<CheckRecord>,
     /// The task's git worktree after the turn, when `[workspace]` is set.
     pub workspace: Option<workspace::Record>,
+    /// Where the project's instructions and skills were read from, and their hashes, when
+    /// the run had any.
+    pub instructions: Option<crate::inputs::InstructionsRecord>,
 }
 
 /// The `finish:` front matter: what the model said about the task.
@@ -131,6 +134,7 @@ pub fn render(r: &Report) -> String {
         [
             r.check.as_ref().map(|c| ("check", json(c))),
             r.workspace.as_ref().map(|w| ("workspace", json(w))),
+            r.instructions.as_ref().map(|i| ("instructions", json(i))),
         ]
         .into_iter()
         .flatten(),
@@ -304,6 +308,7 @@ mod tests {
             }],
             check: None,
             workspace: None,
+            instructions: None,
             reply: Some("# Done\n\nAll good.".into()),
         }
     }
@@ -608,6 +613,7 @@ mod parse_tests {
             round_log: vec![],
             check: None,
             workspace: None,
+            instructions: None,
             reply: Some("hello\n---\nworld".into()),
         };
         let p = parse(&render(&r)).unwrap();

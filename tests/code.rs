@@ -15,23 +15,6 @@ fn call(id: &str, name: &str, arguments: Value) -> Value {
     json!({"type": "tool_call", "calls": [{"name": name, "arguments": arguments, "id": id}]})
 }
 
-/// Runs git with a throwaway identity; its trimmed stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=test", "-c", "user.email=test@localhost"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// The test the check runs: the answer must be 42.
 const TEST_SH: &str = "a=$(cat answer.txt)\nif [ \"$a\" = 42 ]; then echo ok; else echo \"FAIL: answer is $a, expected 42\"; exit 1; fi\n";
 
@@ -251,7 +234,7 @@ fn a_later_run_on_the_same_task_continues_its_branch() {
 }
 
 #[test]
-fn a_worktree_whose_git_file_was_repointed_is_refused_before_harness_runs_git_in_it() {
+fn a_worktree_whose_git_file_was_repointed_is_restored_before_harness_runs_git_in_it() {
     let llm = Llm::start(&json!({"loop": true, "steps": [text("Nothing to do.")]}));
     let ws = Workspace::new(&llm.base_url(), |c| format!("{c}{CODE_CONFIG}"));
     repo_with_remote(ws.path());
@@ -296,12 +279,13 @@ fn a_worktree_whose_git_file_was_repointed_is_refused_before_harness_runs_git_in
         !pwned.exists(),
         "harness's git ran the repointed directory's filter"
     );
-    assert_ne!(run.code, 0, "{run:?}");
-    assert!(
-        run.stderr.contains("refusing to run git there"),
-        "{}",
-        run.stderr
-    );
+    // The run goes on in its own git directory (the check still fails: exit 5), and the
+    // worktree's `.git` points there again, so no later run is bricked either.
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(run.stderr.contains("restored"), "{}", run.stderr);
+    let text = std::fs::read_to_string(wt.join(".git")).unwrap();
+    assert!(text.contains("/worktrees/"), "{text}");
+    assert!(!text.contains("evil.git"), "{text}");
 }
 
 #[test]

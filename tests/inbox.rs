@@ -214,7 +214,10 @@ fn a_stale_claim_is_taken_back_and_a_fresh_one_is_left_alone() {
 fn entries_that_can_never_run_go_to_failed_with_why_and_never_stall_the_queue() {
     use std::os::unix::ffi::OsStrExt;
     let llm = Llm::start(&json!([text("ran")]));
-    let ws = inbox_ws(&llm);
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        format!("{}\n[metrics]\ntextfile = \"h.prom\"\n", with_inbox(c))
+    });
+    std::fs::create_dir(ws.path().join("inbox")).unwrap();
     let inbox = ws.path().join("inbox");
     std::os::unix::fs::symlink("/etc/hostname", inbox.join("a-link.md")).unwrap();
     std::fs::create_dir(inbox.join("b-dir.md")).unwrap();
@@ -223,6 +226,11 @@ fn entries_that_can_never_run_go_to_failed_with_why_and_never_stall_the_queue() 
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let forged = std::ffi::OsStr::from_bytes(b"d-bad\xff\nINFO forged.md");
     std::fs::write(inbox.join(forged), "x").unwrap();
+    put(
+        &ws,
+        "e-nl\nINFO forged too.md",
+        "A name that is no task id.\n",
+    );
     put(&ws, "z-real.md", "Do the real thing.\n");
     let run = ws.run(&["once"]);
     assert_eq!(run.code, 0, "{run:?}");
@@ -239,11 +247,19 @@ fn entries_that_can_never_run_go_to_failed_with_why_and_never_stall_the_queue() 
             "c-fifo.md",
             "d-bad__INFO_forged.error.txt",
             "d-bad__INFO_forged.md",
+            "e-nl_INFO_forged_too.error.txt",
+            "e-nl_INFO_forged_too.md",
         ]
     );
     assert!(read(inbox.join("failed/a-link.error.txt")).contains("symbolic link"));
     assert!(read(inbox.join("failed/b-dir.error.txt")).contains("a directory"));
     assert!(read(inbox.join("failed/d-bad__INFO_forged.error.txt")).contains("not UTF-8"));
+    // Visible to an alert even on a run that took nothing else.
+    let prom = read(ws.path().join("h.prom"));
+    assert!(
+        prom.contains("harness_inbox_skipped_total{vertical=\"test\"} 4\n"),
+        "{prom}"
+    );
     // The name is quoted in narration: its newline cannot forge a line of its own.
     assert!(
         !run.stderr.lines().any(|l| l.starts_with("INFO forged")),
@@ -421,4 +437,39 @@ fn the_example_documents_inbox_intake_and_metrics_keys_that_load() {
         .metrics_textfile
         .unwrap()
         .ends_with("node-exporter/harness.prom"));
+}
+
+#[test]
+fn a_name_dropped_again_is_a_new_task_and_an_exact_repeat_never_stalls_the_queue() {
+    let llm = Llm::start(&json!([text("first"), text("second"), text("third")]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        with_inbox(c.replace("[session]\nenabled = false", "[session]\nenabled = true"))
+    });
+    std::fs::create_dir(ws.path().join("inbox")).unwrap();
+    put(&ws, "t.md", "Do one thing.\n");
+    assert_eq!(ws.run(&["once"]).code, 0);
+    // The same name, new text: a new task with a model call of its own.
+    put(&ws, "t.md", "Now do another.\n");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bodies = llm.chat_bodies();
+    assert_eq!(bodies.len(), 2, "{run:?}");
+    assert_eq!(
+        bodies[1]["messages"].as_array().unwrap().last().unwrap()["content"],
+        "Now do another."
+    );
+    // The same name and the same text again: no call, set aside with why, and the next
+    // file runs in the run after.
+    put(&ws, "t.md", "Now do another.\n");
+    put(&ws, "u.md", "Then this.\n");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(llm.chat_bodies().len(), 2);
+    assert_eq!(names(&ws, ""), ["claimed", "done", "failed", "u.md"]);
+    let why = read(ws.path().join("inbox/failed/t.error.txt"));
+    assert!(why.contains("already ran"), "{why}");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(front(&ws.latest(), "task_id"), "u");
+    assert_eq!(llm.chat_bodies().len(), 3);
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::raw::{RawCheck, RawCheckClass, RawWorkspace};
 use super::validate::Validator;
-use super::{is_name, secs, CheckConfig, CheckSpec, WorkspaceConfig};
+use super::{is_name, secs, CheckConfig, CheckSpec, PromptConfig, WorkspaceConfig};
 use crate::workspace::name;
 
 /// `[check]` defaults: seconds, attempts, bytes.
@@ -14,6 +14,15 @@ const MAX_ATTEMPTS: i64 = 3;
 const FEEDBACK_BYTES: i64 = 8192;
 
 impl Validator {
+    /// [`next_run_inputs`], called from the config's assembly.
+    pub(super) fn next_run_inputs(
+        &self,
+        prompt: &PromptConfig,
+        check: &CheckConfig,
+    ) -> Vec<(String, String)> {
+        next_run_inputs(prompt, check)
+    }
+
     pub(super) fn check(&mut self, raw: RawCheck) -> CheckConfig {
         let top = RawCheckClass {
             command: raw.command,
@@ -129,13 +138,56 @@ impl Validator {
     }
 }
 
+/// What the next run reads from the work root, relative to it: `AGENTS.md`, the skills dir,
+/// and each word of a `[check]` command that names a file there (`check.sh`, `./t/run.py`,
+/// `Makefile` for `make`). PURE.
+fn next_run_inputs(prompt: &PromptConfig, check: &CheckConfig) -> Vec<(String, String)> {
+    // `prompt::AGENTS_FILE` (config is below prompt in the module graph).
+    let mut out = vec![(
+        "AGENTS.md".to_string(),
+        "the project's instructions".to_string(),
+    )];
+    if let Some(dir) = &prompt.skills_dir {
+        out.push((dir.clone(), "the skills dir".to_string()));
+    }
+    let specs = check.default.iter().chain(check.classes.values());
+    for spec in specs {
+        let words = shell_words::split(&spec.command).unwrap_or_default();
+        for w in &words {
+            let name = w.trim_start_matches("./");
+            let pathlike = !w.starts_with('-')
+                && !w.starts_with('/')
+                && !w.contains('=')
+                && !w.split('/').any(|c| c == "..")
+                && (w.contains('/') || w.contains('.'))
+                && !name.is_empty();
+            if pathlike && !out.iter().any(|(p, _)| p == name) {
+                out.push((
+                    name.to_string(),
+                    "a file of the [check] command".to_string(),
+                ));
+            }
+        }
+        if words.first().is_some_and(|w| w == "make") {
+            for f in ["Makefile", "makefile", "GNUmakefile"] {
+                if !out.iter().any(|(p, _)| p == f) {
+                    out.push((f.to_string(), "a file of the [check] command".to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
     use std::time::Duration;
 
-    use crate::config::{parse, CheckSpec};
+    use super::next_run_inputs;
+    use crate::config::{parse, secs, CheckConfig, CheckSpec, PromptConfig};
     use pretty_assertions::assert_eq;
+    use std::collections::BTreeMap;
 
     const BASE: &str =
         "vertical = \"v\"\n[litellm]\nreplay = \"c.json\"\n[models]\ndefault_tier = \"t\"\nt = \"m\"\n";
@@ -231,6 +283,42 @@ mod tests {
         assert!(
             p.contains("[workspace].push: \"-f\" is not a remote name"),
             "{p}"
+        );
+    }
+
+    #[test]
+    fn the_next_run_s_inputs_are_the_instructions_skills_and_the_check_s_files() {
+        let prompt = PromptConfig {
+            skills_dir: Some("skills".into()),
+            ..PromptConfig::default()
+        };
+        let spec = |c: &str| CheckSpec {
+            command: c.into(),
+            timeout: secs(1),
+            max_attempts: 1,
+            feedback_bytes: 1,
+        };
+        let check = CheckConfig {
+            default: Some(spec(
+                "bash ./check.sh --fast && python3 -m pytest -q t/unit x=1.py",
+            )),
+            classes: BTreeMap::from([("c".to_string(), spec("make test"))]),
+        };
+        let paths: Vec<String> = next_run_inputs(&prompt, &check)
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "AGENTS.md",
+                "skills",
+                "check.sh",
+                "t/unit",
+                "Makefile",
+                "makefile",
+                "GNUmakefile"
+            ]
         );
     }
 }

@@ -329,6 +329,10 @@ pub struct BashConfig {
     /// Paths no confined command may read, whatever the read roots say: the config file,
     /// every `file:` key, the report dir (and the cassette a run records, added by `once`).
     pub never_read: Vec<NeverRead>,
+    /// The next run's inputs inside the work root, relative to it, with what they are
+    /// (`AGENTS.md`, `[prompt] skills_dir`, the files a `[check]` command names): read-only
+    /// for commands and the file tools while they exist; empty with `[prompt] writable`.
+    pub inputs: Vec<(String, String)>,
 }
 
 impl NeverRead {

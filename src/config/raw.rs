@@ -73,6 +73,7 @@ pub(super) struct RawWorkspace {
 pub(super) struct RawPrompt {
     pub(super) agents_max_bytes: Option<i64>,
     pub(super) skills_dir: Option<String>,
+    pub(super) writable: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -145,7 +145,11 @@ const ROOT: &[(&str, Ty)] = &[
     ),
     (
         "prompt",
-        Table(&[("agents_max_bytes", Int), ("skills_dir", Str)]),
+        Table(&[
+            ("agents_max_bytes", Int),
+            ("skills_dir", Str),
+            ("writable", Bool),
+        ]),
     ),
     (
         "check",

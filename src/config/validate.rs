@@ -234,6 +234,9 @@ impl Validator {
             ) as usize,
             skills_dir: raw_prompt.skills_dir.and_then(|d| self.skills_dir(d)),
         };
+        if !raw_prompt.writable.unwrap_or(false) {
+            bash.inputs = self.next_run_inputs(&prompt, &check);
+        }
         Config {
             path: path.to_path_buf(),
             vertical,
@@ -614,6 +617,7 @@ impl Validator {
             unix_sockets,
             exec_roots,
             never_read: Vec::new(),
+            inputs: Vec::new(),
         }
     }
 

@@ -27,6 +27,8 @@ pub struct Tally {
     pub cost_usd: f64,
     /// Tool calls by verdict: allowed, denied, invalid.
     pub tool_calls: [u64; 3],
+    /// Inbox entries that could never be a task, moved to `failed/` by this run.
+    pub inbox_skipped: u64,
 }
 
 impl Tally {
@@ -111,6 +113,11 @@ const FAMILIES: &[Family] = &[
         help: "Tool calls, by verdict (allowed, denied, invalid).",
     },
     Family {
+        name: "harness_inbox_skipped_total",
+        counter: true,
+        help: "Inbox entries that could never be a task (a symlink, FIFO, directory or non-UTF-8 name), moved to failed/.",
+    },
+    Family {
         name: "harness_last_run_timestamp_seconds",
         counter: false,
         help: "When the last run finished (Unix time).",
@@ -180,6 +187,11 @@ pub fn render(previous: &str, run: &Run) -> String {
             t.tool_calls[i] as f64,
         );
     }
+    add(
+        "harness_inbox_skipped_total",
+        v.clone(),
+        t.inbox_skipped as f64,
+    );
     let now = run.finished.timestamp_millis() as f64 / 1000.0;
     let mut set = |name: &'static str, value: f64| {
         samples.entry(name).or_default().insert(v.clone(), value);
@@ -308,6 +320,7 @@ mod tests {
             completion_tokens: 12,
             cost_usd: 0.25,
             tool_calls: [1, 1, 0],
+            inbox_skipped: 1,
         };
         let text = render("", &run("completed", 0, &tally, "2026-12-01T10:00:00Z"));
         assert_eq!(
@@ -330,6 +343,9 @@ harness_cost_usd_total{vertical="demo"} 0.25
 harness_tool_calls_total{vertical="demo",verdict="allowed"} 1
 harness_tool_calls_total{vertical="demo",verdict="denied"} 1
 harness_tool_calls_total{vertical="demo",verdict="invalid"} 0
+# HELP harness_inbox_skipped_total Inbox entries that could never be a task (a symlink, FIFO, directory or non-UTF-8 name), moved to failed/.
+# TYPE harness_inbox_skipped_total counter
+harness_inbox_skipped_total{vertical="demo"} 1
 # HELP harness_last_run_timestamp_seconds When the last run finished (Unix time).
 # TYPE harness_last_run_timestamp_seconds gauge
 harness_last_run_timestamp_seconds{vertical="demo"} 1796119200

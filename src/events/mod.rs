@@ -236,13 +236,24 @@ impl Event {
 fn open_append(path: &Path) -> anyhow::Result<File> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
+    // A file in a place commands write (the work root) may have been swapped for a symlink
+    // by an earlier run's command: never appended through. `/dev/...` and `/proc/...`
+    // (`/dev/stderr`, a descriptor) are the operator's own links.
+    let nofollow = if path.starts_with("/dev") || path.starts_with("/proc") {
+        0
+    } else {
+        libc::O_NOFOLLOW
+    };
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | nofollow)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
             Some(libc::ENXIO) => anyhow::anyhow!("it is a FIFO with no reader"),
+            Some(libc::ELOOP) => anyhow::anyhow!(
+                "it is a symlink; harness never appends through one (name the real file)"
+            ),
             _ => e.into(),
         })?;
     // SAFETY: fcntl on a descriptor we own, clearing the flag set at open.
@@ -446,12 +457,9 @@ impl Events {
                 error: ending.error.clone(),
                 duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             };
-            (
-                event,
-                inner.metrics.clone(),
-                inner.tally.clone(),
-                Utc::now(),
-            )
+            let mut tally = inner.tally.clone();
+            tally.inbox_skipped = crate::intake::inbox::skipped();
+            (event, inner.metrics.clone(), tally, Utc::now())
         };
         if let (Some((path, vertical)), Event::RunCompleted { stop_reason, .. }) = (metrics, &event)
         {

@@ -328,7 +328,9 @@ fn reject(
     why: &str,
 ) -> Result<()> {
     let failed = inbox.sub(FAILED, true)?;
-    let moved = move_into(from, from_name, &failed, stem, run_id)?;
+    // A name that is no task id (`a\nINFO x`) is made safe here, in a name and a log line.
+    let safe = safe_name(OsStr::new(stem));
+    let moved = move_into(from, from_name, &failed, &safe, run_id)?;
     let name = moved.strip_suffix(".md").unwrap_or(&moved);
     failed.write(
         format!("{name}.error.txt"),
@@ -336,8 +338,8 @@ fn reject(
         true,
     )?;
     warn!(
-        "intake: inbox task {stem:?}: {why}; moved to {}",
-        failed.show(&moved).display()
+        "intake: inbox task {stem:?}: {why}; moved to {:?}",
+        failed.show(&moved)
     );
     Ok(())
 }
@@ -516,6 +518,14 @@ pub fn settle(claimed: &Claimed, completed: bool, report: &str, run_id: &str) ->
     dir.write(format!("{name}.REPORT.md"), report.as_bytes(), true)
         .with_context(|| format!("cannot write {name}.REPORT.md in {}", dir.path().display()))?;
     Ok(dir.show(&moved))
+}
+
+/// Moves a claimed file that must not run again to `failed/` with `<name>.error.txt`.
+pub fn set_aside(claimed: &Claimed, run_id: &str, why: &str) -> Result<()> {
+    let inbox = open_inbox(&claimed.dir)?;
+    let from = inbox.sub(CLAIMED, false)?;
+    let file = claimed.file_name();
+    reject(&inbox, &from, OsStr::new(&file), &claimed.stem, run_id, why)
 }
 
 /// Gives a claim up (a failure before the turn): the file goes back into the inbox.

@@ -9,6 +9,7 @@ pub mod direct;
 pub mod files;
 pub mod gate;
 pub mod sandbox;
+pub mod shadows;
 pub mod spawner;
 
 use std::path::{Path, PathBuf};
@@ -47,6 +48,9 @@ pub struct BashTool {
     /// Under an exec set: the thread that keeps commands from running the dynamic loader as
     /// a program (stopped when the tool is dropped).
     pub loader_guard: Option<sandbox::loader::Guard>,
+    /// The interpreter shadow files at the top of the work root before the turn (`None`
+    /// with `[prompt] writable`): the check refuses to run over ones the turn wrote.
+    pub shadows: Option<shadows::Snapshot>,
 }
 
 /// One handled tool call.
@@ -288,6 +292,14 @@ impl BashTool {
             },
             _ => None,
         };
+        let check_files: Vec<String> = config
+            .inputs
+            .iter()
+            .filter(|(_, what)| what.contains("[check]"))
+            .map(|(p, _)| p.clone())
+            .collect();
+        let shadows =
+            (!config.inputs.is_empty()).then(|| shadows::snapshot(&work_root, &check_files));
         Ok(BashTool {
             config,
             work_root,
@@ -299,6 +311,7 @@ impl BashTool {
             files: None,
             spawner,
             loader_guard,
+            shadows,
         })
     }
 
@@ -317,6 +330,7 @@ impl BashTool {
                 &self.work_root,
                 &self.config.never_read,
             ));
+            tools.read_only(self.config.inputs.clone());
             self.files = Some(tools);
         }
         Ok(self)

@@ -174,6 +174,28 @@ pub fn protected_writes(bash: &BashConfig, work_root: &Path) -> Result<protect::
     roots.extend(bash.write_roots.iter().cloned());
     let mut keep = bash.never_read.clone();
     keep.extend(run_from(bash, work_root, &roots));
+    // The next run's inputs, while they exist (one that does not cannot be mounted; the
+    // workspace reads them from the base commit instead).
+    for (rel, what) in &bash.inputs {
+        let path = work_root.join(rel);
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        // `AGENTS.md -> docs/AGENTS.md`: the file it names is what gets read and protected
+        // (a mount cannot hold a symlink itself).
+        let path = match meta.file_type().is_symlink() {
+            true => match path.canonicalize() {
+                Ok(real) => real,
+                Err(_) => continue,
+            },
+            false => path,
+        };
+        keep.push(NeverRead {
+            path,
+            what: what.clone(),
+            may_share_work_root: true,
+        });
+    }
     protect::plan(&roots, &keep)
 }
 

@@ -9,7 +9,11 @@ use tracing::info;
 use super::TurnOutcome;
 use crate::config::CheckSpec;
 use crate::signals::Interrupt;
-use crate::tools::{bash, BashTool};
+use crate::tools::{bash, shadows, BashTool};
+
+/// Added to the check's environment: Python never puts the work tree or the script's
+/// directory first on `sys.path` (3.11+), nor the user's site directory.
+pub const CHECK_ENV: &[(&str, &str)] = &[("PYTHONSAFEPATH", "1"), ("PYTHONNOUSERSITE", "1")];
 
 /// What the REPORT's `check:` says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -68,16 +72,35 @@ pub async fn run(
     interrupt: &Interrupt,
     record: &mut Option<CheckRecord>,
 ) -> CheckVerdict {
+    // Python's module-shadowing paths closed: neither the work tree (`python3 -m pytest`
+    // from it) nor a script's own directory comes first on `sys.path`, no user site.
+    let mut env = tool.env.clone();
+    env.extend(
+        CHECK_ENV
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
     let at = bash::Setting {
         work_root: &tool.work_root,
         timeout: spec.timeout,
         max_output: spec.feedback_bytes,
-        env: &tool.env,
+        env: &env,
         landlock: tool.check_landlock.as_ref(),
         interrupt,
         spawner: &tool.spawner,
     };
-    let finished = bash::run(&spec.command, &at).await;
+    let shadowed = tool.shadows.as_ref().and_then(|before| {
+        let also: Vec<String> = before
+            .iter()
+            .map(|(n, _)| n.clone())
+            .filter(|n| !shadows::NAMES.contains(&n.as_str()))
+            .collect();
+        shadows::written(before, &shadows::snapshot(&tool.work_root, &also))
+    });
+    let finished = match shadowed {
+        Some(why) => Err(anyhow::anyhow!(why)),
+        None => bash::run(&spec.command, &at).await,
+    };
     let attempt = match finished {
         Ok(f) => {
             let (exit, ending) = match f.ending {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::config::WorkspaceConfig;
 use git::run;
@@ -61,6 +61,10 @@ pub struct Record {
     pub remote: Option<String>,
     /// What failed, with the command that retries it.
     pub error: Option<String>,
+    /// Nested repositories in the worktree (a `.git` below its root: `git init sub`, a
+    /// planted `.git` file), left out of the commit; absent when there were none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 /// Whether `refs/heads/<branch>` exists in `repo`.
@@ -129,7 +133,15 @@ pub fn open(
         common_dir: PathBuf::new(),
     };
     if path.exists() {
-        (ws.git_dir, ws.common_dir) = worktree_git_dir(&cfg.repo, &path)?;
+        (ws.git_dir, ws.common_dir) = match worktree_git_dir(&cfg.repo, &path) {
+            Ok(dirs) => dirs,
+            Err(e) => {
+                restore_git_file(&cfg.repo, &path)
+                    .with_context(|| format!("{e:#}; and it cannot be restored"))?;
+                // What restore wrote is checked like any `.git` file.
+                worktree_git_dir(&cfg.repo, &path)?
+            }
+        };
         let head = ws
             .run(&["rev-parse", "--abbrev-ref", "HEAD"])
             .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
@@ -258,6 +270,7 @@ impl Workspace {
             pushed: false,
             remote: self.push.clone(),
             error: None,
+            left_out: Vec::new(),
         };
         match self.steps(subject, run_id, patch_path, &mut record) {
             Ok(()) => info!(
@@ -289,7 +302,20 @@ impl Workspace {
             wt.display(),
             wt.display()
         );
-        retry(self.run(&["add", "-A"]), &retry_commit)?;
+        // A nested repository would make `git add -A` fail ("does not have a commit checked
+        // out") or commit a bare gitlink: each is left out, and the REPORT says so.
+        record.left_out = nested_repos(wt);
+        for dir in &record.left_out {
+            warn!("workspace: {dir:?} holds a nested git repository; left out of the commit");
+        }
+        let excludes: Vec<String> = record
+            .left_out
+            .iter()
+            .map(|d| format!(":(top,exclude,literal){d}"))
+            .collect();
+        let mut add = vec!["add", "-A", "--", "."];
+        add.extend(excludes.iter().map(String::as_str));
+        retry(self.run(&add), &retry_commit)?;
         let changed = !self
             .output(&["diff", "--cached", "--quiet"])?
             .status
@@ -325,6 +351,134 @@ impl Workspace {
             record.pushed = true;
         }
         Ok(())
+    }
+}
+
+/// Most entries [`nested_repos`] looks at: a tree of millions of files is not walked whole.
+const WALK_MAX: usize = 200_000;
+
+/// The directories below the worktree's root that hold a `.git` entry of any kind (a
+/// repository, a `.git` file, a symlink), relative and sorted; symlinks are never followed
+/// and a nested repository is not walked into.
+fn nested_repos(wt: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![PathBuf::new()];
+    let mut seen = 0usize;
+    while let Some(rel) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(wt.join(&rel)) else {
+            continue;
+        };
+        let mut dirs = Vec::new();
+        let mut nested = false;
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > WALK_MAX {
+                warn!("workspace: more than {WALK_MAX} entries; nested repositories searched no further");
+                out.sort();
+                return out;
+            }
+            let name = e.file_name();
+            if name == ".git" {
+                nested = !rel.as_os_str().is_empty();
+                continue;
+            }
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(rel.join(name));
+            }
+        }
+        if nested {
+            out.push(rel.to_string_lossy().into_owned());
+        } else {
+            todo.extend(dirs);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Points the worktree's `.git` back at its own git directory when a command replaced it (a
+/// `.git` file aimed elsewhere, a directory from `git init .`, a symlink): the repository's
+/// `worktrees/*/gitdir` names the worktree each belongs to. Returns the git directory.
+fn restore_git_file(repo: &Path, wt: &Path) -> Result<PathBuf> {
+    let common = run(
+        repo,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )?;
+    let worktrees = Path::new(common.trim()).join("worktrees");
+    let want = std::fs::canonicalize(wt)?.join(".git");
+    let mine = std::fs::read_dir(&worktrees)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|d| {
+            std::fs::read_to_string(d.join("gitdir")).is_ok_and(|g| Path::new(g.trim()) == want)
+        })
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no git directory in {} names {}",
+                worktrees.display(),
+                want.display()
+            )
+        })?;
+    let dot_git = wt.join(".git");
+    match std::fs::symlink_metadata(&dot_git) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(&dot_git)?,
+        Ok(_) => std::fs::remove_file(&dot_git)?,
+        Err(_) => {}
+    }
+    std::fs::write(&dot_git, format!("gitdir: {}\n", mine.display()))?;
+    warn!(
+        "workspace: {} did not point at the worktree's git directory (a command changed it); restored",
+        dot_git.display()
+    );
+    Ok(mine)
+}
+
+/// Most files [`Workspace::base_files`] copies out of the base commit.
+const BASE_FILES_MAX: usize = 200;
+
+impl Workspace {
+    /// The files under `paths` (files or directories, relative to the repository's root) as
+    /// the base branch has them, written into a fresh directory, and the base commit: the
+    /// next run's instructions come from where the operator put them, never from a worktree
+    /// a model wrote (and committed). Paths the base does not have are simply absent.
+    pub fn base_files(&self, paths: &[&str]) -> Result<(tempfile::TempDir, String)> {
+        let base = format!("refs/heads/{}", self.base);
+        let commit = run(
+            &self.repo,
+            &["rev-parse", "--verify", &format!("{base}^{{commit}}")],
+        )?
+        .trim()
+        .to_string();
+        let dir = tempfile::Builder::new()
+            .prefix("harness-base-")
+            .tempdir()
+            .context("cannot create a directory for the base commit's instructions")?;
+        let mut args = vec!["ls-tree", "-r", "-z", "--full-tree", commit.as_str(), "--"];
+        args.extend(paths.iter().copied());
+        let listing = run(&self.repo, &args)?;
+        for entry in listing
+            .split('\0')
+            .filter(|e| !e.is_empty())
+            .take(BASE_FILES_MAX)
+        {
+            let Some((meta, path)) = entry.split_once('\t') else {
+                continue;
+            };
+            let mut meta = meta.split(' ');
+            let (mode, kind, sha) = (meta.next(), meta.next(), meta.next());
+            let regular = matches!(mode, Some("100644" | "100755")) && kind == Some("blob");
+            if !regular || path.split('/').any(|c| c == ".." || c.is_empty()) {
+                continue;
+            }
+            let Some(sha) = sha else { continue };
+            let text = run(&self.repo, &["cat-file", "blob", sha])?;
+            let to = dir.path().join(path);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&to, text)?;
+        }
+        Ok((dir, commit))
     }
 }
 
@@ -364,5 +518,18 @@ mod tests {
             commit_message("  ", "r1"),
             "harness task\n\nharness run r1\n"
         );
+    }
+
+    #[test]
+    fn nested_repositories_are_found_without_following_links_or_walking_into_them() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path();
+        std::fs::create_dir_all(p.join(".git")).unwrap();
+        std::fs::create_dir_all(p.join("a/b/.git/c/.git")).unwrap();
+        std::fs::create_dir_all(p.join("plain/deep")).unwrap();
+        std::fs::create_dir_all(p.join("f")).unwrap();
+        std::fs::write(p.join("f/.git"), "gitdir: /x\n").unwrap();
+        std::os::unix::fs::symlink(p.join("a"), p.join("link")).unwrap();
+        assert_eq!(nested_repos(p), ["a/b", "f"]);
     }
 }

@@ -37,6 +37,9 @@ pub struct Jail {
     /// Paths never to read or write, relative to the root, with what they are: the config,
     /// the report dir, a key file, a cassette being recorded (`[tools.bash]` never_read).
     hidden: Vec<(String, String)>,
+    /// Paths never to write, relative to the root, with what they are: the next run's
+    /// inputs (`AGENTS.md`, the skills dir, the check's own files).
+    read_only: Vec<(String, String)>,
 }
 
 /// A regular file opened for reading, with the path it really has under the root.
@@ -73,7 +76,13 @@ impl Jail {
             protect,
             policy,
             hidden: Vec::new(),
+            read_only: Vec::new(),
         })
+    }
+
+    /// Refuses writes to these paths (relative to the root) from now on.
+    pub fn read_only(&mut self, paths: Vec<(String, String)>) {
+        self.read_only.extend(paths);
     }
 
     /// Refuses these paths (relative to the root) for reads and writes from now on.
@@ -337,6 +346,11 @@ impl Jail {
             ));
         }
         if write {
+            if let Some((h, what)) = self.read_only.iter().find(|(h, _)| under(h)) {
+                return Some(format!(
+                    "{rel:?} is {what} ({h}), read-only during the run: the next run reads it as the operator left it ([prompt] writable = true lets a task edit it)"
+                ));
+            }
             if let Some(why) = gate::write_refusal(&self.policy, rel) {
                 return Some(format!("writing {rel:?} is refused: it {why}"));
             }

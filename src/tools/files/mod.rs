@@ -168,6 +168,11 @@ impl FileTools {
         })
     }
 
+    /// Refuses writes to these paths (relative to the work root, with what they are).
+    pub fn read_only(&mut self, paths: Vec<(String, String)>) {
+        self.jail.read_only(paths);
+    }
+
     /// Refuses these paths (relative to the work root, with what they are) for every tool:
     /// the config, the report dir, key files, a cassette being recorded.
     pub fn hide(&mut self, hidden: Vec<(String, String)>) {

@@ -375,8 +375,16 @@ mod tests {
             ),
             ("python-dev", "curl https://example.com", Verdict::Deny),
             ("python-dev", "python setup.py develop", Verdict::Deny),
-            ("python-dev", "python3 setup.py install --user", Verdict::Deny),
-            ("python-dev", "python3 setup.py build_ext --inplace", Verdict::Allow),
+            (
+                "python-dev",
+                "python3 setup.py install --user",
+                Verdict::Deny,
+            ),
+            (
+                "python-dev",
+                "python3 setup.py build_ext --inplace",
+                Verdict::Allow,
+            ),
             ("python-dev", "git push origin main", Verdict::Deny),
             ("python-dev", "sudo ls", Verdict::Deny),
             ("python-dev", "cargo build", Verdict::Deny),
