@@ -152,6 +152,9 @@ pub struct WorkspaceConfig {
     pub branch: String,
     /// The remote the branch is pushed to after the turn (default: no push).
     pub push: Option<String>,
+    /// How long each git command harness runs itself may take (`git_timeout_secs`, seconds,
+    /// 1-86400, default 120); the command's process group is killed after it.
+    pub git_timeout: std::time::Duration,
 }
 
 /// `[loop].finish`: how the model ends a turn.

@@ -165,7 +165,13 @@ const ROOT: &[(&str, Ty)] = &[
     ),
     (
         "workspace",
-        Table(&[("repo", Str), ("base", Str), ("branch", Str), ("push", Str)]),
+        Table(&[
+            ("repo", Str),
+            ("base", Str),
+            ("branch", Str),
+            ("push", Str),
+            ("git_timeout_secs", Int),
+        ]),
     ),
     (
         "session",

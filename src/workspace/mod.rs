@@ -35,6 +35,8 @@ pub struct Workspace {
     /// own git names it, never reading the worktree's `.git` file again, which commands
     /// can rewrite to point at a git directory (and a config) of their own.
     git_dir: PathBuf,
+    /// How long each git command may take (`[workspace].git_timeout_secs`).
+    pub git_timeout: std::time::Duration,
 }
 
 /// What the REPORT's `workspace:` says.
@@ -123,6 +125,7 @@ pub fn open(
         repo: cfg.repo.clone(),
         continued,
         git_dir: PathBuf::new(),
+        git_timeout: cfg.git_timeout,
     };
     if path.exists() {
         ws.git_dir = worktree_git_dir(&cfg.repo, &path)?;
@@ -211,17 +214,19 @@ impl Workspace {
     /// Runs harness's own git in the worktree with its checked git directory.
     fn run(&self, args: &[&str]) -> Result<String> {
         let all = self.pinned(args);
-        run(
+        git::run_within(
             &self.path,
             &all.iter().map(String::as_str).collect::<Vec<_>>(),
+            self.git_timeout,
         )
     }
 
     fn output(&self, args: &[&str]) -> Result<git::Output> {
         let all = self.pinned(args);
-        git::output(
+        git::output_within(
             &self.path,
             &all.iter().map(String::as_str).collect::<Vec<_>>(),
+            self.git_timeout,
         )
     }
 
