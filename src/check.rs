@@ -260,7 +260,13 @@ async fn litellm_items(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
     };
     let key = match preflight::key(key_ref, "litellm key", "[litellm].key_ref", redactor) {
         Ok(k) => k,
-        Err(e) => return vec![item(Status::Fail, "litellm key", format!("{e:#}"))],
+        Err(e) => {
+            return vec![item(
+                Status::Fail,
+                "litellm key",
+                unlabelled("litellm key", &e),
+            )]
+        }
     };
     let mut items = vec![item(
         Status::Ok,
@@ -332,7 +338,13 @@ async fn redmine_items(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
     };
     let key = match preflight::key(&rm.key_ref, "redmine key", "[redmine].key_ref", redactor) {
         Ok(k) => k,
-        Err(e) => return vec![item(Status::Fail, "redmine key", format!("{e:#}"))],
+        Err(e) => {
+            return vec![item(
+                Status::Fail,
+                "redmine key",
+                unlabelled("redmine key", &e),
+            )]
+        }
     };
     let mut items = vec![item(
         Status::Ok,
@@ -355,6 +367,17 @@ async fn redmine_items(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
         Err(e) => item(Status::Fail, "redmine", format!("{e:#}")),
     });
     items
+}
+
+/// A key error without the label its line already starts with: `FAIL  litellm key:
+/// environment variable X is not set`, not `litellm key: litellm key: ...` (`once` prints
+/// the same error with its label, which it needs there).
+fn unlabelled(label: &str, e: &anyhow::Error) -> String {
+    let text = format!("{e:#}");
+    match text.strip_prefix(label).and_then(|t| t.strip_prefix(": ")) {
+        Some(rest) => rest.to_string(),
+        None => text,
+    }
 }
 
 /// The checklist as printed: one line per item, then a count.
@@ -402,6 +425,25 @@ mod tests {
         assert_eq!(
             render(&items),
             "ok    [models].a: glm-5.3, glm-5.2 listed\nFAIL  [models].b: not listed by GET /models: \"glm-9\"\n1 of 2 checks failed\n"
+        );
+    }
+
+    #[test]
+    fn a_key_error_is_not_prefixed_twice() {
+        let e = anyhow::anyhow!("litellm key: environment variable K is not set");
+        let items = vec![item(
+            Status::Fail,
+            "litellm key",
+            unlabelled("litellm key", &e),
+        )];
+        assert_eq!(
+            render(&items),
+            "FAIL  litellm key: environment variable K is not set\n1 of 1 checks failed\n"
+        );
+        let other = anyhow::anyhow!("[litellm].key_ref (env:K): the key is not ASCII");
+        assert_eq!(
+            unlabelled("litellm key", &other),
+            "[litellm].key_ref (env:K): the key is not ASCII"
         );
     }
 

@@ -22,12 +22,13 @@ pub const MAX_BODY: usize = 16 * 1024 * 1024;
 /// Longest a connection may take to open, whatever the request timeout.
 const CONNECT_TIMEOUT_CAP: Duration = Duration::from_secs(10);
 
-/// A client whose every request is bounded by `timeout` (connecting by at most 10 s), with
-/// harness's user agent.
+/// A client whose every request is bounded by `timeout` (connecting by at most 10 s, and
+/// always before the whole request's bound, so a TCP or TLS handshake that never ends is a
+/// connect error, told from a request that was sent), with harness's user agent.
 pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
     reqwest::Client::builder()
         .timeout(timeout)
-        .connect_timeout(timeout.min(CONNECT_TIMEOUT_CAP))
+        .connect_timeout((timeout * 3 / 4).min(CONNECT_TIMEOUT_CAP))
         .user_agent(concat!("harness/", env!("CARGO_PKG_VERSION")))
         // No redirect is followed: a peer must not send harness (and its key) anywhere but
         // the configured address, on or off 127.0.0.1; a 3xx is a final answer that
@@ -255,10 +256,28 @@ pub fn transport_message(e: &reqwest::Error) -> String {
         chain.push(s.to_string());
         source = s.source();
     }
-    if chain.is_empty() {
+    let https = e.url().is_some_and(|u| u.scheme() == "https");
+    let text = if chain.is_empty() {
         what.to_string()
     } else {
         format!("{what}: {}", chain.join(": "))
+    };
+    format!("{text}{}", plain_http_hint(https, e.is_connect(), &text))
+}
+
+/// The likely cause when an `https://` URL meets a server that speaks plain HTTP (PURE): it
+/// answers the TLS hello in plain text (rustls: `InvalidContentType`), or waits for an HTTP
+/// request that never comes, and the handshake times out.
+fn plain_http_hint(https: bool, connect: bool, text: &str) -> &'static str {
+    if !(https && connect) {
+        return "";
+    }
+    if text.contains("InvalidContentType") || text.contains("corrupt message") {
+        "; the server answered in plain HTTP, not TLS: use http:// in the URL"
+    } else if text.contains("timed out") {
+        "; the TLS handshake never finished: if the server speaks plain HTTP, use http:// in the URL"
+    } else {
+        ""
     }
 }
 
@@ -275,6 +294,21 @@ pub fn excerpt(body: &str) -> String {
     match trimmed.char_indices().nth(BODY_EXCERPT) {
         Some((i, _)) => format!("{}...", &trimmed[..i]),
         None => trimmed.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod plain_http_tests {
+    use super::plain_http_hint;
+
+    #[test]
+    fn https_against_plain_http_is_named() {
+        let tls = "could not connect: client error (Connect): received corrupt message of type InvalidContentType";
+        assert!(plain_http_hint(true, true, tls).contains("answered in plain HTTP"));
+        let slow = "timed out: client error (Connect): operation timed out";
+        assert!(plain_http_hint(true, true, slow).contains("use http://"));
+        assert_eq!(plain_http_hint(false, true, slow), "");
+        assert_eq!(plain_http_hint(true, false, slow), "");
     }
 }
 

@@ -251,6 +251,21 @@ pub async fn once(
             return Err(failure);
         }
     };
+    // A signal during the git steps after the turn (the turn itself ended on its own): the
+    // REPORT is kept, the claim given back, the session left as it was; exit 128 + N.
+    let late = crate::signals::arrived()
+        .filter(|_| !matches!(turn.outcome, turn::TurnOutcome::Interrupted { .. }));
+    if let Some(signal) = late {
+        let why = format!("interrupted by signal {signal} after the turn");
+        release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
+        return Err(Failure::new(
+            Stage::Interrupted(signal),
+            anyhow!(
+                "{why}: the REPORT is on disk at {}; the task stays eligible",
+                path.display()
+            ),
+        ));
+    }
     let extra = opened.as_ref().and_then(|o| {
         let record = session::file::RunRecord {
             run_id: report.run_id.clone(),

@@ -207,17 +207,17 @@ pub fn file_name(vertical: &str, task_id: &str, at: DateTime<Utc>) -> String {
 /// that a crashed run left behind more than ten minutes ago.
 pub fn prepare_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create report dir {}", dir.display()))?;
+        .with_context(|| format!("cannot create report dir {} (report_dir)", dir.display()))?;
     let mut probe = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
         .tempfile_in(dir)
-        .with_context(|| format!("report dir {} is not writable", dir.display()))?;
+        .with_context(|| format!("report dir {} (report_dir) is not writable", dir.display()))?;
     probe
         .write_all(b"probe")
         .and_then(|_| probe.as_file().sync_all())
         .with_context(|| {
             format!(
-                "report dir {} is not writable (write failed)",
+                "report dir {} (report_dir) is not writable (write failed)",
                 dir.display()
             )
         })?;
@@ -421,6 +421,8 @@ All good.
             format!("{e:#}").contains("cannot create report dir"),
             "{e:#}"
         );
+        // The message names the config key to fix.
+        assert!(format!("{e:#}").contains("(report_dir)"), "{e:#}");
     }
 }
 

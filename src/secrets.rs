@@ -20,6 +20,10 @@ use anyhow::{bail, Context, Result};
 
 mod keycmd;
 
+/// Longest key harness accepts from a key ref, in bytes (16 KiB): real keys are well under
+/// 1 KiB, and masking holds every key and its encoded forms (about 20 times its length).
+pub const MAX_KEY_BYTES: usize = 16 * 1024;
+
 /// A resolved secret value; prints as `[redacted]`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -143,6 +147,14 @@ impl KeyRef {
         };
         if value.trim().is_empty() {
             bail!("{what}: {} is empty", self.describe());
+        }
+        if value.len() > MAX_KEY_BYTES {
+            bail!(
+                "{what}: {} is {} bytes, more than the {} a key may have",
+                self.describe(),
+                value.len(),
+                crate::bounded::size(MAX_KEY_BYTES as u64)
+            );
         }
         Ok(Secret(value))
     }
@@ -281,33 +293,72 @@ impl Redactor {
     }
 
     /// Length of the longest suffix of `text` that is a proper prefix of some secret: text
-    /// that a cut could leave as the first half of a secret.
+    /// that a cut could leave as the first half of a secret. Linear in the secrets' length
+    /// (KMP), whatever their shape.
     pub fn dangling_prefix_len(&self, text: &str) -> usize {
-        let mut best = 0;
-        for s in self.read().secrets.iter() {
-            for (i, _) in s.char_indices().skip(1) {
-                if i > best && text.ends_with(&s[..i]) {
-                    best = i;
-                }
-            }
-        }
-        best
+        let masks = self.read();
+        masks
+            .secrets
+            .iter()
+            .map(|s| {
+                let window = &text.as_bytes()[text.len().saturating_sub(s.len())..];
+                prefix_at_end(s.as_bytes(), window, |i| s.is_char_boundary(i))
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Length of the longest prefix of `text` that is a proper suffix of some secret: text
-    /// that a cut could leave as the second half of a secret.
+    /// that a cut could leave as the second half of a secret. Linear, as above: the same
+    /// search over both reversed.
     pub fn dangling_suffix_len(&self, text: &str) -> usize {
-        let mut best = 0;
-        for s in self.read().secrets.iter() {
-            for (i, _) in s.char_indices().skip(1) {
-                let tail = &s[i..];
-                if tail.len() > best && text.starts_with(tail) {
-                    best = tail.len();
-                }
-            }
-        }
-        best
+        let masks = self.read();
+        masks
+            .secrets
+            .iter()
+            .map(|s| {
+                let reversed: Vec<u8> = s.bytes().rev().collect();
+                let head = &text.as_bytes()[..text.len().min(s.len())];
+                let window: Vec<u8> = head.iter().rev().copied().collect();
+                prefix_at_end(&reversed, &window, |n| s.is_char_boundary(s.len() - n))
+            })
+            .max()
+            .unwrap_or(0)
     }
+}
+
+/// The longest proper prefix of `pattern` (of a length `fits` accepts, besides 0) that
+/// `text` ends with (PURE). Knuth-Morris-Pratt: linear in both lengths.
+fn prefix_at_end(pattern: &[u8], text: &[u8], fits: impl Fn(usize) -> bool) -> usize {
+    if pattern.len() < 2 {
+        return 0;
+    }
+    // border[i]: the longest proper prefix of pattern[..=i] that is also its suffix.
+    let mut border = vec![0usize; pattern.len()];
+    let mut k = 0;
+    for i in 1..pattern.len() {
+        while k > 0 && pattern[i] != pattern[k] {
+            k = border[k - 1];
+        }
+        if pattern[i] == pattern[k] {
+            k += 1;
+        }
+        border[i] = k;
+    }
+    // Only the last len - 1 bytes can hold a proper prefix; reading no more keeps k < len.
+    let mut k = 0;
+    for &b in &text[text.len().saturating_sub(pattern.len() - 1)..] {
+        while k > 0 && b != pattern[k] {
+            k = border[k - 1];
+        }
+        if b == pattern[k] {
+            k += 1;
+        }
+    }
+    while k > 0 && !fits(k) {
+        k = border[k - 1];
+    }
+    k
 }
 
 /// A short URL password kept as `:PASSWORD@`, masked only where it stands in a URL.
@@ -575,6 +626,46 @@ mod tests {
         assert!(std::env::var_os(name).is_none());
         let again = KeyRef::Env(name.into()).resolve("k").unwrap();
         assert_eq!(again, first);
+    }
+
+    #[test]
+    fn dangling_halves_are_found_in_linear_time_for_any_key_shape() {
+        // Border chains are where a naive search goes quadratic: a key of one repeated
+        // character, and a key whose every prefix is a border of a longer one.
+        for key in ["a".repeat(20_000), "ab".repeat(10_000), "é".repeat(5_000)] {
+            let mut r = Redactor::default();
+            r.add(&Secret::new(key.clone()));
+            let half = &key[..key.len() / 2];
+            assert_eq!(r.dangling_prefix_len(&format!("out {half}")), half.len());
+            assert_eq!(r.dangling_suffix_len(&format!("{half} out")), half.len());
+            // The key itself ends with its longest proper border.
+            let unit = if key.starts_with("ab") {
+                2
+            } else {
+                key.chars().last().unwrap().len_utf8()
+            };
+            assert_eq!(r.dangling_prefix_len(&key), key.len() - unit);
+            assert_eq!(r.dangling_prefix_len("nothing"), 0);
+        }
+        // A cut inside a multi-byte character is no prefix: the longest whole one is.
+        let mut r = Redactor::default();
+        r.add(&Secret::new("ééééé"));
+        assert_eq!(r.dangling_prefix_len("x éé"), 4);
+        assert_eq!(r.dangling_suffix_len("ééé x"), 6);
+    }
+
+    #[test]
+    fn keys_over_the_limit_are_refused_naming_the_ref() {
+        let base = base();
+        let long =
+            KeyRef::parse(&format!("literal:{}", "k".repeat(MAX_KEY_BYTES + 1)), &base).unwrap();
+        let err = format!("{:#}", long.resolve("litellm key").unwrap_err());
+        assert_eq!(
+            err,
+            "litellm key: literal:[redacted] is 16385 bytes, more than the 16 KiB a key may have"
+        );
+        let fits = KeyRef::parse(&format!("literal:{}", "k".repeat(MAX_KEY_BYTES)), &base);
+        assert!(fits.unwrap().resolve("litellm key").is_ok());
     }
 
     #[test]

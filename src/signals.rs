@@ -120,6 +120,15 @@ pub const HANDLED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::
 /// The first handled signal, stored by the low-level handler itself (0: none yet).
 static ARRIVED: AtomicI32 = AtomicI32::new(0);
 
+/// How many handled signals reached the process, counted by the low-level handler.
+static ARRIVALS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// How many handled signals have reached the process so far: a synchronous step that
+/// started after one (the git steps after an interrupted turn) stops at the next.
+pub fn arrivals() -> u32 {
+    ARRIVALS.load(Ordering::SeqCst)
+}
+
 /// The first handled signal that reached the process, seen at once: the low-level handler
 /// stores it, so code that blocks the runtime's one thread (a `cmd:` key ref's program, a
 /// synchronous stage) can stop without waiting for the [`Interrupt`] task to run.
@@ -145,6 +154,7 @@ pub fn install(interrupt: Arc<Interrupt>) -> anyhow::Result<()> {
         unsafe {
             signal_hook_registry::register(sig, move || {
                 let _ = ARRIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+                ARRIVALS.fetch_add(1, Ordering::SeqCst);
             })
         }?;
     }

@@ -570,3 +570,85 @@ fn a_relative_config_path_puts_the_worktree_under_work_root_not_in_the_repo() {
     let again = relative(&["once", "--demo", "--fresh"]);
     assert_eq!(again.code, 0, "{again:?}");
 }
+
+/// What a listener holds: the connections it accepted and never answers.
+type Held = std::thread::JoinHandle<Vec<std::io::Result<std::net::TcpStream>>>;
+
+/// A workspace that pushes to `silent`, a 127.0.0.1 remote that accepts connections and
+/// never answers (git waits on it), with `extra` in `[workspace]`; the remote's URL.
+fn with_a_silent_remote(extra: &str) -> (Llm, Workspace, String, Held) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || listener.incoming().take(4).collect::<Vec<_>>());
+    let llm = Llm::start(&json!([
+        call(
+            "e1",
+            "edit_file",
+            json!({"path": "answer.txt", "old_string": "41", "new_string": "42"})
+        ),
+        text("Fixed."),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        format!("{c}{CODE_CONFIG}")
+            .replace("push = \"origin\"", &format!("push = \"silent\"\n{extra}"))
+    });
+    repo_with_remote(ws.path());
+    let url = format!("http://127.0.0.1:{port}/silent.git");
+    git(&ws.path().join("repo"), &["remote", "add", "silent", &url]);
+    (llm, ws, url, held)
+}
+
+#[test]
+fn sigterm_during_a_push_to_a_silent_remote_exits_143_and_keeps_the_report() {
+    let (_llm, ws, url, held) = with_a_silent_remote("");
+    let child = common::runs::harness_cmd(&ws, &["once", "--demo"])
+        .spawn()
+        .unwrap();
+    // git's http helper names the URL on its command line.
+    wait_for_process(&url);
+    // SAFETY: kill only sends a signal to the child we started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let run = common::runs::finish(child, "push to a silent remote");
+    assert_eq!(run.code, 143, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("interrupted by signal 15 after the turn"),
+        "{}",
+        run.stderr
+    );
+    let report = ws.latest();
+    assert_eq!(front(&report, "stop_reason"), "completed");
+    let wsr = front(&report, "workspace");
+    assert_eq!(wsr["pushed"], json!(false));
+    assert!(
+        wsr["error"]
+            .as_str()
+            .unwrap()
+            .contains("stopped by signal 15"),
+        "{wsr}"
+    );
+    assert!(!process_running(&url), "git is still running");
+    drop(held);
+}
+
+#[test]
+fn a_push_past_git_timeout_secs_is_killed_with_a_clear_failure_and_the_report_kept() {
+    let (_llm, ws, url, held) = with_a_silent_remote("git_timeout_secs = 1");
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("did not finish within 1s and was killed"),
+        "{}",
+        run.stderr
+    );
+    let wsr = front(&ws.latest(), "workspace");
+    assert_eq!(
+        (&wsr["committed"], &wsr["pushed"]),
+        (&json!(true), &json!(false))
+    );
+    assert!(!process_running(&url), "git is still running");
+    drop(held);
+}

@@ -512,9 +512,9 @@ fn check_fails_on_every_broken_piece_and_exits_1() {
     );
     let missing = ws.run_env(&["check"], &[]);
     assert!(
-        missing.stdout.contains(
-            "FAIL  litellm key: litellm key: environment variable HARNESS_TEST_LLM_KEY is not set"
-        ),
+        missing
+            .stdout
+            .contains("FAIL  litellm key: environment variable HARNESS_TEST_LLM_KEY is not set"),
         "{}",
         missing.stdout
     );

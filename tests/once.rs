@@ -373,6 +373,11 @@ fn no_model_reached_means_no_report_no_session_exit_4_and_the_event() {
     let cases = [
         (format!("{}/nowhere", llm.base_url()), "HTTP 404"),
         (format!("http://127.0.0.1:{port}/v1"), "could not connect"),
+        // https:// against the plain-HTTP server: named as such, never a bare timeout.
+        (
+            llm.base_url().replace("http://", "https://"),
+            "use http:// in the URL",
+        ),
     ];
     for (base_url, says) in cases {
         let ws = Workspace::new(&base_url, |c| {
@@ -404,9 +409,13 @@ fn no_model_reached_means_no_report_no_session_exit_4_and_the_event() {
             "{last}"
         );
     }
-    // The wrong base_url was tried, and nothing else.
+    // The wrong base_url was tried, and nothing else reached the server as a request.
     let paths: Vec<Value> = llm.requests().iter().map(|r| r["path"].clone()).collect();
-    assert_eq!(paths, [json!("/v1/nowhere/chat/completions")]);
+    assert!(
+        paths.contains(&json!("/v1/nowhere/chat/completions")),
+        "{paths:?}"
+    );
+    assert_eq!(llm.chat_bodies().len(), 1, "{paths:?}");
 
     // A model that answered, even with a 500 every time, was reached: its REPORT is written.
     let llm = Llm::start(&json!([

@@ -129,11 +129,19 @@ impl Validator {
                 self.problem("[workspace].push", e);
             }
         }
+        let git_timeout = self.int_in(
+            "[workspace].git_timeout_secs",
+            raw.git_timeout_secs,
+            120,
+            1,
+            86400,
+        );
         Some(WorkspaceConfig {
             repo,
             base,
             branch,
             push: raw.push,
+            git_timeout: secs(git_timeout),
         })
     }
 }

@@ -152,6 +152,9 @@ pub struct WorkspaceConfig {
     pub branch: String,
     /// The remote the branch is pushed to after the turn (default: no push).
     pub push: Option<String>,
+    /// How long each git command harness runs itself may take (`git_timeout_secs`, seconds,
+    /// 1-86400, default 120); the command's process group is killed after it.
+    pub git_timeout: std::time::Duration,
 }
 
 /// `[loop].finish`: how the model ends a turn.
@@ -604,7 +607,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
     let mut unknown = Vec::new();
     let deserializer = toml::Deserializer::new(text);
     let raw: RawConfig = match serde_ignored::deserialize(deserializer, |p| {
-        unknown.push(format!("{}: unknown key", key_label(&p.to_string())))
+        unknown.push(unknown_key(&p.to_string()))
     }) {
         Ok(raw) => raw,
         Err(e) => {
@@ -642,9 +645,19 @@ fn type_problems(text: &str) -> Option<Vec<String>> {
         return None;
     }
     let _: Result<RawConfig, _> = serde_ignored::deserialize(toml::Value::Table(doc), |p| {
-        problems.push(format!("{}: unknown key", key_label(&p.to_string())))
+        problems.push(unknown_key(&p.to_string()))
     });
     Some(problems)
+}
+
+/// `tools.bash.alow: unknown key (did you mean `allow`?)`.
+fn unknown_key(path: &str) -> String {
+    let parts: Vec<&str> = path.split('.').filter(|p| *p != "?").collect();
+    format!(
+        "{}: unknown key{}",
+        key_label(path),
+        schema::did_you_mean(&parts)
+    )
 }
 
 /// `tools.bash.alow` -> `[tools.bash].alow`; `vertcal` -> `vertcal`.

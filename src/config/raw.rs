@@ -67,6 +67,7 @@ pub(super) struct RawWorkspace {
     pub(super) base: Option<String>,
     pub(super) branch: Option<String>,
     pub(super) push: Option<String>,
+    pub(super) git_timeout_secs: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

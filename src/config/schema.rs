@@ -171,7 +171,13 @@ const ROOT: &[(&str, Ty)] = &[
     ),
     (
         "workspace",
-        Table(&[("repo", Str), ("base", Str), ("branch", Str), ("push", Str)]),
+        Table(&[
+            ("repo", Str),
+            ("base", Str),
+            ("branch", Str),
+            ("push", Str),
+            ("git_timeout_secs", Int),
+        ]),
     ),
     (
         "session",
@@ -186,6 +192,35 @@ const ROOT: &[(&str, Ty)] = &[
     ("inbox", Table(&[("dir", Str), ("stale_after_mins", Int)])),
     ("intake", Table(&[("order", StrList)])),
 ];
+
+/// The known key nearest to the unknown key at `path` (its dotted parts, the section's
+/// first), when it is near enough to be a typo of it: ` (did you mean `max_rounds`?)`, or
+/// an empty string.
+pub(super) fn did_you_mean(path: &[&str]) -> String {
+    let Some((name, sections)) = path.split_last() else {
+        return String::new();
+    };
+    let mut keys = ROOT;
+    let mut rest = sections.iter();
+    while let Some(section) = rest.next() {
+        match keys.iter().find(|(k, _)| k == section).map(|(_, ty)| *ty) {
+            Some(Table(inner) | Models(inner)) => keys = inner,
+            // `[check.classes.<class>]`: the next part is the class, any name.
+            Some(TableMap(inner)) => {
+                rest.next();
+                keys = inner;
+            }
+            _ => return String::new(),
+        }
+    }
+    keys.iter()
+        // Edit distance, not Jaro-Winkler: its prefix bonus takes every `max_*` for a typo.
+        .map(|(k, _)| (strsim::normalized_damerau_levenshtein(name, k), *k))
+        .filter(|(score, _)| *score >= 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+        .unwrap_or_default()
+}
 
 /// Every type error of `doc`, each as `key: must be X, not Y`, in key order; the keys in
 /// error are removed from `doc`, so the raw layer can still read the rest (and report its
@@ -326,6 +361,25 @@ mod tests {
     fn problems(text: &str) -> Vec<String> {
         let mut doc: toml::Table = text.parse().unwrap();
         check(&mut doc)
+    }
+
+    #[test]
+    fn unknown_keys_get_the_nearest_known_one() {
+        assert_eq!(
+            did_you_mean(&["loop", "max_round"]),
+            " (did you mean `max_rounds`?)"
+        );
+        assert_eq!(did_you_mean(&["litelm"]), " (did you mean `litellm`?)");
+        assert_eq!(
+            did_you_mean(&["tools", "bash", "alow"]),
+            " (did you mean `allow`?)"
+        );
+        assert_eq!(
+            did_you_mean(&["check", "classes", "code", "comand"]),
+            " (did you mean `command`?)"
+        );
+        assert_eq!(did_you_mean(&["loop", "colour"]), "");
+        assert_eq!(did_you_mean(&["models", "prices", "x", "out"]), "");
     }
 
     #[test]

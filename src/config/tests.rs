@@ -46,9 +46,9 @@ fn unknown_keys_are_all_reported_with_their_section() {
     assert_eq!(
         problems(&text),
         vec![
-            "vertcal: unknown key".to_string(),
-            "[tools.bash].alow: unknown key".to_string(),
-            "[loop].max_round: unknown key".to_string(),
+            "vertcal: unknown key (did you mean `vertical`?)".to_string(),
+            "[tools.bash].alow: unknown key (did you mean `allow`?)".to_string(),
+            "[loop].max_round: unknown key (did you mean `max_rounds`?)".to_string(),
         ]
     );
 }
@@ -190,7 +190,7 @@ fn type_errors_are_all_reported_at_once_in_words_with_unknown_keys() {
             "[loop].max_rounds: must be a whole number, not a string (\"eight\")".to_string(),
             "[models].mopac-code: must be a model name or a list of model names, not a whole number (5)".to_string(),
             "[tools.bash].timeout_secs: must be a whole number, not true".to_string(),
-            "[loop].max_round: unknown key".to_string(),
+            "[loop].max_round: unknown key (did you mean `max_rounds`?)".to_string(),
         ]
     );
     for p in &p {
@@ -665,4 +665,19 @@ fn env_allow_takes_plain_names_never_the_denied_ones_and_files_enable_the_policy
     assert!(c.bash.policy.file_tools);
     let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
     assert!(c.bash.policy.env_allow.is_empty() && !c.bash.policy.file_tools);
+}
+
+#[test]
+fn a_base_url_that_is_the_chat_endpoint_is_refused_with_the_fix() {
+    let text = MINIMAL.replace(
+        "base_url = \"http://127.0.0.1:4000/v1\"",
+        "base_url = \"http://bot:pw-secret@127.0.0.1:4000/v1/chat/completions/\"",
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "[litellm].base_url: ends in /chat/completions, which harness appends itself: set it to \"http://bot:[redacted]@127.0.0.1:4000/v1\""
+                .to_string()
+        ]
+    );
 }

@@ -346,6 +346,20 @@ impl Validator {
     fn litellm(&mut self, raw: RawLitellm) -> LitellmConfig {
         let replay = raw.replay.map(|p| self.dir.join(p));
         let base_url = self.url("[litellm].base_url", raw.base_url.clone());
+        // The endpoint pasted whole would be requested as .../chat/completions/chat/completions
+        // and answered with a bare 404.
+        if let Some(base) = base_url
+            .as_deref()
+            .and_then(|u| u.strip_suffix("/chat/completions"))
+        {
+            self.problem(
+                "[litellm].base_url",
+                format!(
+                    "ends in /chat/completions, which harness appends itself: set it to {:?}",
+                    crate::secrets::masked_url(base)
+                ),
+            );
+        }
         let key_ref = self.key_ref("[litellm].key_ref", raw.key_ref.clone());
         if replay.is_none() {
             if raw.base_url.is_none() {

@@ -39,7 +39,13 @@ pub fn output(dir: &Path, args: &[&str]) -> Result<Output> {
 
 /// Runs git in `dir`; its stdout, or an error with its stderr.
 pub fn run(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = output(dir, args)?;
+    run_within(dir, args, TIMEOUT)
+}
+
+/// [`run`] with its own time limit (`[workspace].git_timeout_secs` for the steps after the
+/// turn).
+pub fn run_within(dir: &Path, args: &[&str], limit: Duration) -> Result<String> {
+    let out = output_within(dir, args, limit)?;
     if !out.status.success() {
         bail!(
             "git {} in {} failed ({}): {}",
@@ -52,7 +58,9 @@ pub fn run(dir: &Path, args: &[&str]) -> Result<String> {
     Ok(out.stdout)
 }
 
-fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Output> {
+/// Runs `git -C dir args...` to its end, the time limit, or the next handled signal (then
+/// its process group is killed and the error says which).
+pub fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Output> {
     let mut env = crate::tools::bash::scrubbed_env(std::env::vars());
     env.extend(std::env::vars().filter(|(k, _)| ENV_EXTRA.contains(&k.as_str())));
     let mut cmd = Command::new("git");
@@ -99,11 +107,19 @@ fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Output> {
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
     );
     let deadline = Instant::now() + limit;
+    // This loop blocks the runtime's thread, so the signal task cannot run: the low-level
+    // handler's count is read instead. A signal that came before git started (the turn
+    // was interrupted) lets it run; the next one stops it.
+    let signals = crate::signals::arrivals();
+    let mut interrupted = None;
     let status = loop {
         if let Some(status) = child.try_wait().with_context(what)? {
             break Some(status);
         }
-        if Instant::now() >= deadline {
+        if crate::signals::arrivals() > signals {
+            interrupted = crate::signals::arrived();
+        }
+        if interrupted.is_some() || Instant::now() >= deadline {
             if let Ok(pgid) = i32::try_from(child.id()) {
                 // SAFETY: killpg only sends a signal to the group git leads.
                 unsafe {
@@ -117,6 +133,14 @@ fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Output> {
     };
     let stdout = stdout.join().unwrap_or_default();
     let stderr = stderr.join().unwrap_or_default();
+    if let (None, Some(signal)) = (status, interrupted) {
+        bail!(
+            "{} in {} was stopped by signal {signal}: {}",
+            what(),
+            dir.display(),
+            stderr.trim()
+        );
+    }
     match status {
         Some(status) => Ok(Output {
             status,

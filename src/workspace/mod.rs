@@ -38,6 +38,8 @@ pub struct Workspace {
     /// The repository's common git dir (resolved), which holds `git_dir`: what commands
     /// must be able to read for their git to work in the worktree.
     common_dir: PathBuf,
+    /// How long each git command may take (`[workspace].git_timeout_secs`).
+    pub git_timeout: std::time::Duration,
 }
 
 /// What the REPORT's `workspace:` says.
@@ -131,6 +133,7 @@ pub fn open(
         continued,
         git_dir: PathBuf::new(),
         common_dir: PathBuf::new(),
+        git_timeout: cfg.git_timeout,
     };
     if path.exists() {
         (ws.git_dir, ws.common_dir) = match worktree_git_dir(&cfg.repo, &path) {
@@ -233,17 +236,19 @@ impl Workspace {
     /// Runs harness's own git in the worktree with its checked git directory.
     fn run(&self, args: &[&str]) -> Result<String> {
         let all = self.pinned(args);
-        run(
+        git::run_within(
             &self.path,
             &all.iter().map(String::as_str).collect::<Vec<_>>(),
+            self.git_timeout,
         )
     }
 
     fn output(&self, args: &[&str]) -> Result<git::Output> {
         let all = self.pinned(args);
-        git::output(
+        git::output_within(
             &self.path,
             &all.iter().map(String::as_str).collect::<Vec<_>>(),
+            self.git_timeout,
         )
     }
 
