@@ -199,7 +199,7 @@ fn leading_cd(src: &str, segs: &[Segment]) -> Option<(String, bool)> {
     };
     // The separator right after `cd` must sequence it: `&&`, `;` or a newline (not `||`, `&`).
     let after = gap(first, &rest[0])?;
-    if !matches!(after.as_str(), "&&" | ";" | "") {
+    if !matches!(after.as_str(), "&&" | ";" | "\n") {
         return None;
     }
     let chain = after == "&&"
