@@ -1,7 +1,8 @@
 //! End to end: the everyday forms of issue 19 run as the gate judged them (the built binary,
 //! the scripted model, real bash): the `workdir` argument and a leading `cd DIR &&` run in
 //! DIR, `sed -i` rewrites the file, `NAME=value` reaches the command, `/bin/NAME` runs under
-//! a rule for NAME, and a denial says what to try instead.
+//! a rule for NAME, `/tmp/x` lands in the private temp dir, and a denial says what to try
+//! instead.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,6 +18,7 @@ fn bash(id: &str, arguments: Value) -> Value {
 #[test]
 fn everyday_forms_run_where_and_as_they_were_judged() {
     let cmd = |id: &str, c: &str| bash(id, json!({ "command": c }));
+    let tmp_name = format!("harness-everyday-{}.txt", std::process::id());
     let llm = Llm::start(&json!([
         {"type": "tool_call", "calls": [
             bash("w1", json!({"command": "pwd", "workdir": "sub"})),
@@ -30,6 +32,7 @@ fn everyday_forms_run_where_and_as_they_were_judged() {
             cmd("d1", "cd .. && ls"),
             bash("d2", json!({"command": "ls", "workdir": "../"})),
             cmd("d3", "sed -i 's/a/b/' Makefile"),
+            cmd("t1", &format!("echo in-tmp > /tmp/{tmp_name} && cat /tmp/{tmp_name} $TMPDIR/{tmp_name}")),
         ]},
         text("# Done\n\nRan the everyday forms."),
     ]));
@@ -45,7 +48,7 @@ fn everyday_forms_run_where_and_as_they_were_judged() {
     std::fs::write(work.join("Makefile"), "all:\n").unwrap();
 
     let results = once_tool_results(&ws, &llm);
-    assert_eq!(results.len(), 9, "{results:#?}");
+    assert_eq!(results.len(), 10, "{results:#?}");
     let sub = work.join("sub").canonicalize().unwrap();
     assert!(
         results[0].starts_with(&format!("{}\n", sub.display())),
@@ -89,4 +92,7 @@ fn everyday_forms_run_where_and_as_they_were_judged() {
         std::fs::read_to_string(work.join("Makefile")).unwrap(),
         "all:\n"
     );
+    // `/tmp/x` is the command's private temp dir (also `$TMPDIR/x`), never the real /tmp.
+    assert!(results[9].starts_with("in-tmp\nin-tmp\n"), "{}", results[9]);
+    assert!(!std::path::Path::new("/tmp").join(&tmp_name).exists());
 }

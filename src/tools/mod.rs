@@ -442,10 +442,16 @@ impl BashTool {
             }
         }
         for (path, prefix) in &judgement.runtime_path_checks {
-            if let Err(reason) = stays_under(&self.work_root, path, prefix) {
+            // `/tmp/x` (rewritten below) and `$TMPDIR/x` land in the private temp dir.
+            let checked = match path.strip_prefix("/tmp/").filter(|_| prefix == "/tmp") {
+                Some(rest) => stays_under(self.tmp.path(), rest, "."),
+                None => stays_under(&self.work_root, path, prefix),
+            };
+            if let Err(reason) = checked {
                 return denied(shown, self.redactor.redact(&reason));
             }
         }
+        let run = judgement.with_private_tmp(&self.tmp.path().display().to_string());
         let cwd = if workdir.is_empty() {
             self.work_root.clone()
         } else {
@@ -453,7 +459,7 @@ impl BashTool {
         };
         // A plain pipeline runs as the gate read it; everything else bash reads again.
         let direct = judgement
-            .plain_argv()
+            .plain_argv_of(&run)
             .and_then(|argv| direct::plan(&argv, &self.path_var(), &cwd));
         let at = bash::Setting {
             work_root: &cwd,
@@ -466,7 +472,7 @@ impl BashTool {
         };
         let finished = match direct {
             Some(stages) => direct::run(&stages, &at).await,
-            None => bash::run(&command, &at).await,
+            None => bash::run(&run, &at).await,
         };
         match finished {
             Ok(f) => {

@@ -201,7 +201,7 @@ fn leading_cd(src: &str, segs: &[Segment]) -> Option<(String, bool)> {
     };
     // The separator right after `cd` must sequence it: `&&`, `;` or a newline (not `||`, `&`).
     let after = gap(first, &rest[0])?;
-    if !matches!(after.as_str(), "&&" | ";" | "") {
+    if !matches!(after.as_str(), "&&" | ";" | "\n") {
         return None;
     }
     let chain = after == "&&"
@@ -418,7 +418,7 @@ pub(crate) fn judge_segment_outcome(
     let policy = ctx.policy;
     let mut redirect_checks = Vec::new();
     for r in &seg.redirs {
-        match check_redirect(policy, &ctx.cwd, r) {
+        match check_redirect(policy, &ctx.cwd, r, depth == 0) {
             Err(reason) => {
                 let hint = if reason.contains("write_redirects")
                     || reason.contains("not writing files")
@@ -427,6 +427,8 @@ pub(crate) fn judge_segment_outcome(
                         policy,
                         "leave out the redirection: the command's output is returned to you",
                     )
+                } else if reason.contains("absolute path") && policy.write_redirects {
+                    Some("write to a relative path under the working directory, or under `/tmp` (the command's private temp dir)".into())
                 } else if reason.contains("absolute path") {
                     write_hint(policy, "leave out the redirection (the output is returned to you), or write to a relative path where writes are allowed")
                 } else if reason.contains("quote the delimiter") {

@@ -3,6 +3,9 @@
 //! expansion, with no redirection, no assignment, no reserved word and no builtin other than
 //! the few harness runs as bash does (`echo`, `true`, `false`, `:`; see `tools::direct`).
 
+use crate::tools::gate::paths::basename;
+use crate::tools::gate::programs::registry::{canonical, family, Kind};
+use crate::tools::gate::redirect::private_tmp;
 use crate::tools::gate::rule::{Judgement, Verdict};
 use crate::tools::gate::shell::lex::{Dialect, Lexer, Word};
 use crate::tools::gate::shell::words::{is_assignment, RESERVED};
@@ -81,10 +84,72 @@ impl Judgement {
     /// module doc), as the gate judged them: decoded words, the command word first. `None`
     /// when bash must run it.
     pub fn plain_argv(&self) -> Option<Vec<Vec<String>>> {
+        self.plain_argv_of(&self.command)
+    }
+
+    /// [`Judgement::plain_argv`] of the command as it will run ([`Judgement::with_private_tmp`]).
+    pub fn plain_argv_of(&self, run: &str) -> Option<Vec<Vec<String>>> {
         if self.verdict != Verdict::Allow {
             return None;
         }
-        plain_pipeline(&self.command)
+        plain_pipeline(run)
+    }
+
+    /// The command as it runs: `/tmp` and `/tmp/…` words (redirection targets, and the
+    /// arguments of a program that only reads or writes them, never one that runs them: not a
+    /// shell, interpreter, runner or wrapper, nor any command word) rewritten to the
+    /// command's private temp dir `tmp`, single-quoted, so that what the gate judged as a
+    /// write to `/tmp/x` lands there (`$TMPDIR/x` needs no rewriting: bash expands it).
+    pub fn with_private_tmp(&self, tmp: &str) -> String {
+        let src = self.command.as_str();
+        let Ok(segs) = Lexer::with_dialect(src, Dialect::Bash).run() else {
+            return src.to_string();
+        };
+        let mut spans: Vec<(usize, usize, String)> = Vec::new();
+        let mut push = |w: &Word| {
+            if let Some(rest) = private_tmp(w).filter(|_| w.vars.is_empty()) {
+                let path = if rest.is_empty() {
+                    tmp.to_string()
+                } else {
+                    format!("{}/{rest}", tmp.trim_end_matches('/'))
+                };
+                spans.push((w.start, w.end, format!("'{}'", path.replace('\'', "'\\''"))));
+            }
+        };
+        for seg in &segs {
+            for r in &seg.redirs {
+                if r.heredoc.is_none() && r.op != "<<<" {
+                    push(&r.target);
+                }
+            }
+            let mut words = seg.words.iter().skip_while(|w| is_assignment(w));
+            let Some(cmd) = words.next() else {
+                continue;
+            };
+            let runs = cmd.raw == "time"
+                || family(&canonical(basename(&cmd.value))).is_some_and(|f| {
+                    matches!(
+                        f.kind,
+                        Kind::Shell | Kind::Interpreter | Kind::Runner | Kind::Wrapper
+                    )
+                });
+            if !runs {
+                words.for_each(&mut push);
+            }
+        }
+        spans.sort_by_key(|s| s.0);
+        let mut out = String::with_capacity(src.len());
+        let mut at = 0;
+        for (start, end, text) in spans {
+            if start < at || src.get(at..start).is_none() {
+                return src.to_string();
+            }
+            out.push_str(&src[at..start]);
+            out.push_str(&text);
+            at = end;
+        }
+        out.push_str(src.get(at..).unwrap_or_default());
+        out
     }
 }
 
@@ -182,6 +247,44 @@ mod tests {
             argv("true x | false | : y"),
             Some(vec![vec!["true", "x"], vec!["false"], vec![":", "y"]])
         );
+    }
+
+    #[test]
+    fn tmp_words_are_rewritten_to_the_private_dir_never_a_program() {
+        let policy = crate::tools::gate::Policy {
+            write_redirects: true,
+            ..crate::tools::gate::Policy::rules(
+                crate::tools::gate::Verdict::Allow,
+                Vec::new(),
+                Vec::new(),
+            )
+        };
+        let run = |cmd: &str| crate::tools::gate::judge(&policy, cmd).with_private_tmp("/p/t");
+        assert_eq!(run("echo hi > /tmp/out.txt"), "echo hi > '/p/t/out.txt'");
+        assert_eq!(
+            run("grep -n x /tmp/a \"/tmp/b c\" && ls /tmp"),
+            "grep -n x '/p/t/a' '/p/t/b c' && ls '/p/t'"
+        );
+        assert_eq!(
+            run("cat < /tmp/in 2>/tmp/err"),
+            "cat < '/p/t/in' 2>'/p/t/err'"
+        );
+        // What runs a file keeps the path as written (the real /tmp, which the model cannot
+        // write), and so does every command word.
+        for keep in [
+            "python3 /tmp/x.py",
+            "bash /tmp/x.sh",
+            "timeout 5 /tmp/x.sh",
+            "/tmp/x.sh a",
+            "echo $TMPDIR/x > $TMPDIR/y",
+            "cat /tmp/../etc/passwd",
+            "cat /tmpx",
+        ] {
+            assert_eq!(run(keep), keep, "{keep}");
+        }
+        assert_eq!(run("X=1 cat /tmp/a"), "X=1 cat '/p/t/a'");
+        assert_eq!(run("cat /tmp/it's"), "cat /tmp/it's");
+        assert_eq!(run("cat \"/tmp/it's\""), "cat '/p/t/it'\\''s'");
     }
 
     #[test]

@@ -6,10 +6,14 @@ use crate::tools::gate::programs::writes::{writes, Writes};
 use crate::tools::gate::rule::{files_a_rule_runs, Policy, RuleKind};
 use crate::tools::gate::shell::lex::{Redir, Word};
 use crate::tools::gate::shell::words::unsafe_var;
+/// `top`: the redirection is in the command itself, not in a script a shell it runs reads
+/// (only there is `/tmp` rewritten, and `$TMPDIR` surely the private dir: `env -i sh -c`
+/// would clear it).
 pub(crate) fn check_redirect(
     policy: &Policy,
     cwd: &str,
     r: &Redir,
+    top: bool,
 ) -> Result<Option<(String, String)>, String> {
     let t = &r.target;
     if let Some((quoted, body)) = &r.heredoc {
@@ -28,6 +32,29 @@ pub(crate) fn check_redirect(
             )),
             None => Ok(None),
         };
+    }
+    // `/tmp/x` and `$TMPDIR/x` name the command's private temp dir (the runner rewrites
+    // `/tmp/…` words to it; bash expands `$TMPDIR` to it).
+    if let Some(rest) = private_tmp(t).filter(|_| top && r.op != "<&") {
+        if r.op == "<" {
+            return Ok(None);
+        }
+        if !policy.write_redirects {
+            return Err(format!(
+                "output redirection to the file `{}` is denied (a rule authorises running a command, not writing files)",
+                t.raw
+            ));
+        }
+        if rest.is_empty() {
+            return Err(format!(
+                "output redirection to `{}` is not a file path",
+                t.raw
+            ));
+        }
+        return Ok(Some((
+            format!("{PRIVATE_TMP}/{rest}"),
+            PRIVATE_TMP.to_string(),
+        )));
     }
     if !t.literal() || t.ansi_c {
         return Err(format!(
@@ -62,6 +89,43 @@ pub(crate) fn check_redirect(
         ));
     }
     write_target(policy, cwd, v, "output redirection to").map(|p| Some((p, ".".to_string())))
+}
+
+/// The prefix of a run-time check of a path in the command's private temp dir: `/tmp/REST`
+/// with this prefix must resolve inside that directory.
+pub(crate) const PRIVATE_TMP: &str = "/tmp";
+
+/// The path below the command's private temp dir a word names, or `None`: `/tmp`, `/tmp/REST`
+/// (as written: the runner rewrites such words to the private dir) or `$TMPDIR/REST`
+/// (`${TMPDIR}`, quoted or not: bash expands it there), REST a plain relative path (no `..`,
+/// no glob, brace or other expansion). "" for the directory itself.
+pub(crate) fn private_tmp(w: &Word) -> Option<String> {
+    if w.ansi_c || w.glob || w.brace || w.tilde {
+        return None;
+    }
+    let v = w.value.as_str();
+    let rest = if w.vars.is_empty() {
+        v.strip_prefix("/tmp")?
+    } else if w.vars.iter().all(|x| x == "TMPDIR") && w.vars.len() == 1 {
+        v.strip_prefix("${TMPDIR}")
+            .or_else(|| v.strip_prefix("$TMPDIR"))?
+    } else {
+        return None;
+    };
+    if !rest.is_empty() && !rest.starts_with('/') {
+        return None;
+    }
+    let comps: Vec<&str> = rest
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    if comps
+        .iter()
+        .any(|c| *c == ".." || c.contains(['$', '`', '\\']))
+    {
+        return None;
+    }
+    Some(comps.join("/"))
 }
 
 /// Where a write to the file `v`, named in a command run in `cwd` (relative to the work root,

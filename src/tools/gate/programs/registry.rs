@@ -247,15 +247,18 @@ pub(crate) const DENIED_ENV_PREFIXES: &[(&str, &[&str])] = &[
     ("TERMINFO", &[]),
     ("HIST", &[]),
     ("HARNESS", &[]),
+    ("COVERAGE", &[]),
+    ("OPENSSL", &[]),
 ];
 
 /// Words that deny a name wherever they appear in it (`*_OPTS`, `*FLAGS`, `*PATH`, `*HOME`,
 /// `*_DIR`, `*CONFIG*`, `*PAGER`...): they name options, search paths, programs and places.
 pub(crate) const DENIED_ENV_WORDS: &[&str] = &[
-    "OPT", "FLAGS", "PATH", "LIB", "HOME", "DIR", "CONFIG", "FILE", "PAGER", "EDITOR", "VISUAL",
-    "SHELL", "CMD", "COMMAND", "HOOK", "STARTUP", "ASKPASS", "WRAPPER", "RUNNER", "EXEC", "PLUGIN",
-    "LOADER", "INCLUDE", "PRELOAD", "PROXY", "PROG", "BROWSER", "INIT", "PROFILE", "MODULE",
-    "REQUIRE", "IMPORT", "DEBUGGER", "TOOL", "CACHE", "PREFIX",
+    "OPT", "FLAGS", "PATH", "LIB", "HOME", "DIR", "CONF", "FILE", "SCRIPT", "ENGINE", "APP",
+    "PAGER", "EDITOR", "VISUAL", "SHELL", "CMD", "COMMAND", "HOOK", "STARTUP", "ASKPASS",
+    "WRAPPER", "RUNNER", "EXEC", "PLUGIN", "LOADER", "INCLUDE", "PRELOAD", "PROXY", "PROG",
+    "BROWSER", "INIT", "PROFILE", "MODULE", "REQUIRE", "IMPORT", "DEBUGGER", "TOOL", "CACHE",
+    "PREFIX",
 ];
 
 /// Why `NAME=value` may never be given to a command ([`DENIED_ENV`]), or `None`.
