@@ -8,6 +8,8 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
+use crate::tools::gate::shell::lex::Word;
+
 pub(crate) use super::families::FAMILIES;
 pub(crate) use super::kinds::{Check, Code, Family, Finder, Kind, StdinCode};
 
@@ -62,16 +64,20 @@ pub(crate) fn exact(name: &str) -> Option<&'static Family> {
     BY_NAME.get(name).copied()
 }
 
-/// Do two program names name the same program: equal ignoring case, or names of one family
-/// (`gtar` is `tar`, `python3.11` is `python`)? A deny rule for one denies the others.
-pub(crate) fn same_program(a: &str, b: &str) -> bool {
-    if a.eq_ignore_ascii_case(b) {
+/// Does a deny rule for the program `rule` deny the program `command`: equal ignoring case,
+/// names of one family (`gtar` is `tar`, `python3.11` is `python`), or `command` runs the
+/// interpreter `rule` names ([`Family::runs`]: `prove` runs Perl, so `perl *` denies it; a
+/// rule for `prove` does not deny `perl`).
+pub(crate) fn same_program(rule: &str, command: &str) -> bool {
+    if rule.eq_ignore_ascii_case(command) {
         return true;
     }
-    match family(a) {
-        Some(x) => family(b).is_some_and(|y| std::ptr::eq(x, y)),
-        None => false,
-    }
+    let Some(x) = family(rule) else {
+        return false;
+    };
+    family(command).is_some_and(|y| {
+        std::ptr::eq(x, y) || y.runs.and_then(family).is_some_and(|r| std::ptr::eq(x, r))
+    })
 }
 
 /// The family a program name belongs to, by [`canonical`].
@@ -95,6 +101,95 @@ const SUBCOMMAND_PROGRAMS: &[&str] = &[
     "git", "pip", "pip3", "npm", "pnpm", "yarn", "cargo", "go", "apt", "apt-get", "uv", "poetry",
 ];
 
+/// Spellings of one subcommand, by program: the name, then the aliases and abbreviations the
+/// program itself accepts (npm's `i`, `isntall`, `add`; cargo's `r`). A deny rule naming one
+/// matches them all.
+const SUBCOMMAND_ALIASES: &[(&str, &[&str])] = &[
+    (
+        "npm",
+        &[
+            "install", "i", "in", "ins", "inst", "insta", "instal", "isnt", "isnta", "isntal",
+            "isntall", "add",
+        ],
+    ),
+    ("npm", &["uninstall", "unlink", "remove", "rm", "r", "un"]),
+    ("npm", &["run", "run-script", "rum", "urn"]),
+    ("npm", &["exec", "x"]),
+    ("npm", &["test", "tst", "t"]),
+    ("npm", &["install-test", "it"]),
+    (
+        "npm",
+        &[
+            "ci",
+            "clean-install",
+            "ic",
+            "install-clean",
+            "isntall-clean",
+        ],
+    ),
+    ("npm", &["install-ci-test", "cit"]),
+    ("npm", &["publish", "pub"]),
+    ("pnpm", &["install", "i"]),
+    ("pnpm", &["remove", "rm", "uninstall", "un"]),
+    ("pnpm", &["run", "run-script"]),
+    ("cargo", &["build", "b"]),
+    ("cargo", &["check", "c"]),
+    ("cargo", &["doc", "d"]),
+    ("cargo", &["run", "r"]),
+    ("cargo", &["test", "t"]),
+    ("cargo", &["remove", "rm"]),
+];
+
+/// Other commands that do what a program's subcommand does, which a deny rule for it does not
+/// match (another program, or another subcommand): the deny lint names those no rule denies.
+pub(crate) const EQUIVALENT_COMMANDS: &[(&str, &str, &[&str])] = &[
+    (
+        "pip",
+        "install",
+        &[
+            "uv pip install x",
+            "uv add x",
+            "pipx install x",
+            "uv tool install x",
+            "uvx x",
+            "pdm add x",
+            "poetry add x",
+        ],
+    ),
+    (
+        "npm",
+        "install",
+        &[
+            "npm ci",
+            "npm install-test",
+            "npm install-ci-test",
+            "pnpm add x",
+            "yarn add x",
+            "bun add x",
+            "npx x",
+        ],
+    ),
+    ("git", "push", &["git send-pack x", "git subtree push x"]),
+    (
+        "docker",
+        "run",
+        &["docker create x", "podman run x", "nerdctl run x"],
+    ),
+    ("apt", "install", &["dpkg -i x", "aptitude install x"]),
+    ("cargo", "install", &["cargo binstall x"]),
+];
+
+/// Every spelling of `sub` as a subcommand of `program` (by family: `pip3` is `pip`),
+/// `sub` itself first.
+pub(crate) fn subcommand_spellings(program: &str, sub: &str) -> Vec<&'static str> {
+    let fam = family(program).map(|f| f.names[0]);
+    SUBCOMMAND_ALIASES
+        .iter()
+        .filter(|(p, names)| Some(*p) == fam && names.contains(&sub))
+        .flat_map(|(_, names)| names.iter().copied())
+        .collect()
+}
+
 /// Does a deny rule for `name` match its subcommand path rather than any later word
 /// ([`SUBCOMMAND_PROGRAMS`], by family and by versioned name: `pip3.11` is `pip`)?
 pub(crate) fn has_subcommands(name: &str) -> bool {
@@ -110,6 +205,75 @@ pub(crate) fn has_subcommands(name: &str) -> bool {
                 !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit() || b == b'.')
             })
         })
+}
+
+/// Python modules that are programs of the registry (`python3 -m pip` is `pip`), with the
+/// program each one is.
+const PYTHON_MODULES: &[(&str, &str)] = &[
+    ("pip", "pip"),
+    ("pip3", "pip"),
+    ("pytest", "pytest"),
+    ("py.test", "pytest"),
+    ("coverage", "coverage"),
+    ("tox", "tox"),
+    ("nox", "nox"),
+    ("pdm", "pdm"),
+    ("poetry", "poetry"),
+    ("pipx", "pipx"),
+    ("uv", "uv"),
+];
+
+/// Python's options that take a value (the next word when not attached).
+const PYTHON_VALUE_OPTIONS: &str = "WXQ";
+
+/// The registry program a command runs as a Python module, and where that program's
+/// arguments start in `args`: `python3 -m pip list` is `pip list`, `python3 -mpytest -x` is
+/// `pytest -x`, and a runner that runs a module runs it too (`coverage run -m pip …`).
+/// `None` when the module is no registry program or the gate cannot tell which word it is.
+pub(crate) fn module_program(base: &str, args: &[Word]) -> Option<(&'static str, usize)> {
+    let fam = family(base)?;
+    let start = match fam.names[0] {
+        "python" => 0,
+        // `coverage run [options] -m MODULE`.
+        "coverage" if args.first().is_some_and(|w| w.value == "run") => 1,
+        _ => return None,
+    };
+    let mut k = start;
+    while let Some(w) = args.get(k) {
+        let v = w.value.as_str();
+        if !w.literal() || !v.starts_with('-') || v == "-" || v == "--" {
+            return None;
+        }
+        let (module, next) = if v == "-m" {
+            (args.get(k + 1)?.value.as_str(), k + 2)
+        } else if let Some(m) = v.strip_prefix("-m").filter(|m| !m.is_empty()) {
+            (m, k + 1)
+        } else if fam.names[0] == "python" && !v.starts_with("--") {
+            // A cluster of flags (`-Bu`), one that takes a value (`-W x`, `-Xdev`), or one
+            // that ends the options (`-c`).
+            let cluster = &v[1..];
+            if cluster.contains(['c', 'm']) {
+                return None;
+            }
+            match cluster.find(|c| PYTHON_VALUE_OPTIONS.contains(c)) {
+                Some(at) if at + 1 == cluster.len() => k += 2,
+                _ => k += 1,
+            }
+            continue;
+        } else if v.contains('=') || fam.names[0] == "python" {
+            k += 1;
+            continue;
+        } else {
+            // coverage's `--source x` or `--branch`: the gate cannot tell.
+            return None;
+        };
+        let program = PYTHON_MODULES
+            .iter()
+            .find(|(m, _)| *m == module)
+            .map(|(_, p)| *p)?;
+        return Some((program, next));
+    }
+    None
 }
 
 /// What a program executes besides what the gate judged, so the kernel's exec set
