@@ -3,12 +3,12 @@
 
 use crate::tools::gate::paths::basename;
 use crate::tools::gate::programs::registry::{family, Check, Kind, EQUIVALENT_COMMANDS, FAMILIES};
-use crate::tools::gate::rule::{deny_matches, Policy, RuleKind};
+use crate::tools::gate::rule::{allow_matches, deny_matches, Policy, RuleKind, Verdict};
 use crate::tools::gate::shell::lex::Word;
 
 /// Deny rules that name a subcommand which other commands also do (`npm install *` and `npm
 /// ci`, `pnpm add`; `pip install *` and `uv pip install`): a warning naming those no deny rule
-/// of the policy matches. Deny rules for programs with subcommands match the subcommand path
+/// of the policy matches and its allow rules (or default) let run. Deny rules for programs with subcommands match the subcommand path
 /// only (`git push *` does not deny `git stash push`), so these pass.
 fn deny_misses(policy: &Policy) -> Vec<String> {
     let mut out = Vec::new();
@@ -26,13 +26,15 @@ fn deny_misses(policy: &Policy) -> Vec<String> {
             .flat_map(|(_, _, others)| others.iter().copied())
             .filter(|cmd| {
                 let words: Vec<Word> = cmd.split_whitespace().map(Word::synthetic).collect();
-                !policy.deny.iter().any(|r| deny_matches(r, &words))
+                let allowed = policy.default == Verdict::Allow
+                    || policy.allow.iter().any(|r| allow_matches(r, &words));
+                allowed && !policy.deny.iter().any(|r| deny_matches(r, &words))
             })
             .collect();
         if !missed.is_empty() {
             let list: Vec<String> = missed.iter().map(|c| format!("`{c}`")).collect();
             out.push(format!(
-                "deny rule `{}` does not deny {}, which do the same; deny them too (or list what may run with `default = \"deny\"`)",
+                "deny rule `{}` does not deny {}, which do the same and which the policy lets run; deny them too",
                 rule.text,
                 list.join(", ")
             ));
@@ -108,7 +110,7 @@ pub fn lint(policy: &Policy) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::gate::rule::{Rule, Verdict};
+    use crate::tools::gate::rule::Rule;
 
     fn policy(deny: &[&str]) -> Policy {
         Policy {
@@ -134,5 +136,16 @@ mod tests {
         let covered = lint(&policy(&["git push *", "git send-pack *", "git subtree *"]));
         assert!(covered.is_empty(), "{covered:?}");
         assert!(lint(&policy(&["rm *"])).is_empty());
+        // Under `default = "deny"` only the spellings an allow rule lets run are named.
+        let mut narrow = policy(&["npm install *"]);
+        narrow.default = Verdict::Deny;
+        assert!(lint(&narrow).is_empty());
+        narrow.allow = vec![Rule::parse("npm *").unwrap()];
+        let w = lint(&narrow);
+        assert!(
+            w.iter()
+                .any(|m| m.contains("`npm ci`") && !m.contains("pnpm")),
+            "{w:?}"
+        );
     }
 }
