@@ -175,6 +175,8 @@ fn pytest_plugin_spellings_run_code_and_are_denied() {
         "--override-ini=addopts=-pevil",
         "--override-ini addopts=-pevil",
         "-W ignore::evil.X",
+        "-qoaddopts=-pevil",
+        "-qWignore::evil.X",
     ] {
         let real = format!("{python} -m pytest -q -p no:cacheprovider {opts}");
         if !attack_works(&s.0, &real, "", "CANARY") {

@@ -5,6 +5,10 @@
 use crate::tools::gate::programs::argv::{denied, long_abbrev, options};
 use crate::tools::gate::shell::lex::Word;
 
+/// pytest's short options that take no value (`-q`, `-x`...): a cluster of them may end in
+/// one that does (`-qo addopts=…`).
+const PYTEST_FLAGS: &str = "hVqvxsl";
+
 /// pytest options as pytest reads them (argparse: `-pNAME`, `-p NAME`, `-oK=V`, `-o K=V`,
 /// `--override-ini=K=V`, `--override-ini K=V`; long names also abbreviated, as older pytest
 /// accepts): `--pdb`/`--trace`/`--pdbcls` start a debugger that reads its commands (`!import
@@ -14,14 +18,25 @@ use crate::tools::gate::shell::lex::Word;
 /// `--basetemp` removes the directory it names.
 pub(crate) fn pytest_check(base: &str, args: &[Word]) -> Option<String> {
     let all: Vec<&str> = options(args).collect();
-    // The value of a short option `-x` (attached or the next word) or of a long one.
-    let value = |k: usize, short: &str, long: &[&str]| -> Option<Option<&str>> {
+    // The value of a short option `-x` (alone, attached, the next word, or after flags in a
+    // cluster: argparse reads `-qoaddopts=…` as `-q -o addopts=…`) or of a long one.
+    let value = |k: usize, short: char, long: &[&str]| -> Option<Option<&str>> {
         let v = all[k];
-        if v == short {
-            return Some(all.get(k + 1).copied());
-        }
-        if let Some(rest) = v.strip_prefix(short).filter(|r| !r.is_empty()) {
-            return (!v.starts_with("--")).then_some(Some(rest));
+        if let Some(cluster) = v.strip_prefix('-').filter(|c| !c.starts_with('-')) {
+            for (at, c) in cluster.char_indices() {
+                if c == short {
+                    let rest = &cluster[at + c.len_utf8()..];
+                    return Some(if rest.is_empty() {
+                        all.get(k + 1).copied()
+                    } else {
+                        Some(rest)
+                    });
+                }
+                if !PYTEST_FLAGS.contains(c) {
+                    return None;
+                }
+            }
+            return None;
         }
         long_abbrev(v, long)?;
         Some(match v.split_once('=') {
@@ -39,12 +54,12 @@ pub(crate) fn pytest_check(base: &str, args: &[Word]) -> Option<String> {
         if long_abbrev(v, &["basetemp"]).is_some() {
             return denied(base, "`--basetemp` removes the directory it names");
         }
-        if let Some(plugin) = value(k, "-p", &[]) {
+        if let Some(plugin) = value(k, 'p', &[]) {
             if plugin.is_none_or(|p| !p.starts_with("no:")) {
                 return denied(base, "`-p NAME` imports a plugin module");
             }
         }
-        if let Some(ini) = value(k, "-o", &["override-ini"]) {
+        if let Some(ini) = value(k, 'o', &["override-ini"]) {
             let (key, val) = ini.unwrap_or_default().split_once('=').unwrap_or(("", ""));
             match key.trim() {
                 "" | "addopts" => {
@@ -62,7 +77,7 @@ pub(crate) fn pytest_check(base: &str, args: &[Word]) -> Option<String> {
                 _ => {}
             }
         }
-        if let Some(filter) = value(k, "-W", &["pythonwarnings"]) {
+        if let Some(filter) = value(k, 'W', &["pythonwarnings"]) {
             if filter.is_none_or(imports_category) {
                 return denied(
                     base,
