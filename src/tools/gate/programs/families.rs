@@ -365,6 +365,12 @@ pub(crate) static FAMILIES: &[Family] = &[
         "box86",
     ]),
     Family::runner(&["reflex", "when-changed", "modd", "watchman-make"]),
+    // moreutils' zrun (runs its command on decompressed copies), vidir (starts an editor),
+    // getty's login program (`agetty -l`), switch_root's init.
+    Family::runner(&["zrun"]),
+    Family::runner(&["vidir"]),
+    Family::runner(&["agetty", "getty"]),
+    Family::runner(&["switch_root"]),
     // setarch and the personality names it is installed under (util-linux).
     Family::runner(&[
         "setarch",
