@@ -127,8 +127,10 @@ const SUBCOMMAND_ALIASES: &[(&str, &[&str])] = &[
             "isntall-clean",
         ],
     ),
-    ("npm", &["install-ci-test", "cit"]),
-    ("npm", &["publish", "pub"]),
+    (
+        "npm",
+        &["install-ci-test", "cit", "clean-install-test", "sit"],
+    ),
     ("pnpm", &["install", "i"]),
     ("pnpm", &["remove", "rm", "uninstall", "un"]),
     ("pnpm", &["run", "run-script"]),
@@ -267,11 +269,42 @@ pub(crate) fn module_program(base: &str, args: &[Word]) -> Option<(&'static str,
             // coverage's `--source x` or `--branch`: the gate cannot tell.
             return None;
         };
-        let program = PYTHON_MODULES
-            .iter()
-            .find(|(m, _)| *m == module)
-            .map(|(_, p)| *p)?;
+        if matches!(module, "cProfile" | "profile") {
+            // The profilers run the module they are given: `-m cProfile -o out -m pip …`.
+            return profiled_module(args, next);
+        }
+        let program = python_module(module)?;
         return Some((program, next));
+    }
+    None
+}
+
+/// The registry program a Python module is ([`PYTHON_MODULES`]).
+fn python_module(module: &str) -> Option<&'static str> {
+    PYTHON_MODULES
+        .iter()
+        .find(|(m, _)| *m == module)
+        .map(|(_, p)| *p)
+}
+
+/// The registry program cProfile or profile runs (`-o FILE`, `-s SORT`, then `-m MODULE`),
+/// as [`module_program`] gives it.
+fn profiled_module(args: &[Word], mut k: usize) -> Option<(&'static str, usize)> {
+    while let Some(w) = args.get(k) {
+        let v = w.value.as_str();
+        if !w.literal() {
+            return None;
+        }
+        match v {
+            "-o" | "-s" | "--outfile" | "--sort" => k += 2,
+            _ if v.starts_with("--outfile=") || v.starts_with("--sort=") => k += 1,
+            "-m" => {
+                let module = args.get(k + 1)?.value.as_str();
+                let program = python_module(module)?;
+                return Some((program, k + 2));
+            }
+            _ => return None,
+        }
     }
     None
 }
@@ -362,6 +395,52 @@ mod tests {
                 assert_eq!(canonical(n), *n, "`{n}` is not its own canonical name");
             }
         }
+    }
+
+    #[test]
+    fn python_modules_are_their_programs() {
+        let words = |s: &str| -> Vec<Word> { s.split_whitespace().map(Word::synthetic).collect() };
+        for (base, args, want) in [
+            ("python3", "-m pip list", Some(("pip", 2))),
+            ("python3.11", "-mpip install x", Some(("pip", 1))),
+            ("python", "-Bu -W ignore -m pytest -x", Some(("pytest", 5))),
+            ("python3", "-Xdev -m py.test", Some(("pytest", 3))),
+            (
+                "python3",
+                "-m cProfile -o out -m pip list",
+                Some(("pip", 6)),
+            ),
+            ("coverage", "run -m pip install x", Some(("pip", 3))),
+            ("python3-coverage", "run -m pytest", Some(("pytest", 3))),
+            ("python3", "-c 'import pip'", None),
+            ("python3", "x.py -m pip", None),
+            ("python3", "-m json.tool", None),
+            ("coverage", "run --branch -m pip", None),
+            ("coverage", "report -m", None),
+            ("ruby", "-m pip", None),
+        ] {
+            assert_eq!(module_program(base, &words(args)), want, "{base} {args}");
+        }
+    }
+
+    #[test]
+    fn subcommand_aliases_are_spelt_by_family() {
+        assert!(subcommand_spellings("npm", "install").contains(&"isntall"));
+        assert!(subcommand_spellings("npm", "add").contains(&"install"));
+        assert_eq!(subcommand_spellings("cargo", "run"), ["run", "r"]);
+        assert!(subcommand_spellings("git", "push").is_empty());
+    }
+
+    #[test]
+    fn a_rule_for_an_interpreter_denies_what_runs_its_code() {
+        assert!(same_program("perl", "prove"));
+        assert!(same_program("perl5.36", "json_pp"));
+        assert!(same_program("ruby", "irb3.1"));
+        assert!(same_program("python3", "pytest-3"));
+        // Not the other way round, and not between programs of other interpreters.
+        assert!(!same_program("prove", "perl"));
+        assert!(!same_program("ruby", "prove"));
+        assert!(!same_program("perl", "shasum"));
     }
 
     #[test]
