@@ -2,9 +2,8 @@
 //! and how a rule matches a command's words.
 
 use crate::tools::gate::paths::{basename, path_under};
-use crate::tools::gate::programs::registry::{
-    has_subcommands, module_program, same_program, subcommand_spellings,
-};
+use crate::tools::gate::programs::modules::module_program;
+use crate::tools::gate::programs::registry::{has_subcommands, same_program, subcommand_spellings};
 use crate::tools::gate::shell::lex::Word;
 /// Whether a command (or one segment of it) may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -3,8 +3,9 @@
 
 use crate::tools::gate::paths::basename;
 use crate::tools::gate::programs::argv::is_stdin_path;
+use crate::tools::gate::programs::modules::module_program;
 use crate::tools::gate::programs::registry::{
-    canonical, family, module_program, same_program, Code, Finder, Kind, StdinCode,
+    canonical, family, same_program, Code, Finder, Kind, StdinCode,
 };
 use crate::tools::gate::rule::{glob_match, Policy, RuleKind};
 use crate::tools::gate::shell::lex::{Stdin, Word};

@@ -11,6 +11,7 @@ pub(crate) mod go;
 pub(crate) mod interpreters;
 mod kinds;
 pub(crate) mod make;
+pub(crate) mod modules;
 pub(crate) mod outfiles;
 pub(crate) mod outputs;
 pub(crate) mod packages;
@@ -25,7 +26,8 @@ pub(crate) mod wrappers;
 pub(crate) mod writes;
 
 use crate::tools::gate::shell::lex::{Stdin, Word};
-use registry::{family, module_program, Check};
+use modules::module_program;
+use registry::{family, Check};
 
 /// For commands whose options the gate checks, an unquoted glob that could match a file named
 /// like an option (`*` matches `--checkpoint-action=exec=sh`), or a brace expansion, would
