@@ -1,14 +1,54 @@
-//! tools stage (gate), PURE: lint of allow rules: escape hatches a policy author should know about.
+//! tools stage (gate), PURE: lint of allow rules (escape hatches a policy author should know
+//! about) and of deny rules (spellings of the same command they do not match).
 
 use crate::tools::gate::judge::{file_code_runs, Ctx};
 use crate::tools::gate::paths::basename;
-use crate::tools::gate::programs::registry::{canonical, family, Check, Code, Kind, FAMILIES};
-use crate::tools::gate::rule::{Policy, RuleKind};
+use crate::tools::gate::programs::registry::{
+    canonical, family, Check, Code, Kind, EQUIVALENT_COMMANDS, FAMILIES,
+};
+use crate::tools::gate::rule::{allow_matches, deny_matches, Policy, RuleKind, Verdict};
 use crate::tools::gate::shell::lex::Word;
 
-/// Escape-hatch warnings for allow rules (interpreters, shells, find, xargs, env, timeout, awk, sed, bare git, cargo*/npm* raw prefixes, `*`...)
-pub fn lint(policy: &Policy) -> Vec<String> {
+/// Deny rules that name a subcommand which other commands also do (`npm install *` and `npm
+/// ci`, `pnpm add`; `pip install *` and `uv pip install`): a warning naming those no deny rule
+/// of the policy matches and its allow rules (or default) let run. Deny rules for programs with subcommands match the subcommand path
+/// only (`git push *` does not deny `git stash push`), so these pass.
+fn deny_misses(policy: &Policy) -> Vec<String> {
     let mut out = Vec::new();
+    for rule in &policy.deny {
+        let (RuleKind::Exact(ws) | RuleKind::Words(ws)) = &rule.kind else {
+            continue;
+        };
+        let [head, sub, ..] = ws.as_slice() else {
+            continue;
+        };
+        let head_family = family(basename(head)).map(|f| f.names[0]);
+        let missed: Vec<&str> = EQUIVALENT_COMMANDS
+            .iter()
+            .filter(|(p, s, _)| Some(*p) == head_family && s == sub)
+            .flat_map(|(_, _, others)| others.iter().copied())
+            .filter(|cmd| {
+                let words: Vec<Word> = cmd.split_whitespace().map(Word::synthetic).collect();
+                let allowed = policy.default == Verdict::Allow
+                    || policy.allow.iter().any(|r| allow_matches(r, &words, ""));
+                allowed && !policy.deny.iter().any(|r| deny_matches(r, &words, ""))
+            })
+            .collect();
+        if !missed.is_empty() {
+            let list: Vec<String> = missed.iter().map(|c| format!("`{c}`")).collect();
+            out.push(format!(
+                "deny rule `{}` does not deny {}, which do the same and which the policy lets run; deny them too",
+                rule.text,
+                list.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// Escape-hatch warnings for allow rules, and deny rules that miss a spelling (interpreters, shells, find, xargs, env, timeout, awk, sed, bare git, cargo*/npm* raw prefixes, `*`...)
+pub fn lint(policy: &Policy) -> Vec<String> {
+    let mut out = deny_misses(policy);
     for rule in &policy.allow {
         let t = &rule.text;
         match &rule.kind {
@@ -97,4 +137,49 @@ fn heuristic_warning(policy: &Policy, rule: &crate::tools::gate::rule::Rule) -> 
         "allow rule `{}`: inline `{first}` code (`-c`, `-e`, stdin) is judged by a capability-word heuristic under the deny rules: it refuses everyday code (`import os`, `open(`) and can be evaded; deny `{first}` if it must not run arbitrary code, or let the model write and run files with it (`write_redirects` or the file tools, with a rule such as `{first} *`), where the heuristic is off",
         rule.text
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::gate::rule::Rule;
+
+    fn policy(deny: &[&str]) -> Policy {
+        Policy {
+            default: Verdict::Allow,
+            allow: vec![],
+            deny: deny.iter().map(|r| Rule::parse(r).unwrap()).collect(),
+            write_redirects: false,
+            env_allow: Vec::new(),
+            file_tools: false,
+        }
+    }
+
+    #[test]
+    fn deny_rules_that_miss_a_spelling_are_warned_about() {
+        let warnings = lint(&policy(&["npm install *"]));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("`npm ci`"), "{warnings:?}");
+        assert!(warnings[0].contains("`pnpm add x`"), "{warnings:?}");
+        // npm's own aliases are matched by the rule (`npm i`, `npm add`), so not listed.
+        assert!(!warnings[0].contains("`npm i "), "{warnings:?}");
+        let pip = lint(&policy(&["pip install *"]));
+        assert!(pip[0].contains("`uv pip install x`"), "{pip:?}");
+        assert!(!pip[0].contains("python3 -m pip"), "{pip:?}");
+        // Denied too: nothing left to name.
+        let covered = lint(&policy(&["git push *", "git send-pack *", "git subtree *"]));
+        assert!(covered.is_empty(), "{covered:?}");
+        assert!(lint(&policy(&["rm *"])).is_empty());
+        // Under `default = "deny"` only the spellings an allow rule lets run are named.
+        let mut narrow = policy(&["npm install *"]);
+        narrow.default = Verdict::Deny;
+        assert!(lint(&narrow).is_empty());
+        narrow.allow = vec![Rule::parse("npm *").unwrap()];
+        let w = lint(&narrow);
+        assert!(
+            w.iter()
+                .any(|m| m.contains("`npm ci`") && !m.contains("pnpm")),
+            "{w:?}"
+        );
+    }
 }

@@ -2,7 +2,10 @@
 //! and how a rule matches a command's words.
 
 use crate::tools::gate::paths::{basename, path_under};
-use crate::tools::gate::programs::registry::{family, has_subcommands, same_program};
+use crate::tools::gate::programs::modules::module_program;
+use crate::tools::gate::programs::registry::{
+    family, has_subcommands, same_program, subcommand_spellings,
+};
 use crate::tools::gate::shell::lex::Word;
 /// Whether a command (or one segment of it) may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -311,6 +314,16 @@ pub(crate) fn deny_matches(rule: &Rule, words: &[Word], cwd: &str) -> bool {
     let Some(cmd) = words.first() else {
         return false;
     };
+    // `python3 -m pip install x` is `pip install x`: a rule for the module's program matches
+    // its words (and `python3 -m pip list` is not `pip install`).
+    if let Some((program, k)) = module_program(basename(&cmd.value), &words[1..]) {
+        let module: Vec<Word> = std::iter::once(Word::synthetic(program))
+            .chain(words[1 + k..].iter().cloned())
+            .collect();
+        if deny_matches(rule, &module, cwd) {
+            return true;
+        }
+    }
     // Loose: `RM` is `rm` on a case-insensitive file system.
     let base_lc = basename(&cmd.value).to_ascii_lowercase();
     let base = base_lc.as_str();
@@ -331,7 +344,16 @@ pub(crate) fn deny_matches(rule: &Rule, words: &[Word], cwd: &str) -> bool {
         RuleKind::Universal => true,
         RuleKind::Exact(ws) | RuleKind::Words(ws) => match ws.split_first() {
             Some((head, rest)) if has_subcommands(base) => {
-                same_program(basename(head), base) && subcommand_path(&words[1..], rest)
+                same_program(basename(head), base)
+                    && (subcommand_path(&words[1..], rest)
+                        || rest.split_first().is_some_and(|(sub, more)| {
+                            // `npm i` is `npm install`: each spelling the program accepts.
+                            subcommand_spellings(base, sub).iter().any(|alias| {
+                                let mut path = vec![(*alias).to_string()];
+                                path.extend(more.iter().cloned());
+                                subcommand_path(&words[1..], &path)
+                            })
+                        }))
             }
             Some((head, rest)) => same_program(basename(head), base) && subsequence(rest),
             None => false,

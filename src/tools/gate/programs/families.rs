@@ -49,11 +49,32 @@ pub(crate) static FAMILIES: &[Family] = &[
         "ptpython",
         "jython",
         "micropython",
+        // Debuggers and the IDE Python ships, each a Python REPL.
+        "ipdb",
+        "ipdb3",
+        "pudb",
+        "pudb3",
+        "idle",
+        "idle3",
     ])
     .runs_files(),
     Family::interpreter(&["perl", "cperl", "perldb"])
         .code(Code::Perl)
         .runs_files(),
+    // Programs Perl ships (`dpkg -L perl`) that run Perl code the model can choose: a deny
+    // rule for `perl` denies them (round five). prove runs test files (and `--exec` names
+    // the program), cpan/cpanm run a distribution's Makefile.PL (`cpan .`), perldoc loads
+    // formatter modules (`-M`) and runs the `-n` program, perlbug starts an editor and a
+    // mailer, xsubpp evaluates typemap code.
+    Family::runner(&["prove"]).runs("perl"),
+    Family::runner(&["cpan", "cpanm", "cpanp"]).runs("perl"),
+    Family::runner(&["perldoc"]).runs("perl"),
+    Family::runner(&["perlbug", "perlthanks"]).runs("perl"),
+    Family::runner(&["xsubpp"]).runs("perl"),
+    // json_pp `-f eval` evaluates its input as Perl; ptar `-x` extracts member names the
+    // gate cannot see.
+    Family::checked(&["json_pp"], Check::PerlTools).runs("perl"),
+    Family::checked(&["ptar"], Check::PerlTools).runs("perl"),
     Family::interpreter(&["ruby", "erb", "jruby", "truffleruby"]).runs_files(),
     Family::interpreter(&["node", "nodejs", "js", "qjs", "rhino", "jjs", "d8"]).runs_files(),
     Family::interpreter(&["deno"]),
@@ -106,12 +127,15 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::interpreter(&["mysql"])
         .stdin(StdinCode::Always)
         .code(Code::Escape),
-    Family::interpreter(&["gdb"])
+    // gdb under the names Debian and front ends install it (round five).
+    Family::interpreter(&["gdb", "gdbtui", "gdb-multiarch", "cgdb", "ddd", "rust-gdb"])
         .stdin(StdinCode::Always)
         .code(Code::Escape),
     Family::interpreter(&["expect"]).stdin(StdinCode::Always),
     Family::interpreter(&["jshell"]).stdin(StdinCode::Always),
-    Family::interpreter(&["irb"]).stdin(StdinCode::Always),
+    Family::interpreter(&["irb"])
+        .stdin(StdinCode::Always)
+        .runs("ruby"),
     Family::interpreter(&["julia"]).runs_files(),
     Family::interpreter(&["guile"]).stdin(StdinCode::Always),
     Family::interpreter(&["racket"]).stdin(StdinCode::Always),
@@ -126,8 +150,8 @@ pub(crate) static FAMILIES: &[Family] = &[
         .code(Code::Escape),
     Family::interpreter(&["octave"]).stdin(StdinCode::Always),
     Family::interpreter(&["r"]).stdin(StdinCode::Always),
-    Family::interpreter(&["ts-node"]).runs_files(),
-    Family::interpreter(&["tsx"]).runs_files(),
+    Family::interpreter(&["ts-node"]).runs_files().runs("node"),
+    Family::interpreter(&["tsx"]).runs_files().runs("node"),
     Family::interpreter(&["groovy"]),
     Family::interpreter(&["kotlin"]),
     Family::interpreter(&["scala"]),
@@ -138,7 +162,7 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::interpreter(&["runghc", "runhaskell"]),
     Family::interpreter(&["m4"]).stdin(StdinCode::Always),
     Family::interpreter(&["cmake"]),
-    Family::interpreter(&["lldb"]).stdin(StdinCode::Always),
+    Family::interpreter(&["lldb", "rust-lldb"]).stdin(StdinCode::Always),
     Family::interpreter(&["duckdb"]).stdin(StdinCode::Always),
     Family::interpreter(&["mongosh"]).stdin(StdinCode::Always),
     Family::interpreter(&[
@@ -297,6 +321,61 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::runner(&["tsp"]),
     Family::runner(&["nq"]),
     Family::runner(&["dbus-run-session"]),
+    // Exec wrappers the registry did not know (round five): each runs the command in its
+    // arguments (util-linux's uclampset and scriptlive, which replays a typescript's input
+    // into a shell; schedulers, GPU and game launchers, tracers, supervisors, sandboxes,
+    // user-mode emulators, desktop launchers).
+    Family::runner(&["uclampset"]),
+    Family::runner(&["scriptlive"]).inner(Finder::FromFile),
+    Family::runner(&["schedtool"]),
+    Family::runner(&["tsocks"]),
+    Family::runner(&["mpiexec", "mpiexec.hydra", "mpiexec.openmpi", "orterun"]),
+    Family::runner(&["prime-run", "optirun", "primusrun", "pvkrun"]),
+    Family::runner(&["gamemoderun", "mangohud"]),
+    Family::runner(&["daemon"]),
+    Family::runner(&["xdotool"]),
+    Family::runner(&["gio", "gtk-launch", "kioclient", "exo-open"]).inner(Finder::FromFile),
+    Family::runner(&["su-to-root", "ksu", "calife", "super", "run0"]),
+    Family::runner(&["with-lock-ex", "setlock"]),
+    Family::runner(&["memusage", "xtrace", "sotruss", "trace-cmd"]),
+    Family::runner(&["keyctl"]),
+    Family::runner(&["cset"]),
+    Family::runner(&[
+        "s6-setuidgid",
+        "s6-envdir",
+        "s6-applyuidgid",
+        "s6-softlimit",
+        "s6-envuidgid",
+    ]),
+    Family::runner(&[
+        "envuidgid",
+        "pgrphack",
+        "fghack",
+        "tcpserver",
+        "tcpsvd",
+        "udpsvd",
+    ]),
+    Family::runner(&["catatonit"]),
+    Family::runner(&["timelimit", "runlim"]),
+    Family::runner(&["sandbox", "nsjail", "landrun"]),
+    Family::runner(&[
+        "qemu-x86_64",
+        "qemu-i386",
+        "qemu-aarch64",
+        "qemu-arm",
+        "qemu-riscv64",
+        "qemu-x86_64-static",
+        "qemu-aarch64-static",
+        "box64",
+        "box86",
+    ]),
+    Family::runner(&["reflex", "when-changed", "modd", "watchman-make"]),
+    // moreutils' zrun (runs its command on decompressed copies), vidir (starts an editor),
+    // getty's login program (`agetty -l`), switch_root's init.
+    Family::runner(&["zrun"]),
+    Family::runner(&["vidir"]),
+    Family::runner(&["agetty", "getty"]),
+    Family::runner(&["switch_root"]),
     // setarch and the personality names it is installed under (util-linux).
     Family::runner(&[
         "setarch",
@@ -356,7 +435,23 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::runner(&["watchexec"]),
     Family::runner(&["nodemon"]),
     Family::runner(&["concurrently"]),
-    Family::runner(&["xterm"]),
+    Family::runner(&[
+        "xterm",
+        "uxterm",
+        "lxterminal",
+        "urxvt",
+        "rxvt",
+        "st",
+        "terminator",
+        "tilix",
+        "xfce4-terminal",
+        "mate-terminal",
+        "sakura",
+        "guake",
+        "qterminal",
+        "terminology",
+        "eterm",
+    ]),
     Family::runner(&["systemd-nspawn"]),
     Family::runner(&["machinectl"]),
     Family::runner(&["nerdctl"]),
@@ -371,7 +466,9 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::runner(&["mamba"]),
     Family::runner(&["micromamba"]),
     Family::runner(&["pixi"]),
-    Family::runner(&["bundle"]).project(),
+    Family::runner(&["bundle", "bundler"])
+        .runs("ruby")
+        .project(),
     Family::runner(&["npm"]).project(),
     Family::runner(&["yarn"]).project(),
     Family::runner(&["pnpm"]).project(),
@@ -470,11 +567,27 @@ pub(crate) static FAMILIES: &[Family] = &[
     // more (round three).
     Family::runner(&["pytest", "py.test"])
         .check(Check::Pytest)
+        .runs("python")
         .project(),
+    // Python test runners and profilers that run a script or module (round five).
+    Family::runner(&["coverage", "python3-coverage"]).runs("python"),
+    Family::runner(&["trial", "nose2", "nosetests"])
+        .runs("python")
+        .project(),
+    Family::runner(&[
+        "pyinstrument",
+        "py-spy",
+        "scalene",
+        "memray",
+        "viztracer",
+        "austin",
+        "kernprof",
+    ])
+    .runs("python"),
     Family::runner(&["ninja", "samu"]).project(),
     Family::runner(&["just"]).project(),
     Family::runner(&["task", "go-task"]).project(),
-    Family::runner(&["rake"]).project(),
+    Family::runner(&["rake"]).runs("ruby").project(),
     Family::runner(&["invoke", "inv"]).project(),
     Family::runner(&["scons"]).project(),
     Family::runner(&["bazel", "bazelisk"]).project(),
@@ -488,12 +601,12 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::runner(&["rebar3"]).project(),
     Family::runner(&["cabal"]).project(),
     Family::runner(&["dune"]).project(),
-    Family::runner(&["tox"]).project(),
+    Family::runner(&["tox"]).check(Check::Tox).project(),
     Family::runner(&["nox"]).project(),
     // Debuggers that read their commands from stdin, sdiff (its `e` starts an editor), the
     // agent that runs a program, text browsers with `!` escapes.
     Family::runner(&["dlv"]),
-    Family::runner(&["rdbg"]),
+    Family::runner(&["rdbg"]).runs("ruby"),
     Family::runner(&["gdbserver"]),
     Family::runner(&["sdiff"]),
     Family::runner(&["gpg-agent"]),
@@ -525,7 +638,8 @@ pub(crate) static FAMILIES: &[Family] = &[
     Family::plain(&["pkill"]).writes(),
     // Package tools whose bare rule (`pip *`) runs project code.
     Family::plain(&["pip", "pip3"]).project(),
-    Family::plain(&["gem"]).project(),
+    // `gem build` evaluates a gemspec; installs run extension builds.
+    Family::plain(&["gem"]).runs("ruby").project(),
     // Toolchain programs a make variable may name (`CC=gcc`).
     Family::toolchain(&["gcc"]).check(Check::Compiler),
     Family::toolchain(&["g++"]).check(Check::Compiler),

@@ -3,6 +3,7 @@
 
 use crate::tools::gate::paths::basename;
 use crate::tools::gate::programs::argv::is_stdin_path;
+use crate::tools::gate::programs::modules::module_program;
 use crate::tools::gate::programs::registry::{
     canonical, family, same_program, Code, Finder, Kind, StdinCode,
 };
@@ -17,6 +18,11 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
             "`{base}` runs every program in a directory, which no rule can see"
         ));
     }
+    if fam.inner == Finder::FromFile {
+        return Some(format!(
+            "`{base}` runs commands read from a file, which no rule can see"
+        ));
+    }
     let runner = fam.kind == Kind::Runner;
     let denied: Vec<&str> = policy
         .deny
@@ -27,7 +33,13 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
             RuleKind::Path(_) | RuleKind::Universal => None,
         })
         .collect();
-    for w in args {
+    // The module a Python runs as a registry program (`python3 -m pip list`): the deny rules
+    // were matched against its own words (`rule::deny_matches`), so its name is no mention.
+    let module_word = module_program(base, args).map(|(_, k)| k - 1);
+    for (i, w) in args.iter().enumerate() {
+        if Some(i) == module_word {
+            continue;
+        }
         if !w.literal() && runner {
             return Some(format!(
                 "`{base}` runs `{}`, which the gate cannot read",

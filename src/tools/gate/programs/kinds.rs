@@ -72,8 +72,12 @@ pub(crate) enum Check {
     Scp,
     Zip,
     /// pytest's debugger options (`--pdb`, `--trace` read commands from stdin) and plugins
-    /// (`-p NAME` imports a module).
+    /// (`-p NAME` imports a module; `-o addopts=…`, `-W …::module.Class`).
     Pytest,
+    /// tox's overrides (`-x testenv.commands=…`), `exec`, other configs.
+    Tox,
+    /// Perl-shipped tools: json_pp `-f eval`, ptar `-x`.
+    PerlTools,
     /// Extractors that write what their input names (patch, cpio, pax): input on stdin that
     /// the model chose is refused (`stdin_findings`).
     Extract,
@@ -107,6 +111,9 @@ pub(crate) enum Finder {
     Doas,
     /// Runs every program in a directory, which no rule can see.
     Directory,
+    /// Runs commands read from a file the gate cannot see (scriptlive replays a typescript's
+    /// input into a shell, gio and gtk-launch run a desktop file's `Exec=`).
+    FromFile,
 }
 
 /// Whether an interpreter reads code on stdin.
@@ -151,6 +158,9 @@ pub(crate) struct Family {
     /// `NAME FILE` runs FILE as the same code its `-c`/`-e` or stdin takes: where the model
     /// may write a file and run it so, a check of its inline code protects nothing.
     pub(crate) runs_files: bool,
+    /// The interpreter whose code it runs (`prove` runs Perl test files, `irb` is Ruby,
+    /// `pytest` imports Python): a deny rule for that interpreter denies it too.
+    pub(crate) runs: Option<&'static str>,
 }
 
 impl Family {
@@ -165,6 +175,7 @@ impl Family {
             writes: false,
             project: false,
             runs_files: false,
+            runs: None,
         }
     }
     pub(super) const fn shell(names: &'static [&'static str]) -> Family {
@@ -217,6 +228,10 @@ impl Family {
     }
     pub(super) const fn runs_files(mut self) -> Family {
         self.runs_files = true;
+        self
+    }
+    pub(super) const fn runs(mut self, interpreter: &'static str) -> Family {
+        self.runs = Some(interpreter);
         self
     }
 

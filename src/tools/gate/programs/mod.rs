@@ -11,11 +11,13 @@ pub(crate) mod go;
 pub(crate) mod interpreters;
 mod kinds;
 pub(crate) mod make;
+pub(crate) mod modules;
 pub(crate) mod outfiles;
 pub(crate) mod outputs;
 pub(crate) mod packages;
 pub(crate) mod registry;
 pub(crate) mod remote;
+pub(crate) mod runners;
 pub(crate) mod sed;
 pub(crate) mod shells;
 pub(crate) mod tar;
@@ -24,6 +26,7 @@ pub(crate) mod wrappers;
 pub(crate) mod writes;
 
 use crate::tools::gate::shell::lex::{Stdin, Word};
+use modules::module_program;
 use registry::{family, Check};
 
 /// For commands whose options the gate checks, an unquoted glob that could match a file named
@@ -59,6 +62,12 @@ pub(crate) fn can_expand_into_option(w: &Word) -> bool {
 
 /// The family's option check: why these arguments run a program or write files, if they do.
 pub(crate) fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
+    // `python3 -m pytest …`, `coverage run -m pip …`: the module's program reads the rest.
+    if let Some((program, k)) = module_program(base, args) {
+        if let Some(reason) = dangerous_args(program, &args[k..]) {
+            return Some(format!("`{base} -m {program}`: {reason}"));
+        }
+    }
     let check = family(base).map_or(Check::None, |f| f.check);
     match check {
         Check::None => None,
@@ -103,7 +112,9 @@ pub(crate) fn dangerous_args(base: &str, args: &[Word]) -> Option<String> {
         Check::Xxd => text::two_operands_check(base, args, true),
         Check::Zip => text::zip_check(base, args),
         Check::Extract => None,
-        Check::Pytest => packages::pytest_check(base, args),
+        Check::Pytest => runners::pytest_check(base, args),
+        Check::Tox => runners::tox_check(base, args),
+        Check::PerlTools => runners::perl_tools_check(base, args),
     }
 }
 

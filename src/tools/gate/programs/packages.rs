@@ -101,27 +101,3 @@ pub(crate) fn compiler_check(base: &str, args: &[Word]) -> Option<String> {
     }
     None
 }
-
-/// pytest `--pdb`/`--trace`/`--pdbcls` start a debugger that reads its commands (`!import
-/// os; …`) from stdin; `-p NAME` imports a plugin module (only `-p no:NAME` disables one).
-pub(crate) fn pytest_check(base: &str, args: &[Word]) -> Option<String> {
-    let all: Vec<&str> = options(args).collect();
-    for (k, v) in all.iter().enumerate() {
-        if long_abbrev(v, &["pdb", "pdbcls", "trace"]).is_some() {
-            return denied(
-                base,
-                "`--pdb`/`--trace` start a debugger that reads commands from stdin",
-            );
-        }
-        let plugin = match *v {
-            "-p" => all.get(k + 1).copied(),
-            _ => v
-                .strip_prefix("-p")
-                .filter(|p| !p.is_empty() && !v.starts_with("--")),
-        };
-        if plugin.is_some_and(|p| !p.starts_with("no:")) {
-            return denied(base, "`-p NAME` imports a plugin module");
-        }
-    }
-    None
-}

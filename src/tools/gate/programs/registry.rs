@@ -62,16 +62,20 @@ pub(crate) fn exact(name: &str) -> Option<&'static Family> {
     BY_NAME.get(name).copied()
 }
 
-/// Do two program names name the same program: equal ignoring case, or names of one family
-/// (`gtar` is `tar`, `python3.11` is `python`)? A deny rule for one denies the others.
-pub(crate) fn same_program(a: &str, b: &str) -> bool {
-    if a.eq_ignore_ascii_case(b) {
+/// Does a deny rule for the program `rule` deny the program `command`: equal ignoring case,
+/// names of one family (`gtar` is `tar`, `python3.11` is `python`), or `command` runs the
+/// interpreter `rule` names ([`Family::runs`]: `prove` runs Perl, so `perl *` denies it; a
+/// rule for `prove` does not deny `perl`).
+pub(crate) fn same_program(rule: &str, command: &str) -> bool {
+    if rule.eq_ignore_ascii_case(command) {
         return true;
     }
-    match family(a) {
-        Some(x) => family(b).is_some_and(|y| std::ptr::eq(x, y)),
-        None => false,
-    }
+    let Some(x) = family(rule) else {
+        return false;
+    };
+    family(command).is_some_and(|y| {
+        std::ptr::eq(x, y) || y.runs.and_then(family).is_some_and(|r| std::ptr::eq(x, r))
+    })
 }
 
 /// The family a program name belongs to, by [`canonical`].
@@ -94,6 +98,97 @@ pub(crate) fn family(base: &str) -> Option<&'static Family> {
 const SUBCOMMAND_PROGRAMS: &[&str] = &[
     "git", "pip", "pip3", "npm", "pnpm", "yarn", "cargo", "go", "apt", "apt-get", "uv", "poetry",
 ];
+
+/// Spellings of one subcommand, by program: the name, then the aliases and abbreviations the
+/// program itself accepts (npm's `i`, `isntall`, `add`; cargo's `r`). A deny rule naming one
+/// matches them all.
+const SUBCOMMAND_ALIASES: &[(&str, &[&str])] = &[
+    (
+        "npm",
+        &[
+            "install", "i", "in", "ins", "inst", "insta", "instal", "isnt", "isnta", "isntal",
+            "isntall", "add",
+        ],
+    ),
+    ("npm", &["uninstall", "unlink", "remove", "rm", "r", "un"]),
+    ("npm", &["run", "run-script", "rum", "urn"]),
+    ("npm", &["exec", "x"]),
+    ("npm", &["test", "tst", "t"]),
+    ("npm", &["install-test", "it"]),
+    (
+        "npm",
+        &[
+            "ci",
+            "clean-install",
+            "ic",
+            "install-clean",
+            "isntall-clean",
+        ],
+    ),
+    (
+        "npm",
+        &["install-ci-test", "cit", "clean-install-test", "sit"],
+    ),
+    ("pnpm", &["install", "i"]),
+    ("pnpm", &["remove", "rm", "uninstall", "un"]),
+    ("pnpm", &["run", "run-script"]),
+    ("cargo", &["build", "b"]),
+    ("cargo", &["check", "c"]),
+    ("cargo", &["doc", "d"]),
+    ("cargo", &["run", "r"]),
+    ("cargo", &["test", "t"]),
+    ("cargo", &["remove", "rm"]),
+];
+
+/// Other commands that do what a program's subcommand does, which a deny rule for it does not
+/// match (another program, or another subcommand): the deny lint names those no rule denies.
+pub(crate) const EQUIVALENT_COMMANDS: &[(&str, &str, &[&str])] = &[
+    (
+        "pip",
+        "install",
+        &[
+            "uv pip install x",
+            "uv add x",
+            "pipx install x",
+            "uv tool install x",
+            "uvx x",
+            "pdm add x",
+            "poetry add x",
+        ],
+    ),
+    (
+        "npm",
+        "install",
+        &[
+            "npm ci",
+            "npm install-test",
+            "npm install-ci-test",
+            "pnpm add x",
+            "yarn add x",
+            "bun add x",
+            "npx x",
+        ],
+    ),
+    ("git", "push", &["git send-pack x", "git subtree push x"]),
+    (
+        "docker",
+        "run",
+        &["docker create x", "podman run x", "nerdctl run x"],
+    ),
+    ("apt", "install", &["dpkg -i x", "aptitude install x"]),
+    ("cargo", "install", &["cargo binstall x"]),
+];
+
+/// Every spelling of `sub` as a subcommand of `program` (by family: `pip3` is `pip`),
+/// `sub` itself first.
+pub(crate) fn subcommand_spellings(program: &str, sub: &str) -> Vec<&'static str> {
+    let fam = family(program).map(|f| f.names[0]);
+    SUBCOMMAND_ALIASES
+        .iter()
+        .filter(|(p, names)| Some(*p) == fam && names.contains(&sub))
+        .flat_map(|(_, names)| names.iter().copied())
+        .collect()
+}
 
 /// Does a deny rule for `name` match its subcommand path rather than any later word
 /// ([`SUBCOMMAND_PROGRAMS`], by family and by versioned name: `pip3.11` is `pip`)?
@@ -313,6 +408,30 @@ pub(crate) fn interpreter_env(name: &str) -> Option<&'static Family> {
         .and_then(|(_, fam)| exact(fam))
 }
 
+/// Python modules that are programs of the registry (`python3 -m pip` is `pip`), with the
+/// program each one is.
+const PYTHON_MODULES: &[(&str, &str)] = &[
+    ("pip", "pip"),
+    ("pip3", "pip"),
+    ("pytest", "pytest"),
+    ("py.test", "pytest"),
+    ("coverage", "coverage"),
+    ("tox", "tox"),
+    ("nox", "nox"),
+    ("pdm", "pdm"),
+    ("poetry", "poetry"),
+    ("pipx", "pipx"),
+    ("uv", "uv"),
+];
+
+/// The registry program a Python module is ([`PYTHON_MODULES`]).
+pub(crate) fn python_module(module: &str) -> Option<&'static str> {
+    PYTHON_MODULES
+        .iter()
+        .find(|(m, _)| *m == module)
+        .map(|(_, p)| *p)
+}
+
 /// What a program executes besides what the gate judged, so the kernel's exec set
 /// (`tools::sandbox`) must allow it too: programs found on PATH, and the directory the program
 /// prints when asked with `dir_query` (`git --exec-path`).
@@ -399,6 +518,26 @@ mod tests {
                 assert_eq!(canonical(n), *n, "`{n}` is not its own canonical name");
             }
         }
+    }
+
+    #[test]
+    fn subcommand_aliases_are_spelt_by_family() {
+        assert!(subcommand_spellings("npm", "install").contains(&"isntall"));
+        assert!(subcommand_spellings("npm", "add").contains(&"install"));
+        assert_eq!(subcommand_spellings("cargo", "run"), ["run", "r"]);
+        assert!(subcommand_spellings("git", "push").is_empty());
+    }
+
+    #[test]
+    fn a_rule_for_an_interpreter_denies_what_runs_its_code() {
+        assert!(same_program("perl", "prove"));
+        assert!(same_program("perl5.36", "json_pp"));
+        assert!(same_program("ruby", "irb3.1"));
+        assert!(same_program("python3", "pytest-3"));
+        // Not the other way round, and not between programs of other interpreters.
+        assert!(!same_program("prove", "perl"));
+        assert!(!same_program("ruby", "prove"));
+        assert!(!same_program("perl", "shasum"));
     }
 
     #[test]

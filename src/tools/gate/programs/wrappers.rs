@@ -184,7 +184,7 @@ pub(crate) fn inner_command(policy: &Policy, base: &str, words: &[Word], open_ta
         Finder::Shell => shell_inner(policy, words, base, Some(Dialect::Bash)),
         Finder::PosixShell => shell_inner(policy, words, base, Some(Dialect::Posix)),
         Finder::ForeignShell => shell_inner(policy, words, base, None),
-        Finder::None | Finder::Directory => Ok(Inner::None),
+        Finder::None | Finder::Directory | Finder::FromFile => Ok(Inner::None),
     };
     match result {
         Ok(Inner::Commands(list)) if !open_tail && list.iter().all(|(r, _)| r.start >= n) => {
