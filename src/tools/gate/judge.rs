@@ -4,7 +4,7 @@
 use crate::tools::gate::paths::{basename, through_proc_or_dev};
 use crate::tools::gate::programs::argv::Inner;
 use crate::tools::gate::programs::interpreters::{
-    inline_code_can_run_programs, opaque_mentions, python_module_run, stdin_code,
+    inline_code_can_run_programs, opaque_mentions, stdin_code,
 };
 use crate::tools::gate::programs::registry::{
     canonical, denied_env, family, interpreter_env, Check, Code, Kind,
@@ -663,27 +663,6 @@ pub(crate) fn judge_invocation(
         let meaningless = interpreter && file_code_runs(ctx, cmd, &base_lc, depth);
         if interpreter && !meaningless {
             ctx.heuristic = true;
-        }
-        // `python3 -m pip install x` is pip run by another name: the deny rules for the
-        // module's program hold whether or not the inline-code heuristic means anything.
-        if let Some(module) = fam
-            .filter(|f| f.names.first() == Some(&"python"))
-            .and_then(|_| python_module_run(args))
-        {
-            if let Some(rule) = policy
-                .deny
-                .iter()
-                .find(|r| deny_matches(r, &module, &ctx.cwd))
-            {
-                return Outcome::Deny {
-                    rule: Some(rule.text.clone()),
-                    reason: format!(
-                        "`{base} -m {}` runs `{}`: denied by rule `{}`",
-                        module[0].value, module[0].value, rule.text
-                    ),
-                    hint: None,
-                };
-            }
         }
         let found = if meaningless {
             None
