@@ -84,6 +84,32 @@ fn profiled_module(args: &[Word], mut k: usize) -> Option<(&'static str, usize)>
     None
 }
 
+/// The registry program `python -m trace --module NAME` runs. trace's own `-m` is
+/// `--missing` (a flag) and its `progname` a file unless `--module` came first; `-f`, `-C`,
+/// `--ignore-module` and `--ignore-dir` take a value.
+fn traced_module(args: &[Word], mut k: usize) -> Option<(&'static str, usize)> {
+    let mut module = false;
+    while let Some(w) = args.get(k) {
+        let v = w.value.as_str();
+        if !w.literal() {
+            return None;
+        }
+        match v {
+            "--module" => k += 1,
+            "-f" | "--file" | "-C" | "--coverdir" | "--ignore-module" | "--ignore-dir" => k += 2,
+            _ if v.starts_with('-') => k += 1,
+            name => {
+                return module
+                    .then(|| python_module(name))
+                    .flatten()
+                    .map(|program| (program, k + 1))
+            }
+        }
+        module |= v == "--module";
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,30 +139,4 @@ mod tests {
             assert_eq!(module_program(base, &words(args)), want, "{base} {args}");
         }
     }
-}
-
-/// The registry program `python -m trace --module NAME` runs. trace's own `-m` is
-/// `--missing` (a flag) and its `progname` a file unless `--module` came first; `-f`, `-C`,
-/// `--ignore-module` and `--ignore-dir` take a value.
-fn traced_module(args: &[Word], mut k: usize) -> Option<(&'static str, usize)> {
-    let mut module = false;
-    while let Some(w) = args.get(k) {
-        let v = w.value.as_str();
-        if !w.literal() {
-            return None;
-        }
-        match v {
-            "--module" => k += 1,
-            "-f" | "--file" | "-C" | "--coverdir" | "--ignore-module" | "--ignore-dir" => k += 2,
-            _ if v.starts_with('-') => k += 1,
-            name => {
-                return module
-                    .then(|| python_module(name))
-                    .flatten()
-                    .map(|program| (program, k + 1))
-            }
-        }
-        module |= v == "--module";
-    }
-    None
 }
