@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -121,21 +123,30 @@ fn perl_under_other_names_is_denied_where_perl_is() {
         );
     }
     if tried == 0 {
-        eprintln!("skipped: no Perl tools installed");
+        common::skip(
+            "the Perl tools' real-program test",
+            "no Perl tool (prove, json_pp) runs here: apt-get install perl",
+        );
     }
 }
 
 #[test]
 fn irb_is_denied_where_ruby_is() {
     if which("irb").is_none() {
-        eprintln!("skipped: irb not installed");
+        common::skip(
+            "irb's real-program test",
+            "irb is not installed: apt-get install ruby",
+        );
         return;
     }
     let s = Scratch::new("irb");
     let cfg = config(&s.0, DENY_INTERPRETERS);
     let code = "File.write('CANARY', 'x')\n";
     if !attack_works(&s.0, "irb", code, "CANARY") {
-        eprintln!("skipped: irb does not read code from a pipe here");
+        common::skip(
+            "irb's real-program test",
+            "irb does not read code from a pipe here",
+        );
         return;
     }
     assert_eq!(gate(&cfg, "irb"), 3);
@@ -148,7 +159,10 @@ fn irb_is_denied_where_ruby_is() {
 #[test]
 fn pytest_plugin_spellings_run_code_and_are_denied() {
     let Some(pytest) = which("pytest").or_else(|| which("pytest-3")) else {
-        eprintln!("skipped: pytest not installed");
+        common::skip(
+            "pytest's real-program test",
+            "pytest is not installed: apt-get install python3-pytest",
+        );
         return;
     };
     // `python -m pytest` with the interpreter pytest's own script names (cwd on sys.path).
