@@ -121,6 +121,7 @@ fn worst_case(example: &Policy) {
         write_redirects: false,
         env_allow: Vec::new(),
         file_tools: false,
+        work_root: None,
     };
     let mut worst = (Duration::ZERO, "", "");
     for (pname, policy) in [("example", example), ("star_deny", &star_deny)] {

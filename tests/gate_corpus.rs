@@ -6,10 +6,10 @@
 //! allows (possible holes). `--ignored` runs the same count over the whole corpus
 //! (commands.jsonl, unlabelled), per agent and model (scripts/corpus-rate.sh).
 //!
-//! A trajectory that named its checkout by an absolute path (OpenHands' /workspace/NAME) has
-//! it rewritten to the work root, relative (`/workspace/NAME/a.py` -> `a.py`, `cd
-//! /workspace/NAME` -> `cd .`): under harness the model is told its working directory and the
-//! gate judges paths relative to it.
+//! Commands are judged as the models wrote them, with the policy's work root set to the
+//! trajectory's checkout (OpenHands' /workspace/NAME, SWE-bench's /testbed): the gate reads an
+//! absolute path beneath the work root as the relative path it names (`cd /workspace/NAME &&
+//! …`, `> /testbed/a.py`), as it does in a turn, where the root is the one commands run in.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -24,6 +24,8 @@ const MAX_FALSE_DENIAL_PCT: f64 = 3.0;
 
 struct Row {
     cmd: String,
+    /// The trajectory's checkout, the work root its commands ran in.
+    root: String,
     agent: String,
     model: String,
     label: String,
@@ -40,7 +42,13 @@ fn rows(file: &str) -> Vec<Row> {
             let v: Value = serde_json::from_str(l).unwrap();
             let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
             Row {
-                cmd: relative(&s("cmd"), v["root"].as_str()),
+                cmd: s("cmd"),
+                // SWE-bench's images check the repository out at /testbed.
+                root: v["root"]
+                    .as_str()
+                    .filter(|r| !r.is_empty())
+                    .unwrap_or("/testbed")
+                    .to_string(),
                 agent: s("agent"),
                 model: s("model"),
                 label: s("label"),
@@ -49,11 +57,11 @@ fn rows(file: &str) -> Vec<Row> {
         .collect()
 }
 
-/// The command with its trajectory's absolute checkout path made relative to the work root.
-fn relative(cmd: &str, root: Option<&str>) -> String {
-    match root {
-        Some(root) if !root.is_empty() => cmd.replace(&format!("{root}/"), "").replace(root, "."),
-        _ => cmd.to_string(),
+/// `policy` with the row's checkout as its work root.
+fn rooted(policy: &Policy, r: &Row) -> Policy {
+    Policy {
+        work_root: Some(r.root.clone()),
+        ..policy.clone()
     }
 }
 
@@ -110,7 +118,7 @@ fn tally<'a>(policy: &Policy, rows: impl Iterator<Item = &'a Row>) -> Tally {
     };
     for r in rows {
         t.judged += 1;
-        let j = gate::judge(policy, &r.cmd);
+        let j = gate::judge(&rooted(policy, r), &r.cmd);
         if j.verdict == Verdict::Deny {
             t.denied += 1;
             t.classes.entry(class(&j)).or_default().push(r.cmd.clone());
@@ -161,7 +169,7 @@ fn real_in_intent_commands_are_rarely_denied_under_python_dev() {
             .entry((r.agent.clone(), r.model.clone()))
             .or_default();
         e.0 += 1;
-        if gate::judge(&policy, &r.cmd).verdict == Verdict::Deny {
+        if gate::judge(&rooted(&policy, r), &r.cmd).verdict == Verdict::Deny {
             e.1 += 1;
         }
     }
@@ -173,7 +181,7 @@ fn real_in_intent_commands_are_rarely_denied_under_python_dev() {
 
     let holes: Vec<&&Row> = deny
         .iter()
-        .filter(|r| gate::judge(&policy, &r.cmd).verdict == Verdict::Allow)
+        .filter(|r| gate::judge(&rooted(&policy, r), &r.cmd).verdict == Verdict::Allow)
         .collect();
     println!(
         "out-of-intent commands allowed (possible holes): {} of {}",
@@ -223,19 +231,35 @@ fn corpus_denial_rates_under_python_dev() {
 }
 
 #[test]
-fn a_checkout_path_becomes_the_work_root() {
-    let root = Some("/workspace/astropy__astropy__4.3");
+fn a_checkout_path_is_read_as_the_work_root() {
+    let mut policy = python_dev();
+    policy.work_root = Some("/workspace/astropy__astropy__4.3".into());
+    let verdict = |cmd: &str| gate::judge(&policy, cmd).verdict;
     assert_eq!(
-        relative("cd /workspace/astropy__astropy__4.3 && python x.py", root),
-        "cd . && python x.py"
+        verdict("cd /workspace/astropy__astropy__4.3 && python x.py"),
+        Verdict::Allow
     );
     assert_eq!(
-        relative("cat /workspace/astropy__astropy__4.3/astropy/a.py", root),
-        "cat astropy/a.py"
+        verdict("cd /workspace/astropy__astropy__4.3/astropy && sed -i 's/a/b/' a.py"),
+        Verdict::Allow
     );
     assert_eq!(
-        relative("cat /workspace/other.py", root),
-        "cat /workspace/other.py"
+        verdict("sed -i 's/a/b/' /workspace/astropy__astropy__4.3/astropy/a.py"),
+        Verdict::Allow
     );
-    assert_eq!(relative("ls /testbed", None), "ls /testbed");
+    assert_eq!(
+        verdict("echo x > /workspace/astropy__astropy__4.3/.git/config"),
+        Verdict::Deny
+    );
+    assert_eq!(verdict("echo x > /workspace/other.py"), Verdict::Deny);
+    assert_eq!(verdict("cd /workspace && python x.py"), Verdict::Deny);
+    assert_eq!(
+        verdict("cd /workspace/astropy__astropy__4.3/../x && ls"),
+        Verdict::Deny
+    );
+    policy.work_root = None;
+    assert_eq!(
+        gate::judge(&policy, "cd /workspace/astropy__astropy__4.3 && ls").verdict,
+        Verdict::Deny
+    );
 }

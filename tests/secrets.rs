@@ -133,7 +133,9 @@ fn no_attack_of_a_narrow_read_only_policy_reaches_a_secret_or_the_network() {
     udp.set_nonblocking(true).unwrap();
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
     tcp.set_nonblocking(true).unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    // Outside /tmp: a confined command's `/tmp/…` words name its private temp dir, and the
+    // attacks must meet the kernel, not a path that does not exist there.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let steps = attacks(
         dir.path(),
         udp.local_addr().unwrap().port(),

@@ -160,8 +160,11 @@ fn only_named_unix_sockets_can_be_reached() {
     let tag = std::process::id();
     let named_abstract = format!("harness-test-named-{tag}");
     let other_abstract = format!("harness-test-other-{tag}");
-    // The sockets live outside the work root; `work/socks` links to their directory.
-    let dir = tempfile::tempdir().unwrap();
+    // The sockets live outside the work root; `work/socks` links to their directory. Not in
+    // /tmp: a confined command's `/tmp/…` words name its private temp dir (but for the names
+    // the operator listed), and the unnamed socket must meet the supervisor, not a path that
+    // does not exist there.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let socks = dir.path().join("socks");
     std::fs::create_dir(&socks).unwrap();
     let named = listener(&socks.join("named.sock"));

@@ -177,6 +177,9 @@ impl Validator {
             .and_then(|f| f.enabled)
             .unwrap_or(FilesConfig::default().enabled);
         let mut bash = self.bash(tools.bash.unwrap_or_default(), files_on);
+        // `harness gate` judges as a turn does: an absolute path under the work root names
+        // the relative one (a turn's tool sets the real root it runs in, the worktree too).
+        bash.policy.work_root = Some(work_root.display().to_string());
         bash.never_read = never_read(path, &report_dir, &litellm, redmine.as_ref());
         let files = self.files(tools.files.unwrap_or_default());
         if files.enabled && !bash.enabled {
@@ -558,6 +561,7 @@ impl Validator {
                 write_redirects: raw.write_redirects.unwrap_or(false),
                 env_allow: Vec::new(),
                 file_tools: false,
+                work_root: None,
             },
         };
         policy.env_allow = env_allow;

@@ -350,6 +350,7 @@ mod tests {
             write_redirects: false,
             env_allow: Vec::new(),
             file_tools: false,
+            work_root: None,
         };
         let argv = judge(&policy, command).plain_argv();
         let stages = argv.and_then(|a| plan(&a, &path_var(&env), dir));

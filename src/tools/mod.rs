@@ -244,13 +244,18 @@ impl BashTool {
     /// and, when `status` says so, the Landlock ruleset (writes under the work root, the temp
     /// dir and `write_roots`). Fails when the temp dir or the ruleset cannot be made.
     pub fn prepare(
-        config: BashConfig,
+        mut config: BashConfig,
         work_root: PathBuf,
         mut env: Vec<(String, String)>,
         status: sandbox::Status,
         redactor: Redactor,
         spawner: spawner::Spawner,
     ) -> anyhow::Result<BashTool> {
+        // The root commands run in (a task's worktree under [workspace]), as `pwd` shows it.
+        let real_root = work_root
+            .canonicalize()
+            .unwrap_or_else(|_| work_root.clone());
+        config.policy.work_root = Some(real_root.display().to_string());
         sweep_dead_temp_dirs(&std::env::temp_dir());
         let tmp = tempfile::Builder::new()
             .prefix(&format!("{TEMP_DIR_PREFIX}{}-", std::process::id()))
@@ -451,7 +456,15 @@ impl BashTool {
                 return denied(shown, self.redactor.redact(&reason));
             }
         }
-        let run = judgement.with_private_tmp(&self.tmp.path().display().to_string());
+        // Unconfined, `/tmp` is the real one: nothing hides it, so nothing is rewritten.
+        let run = if self.landlock.is_some() {
+            judgement.with_private_tmp(
+                &self.tmp.path().display().to_string(),
+                &self.real_tmp_places(),
+            )
+        } else {
+            judgement.command.clone()
+        };
         let cwd = if workdir.is_empty() {
             self.work_root.clone()
         } else {
@@ -544,6 +557,30 @@ fn denied(command: String, reason: String) -> ToolRun {
 /// A directory the gate judged a command to run in (`workdir`, a leading `cd DIR`): it must
 /// be a directory under the work root reached without a symlink, so that the paths the gate
 /// read relative to it (`../x` from it) are the paths the kernel opens.
+impl BashTool {
+    /// The places the operator named (sockets, read, write and exec roots), which a command's
+    /// `/tmp/…` words keep naming, also where `/tmp` is the private temp dir.
+    fn real_tmp_places(&self) -> Vec<String> {
+        let c = &self.config;
+        let sockets = c.unix_sockets.iter().filter_map(|s| match s {
+            crate::config::SocketName::Path(p) => Some(p.clone()),
+            crate::config::SocketName::Abstract(_) => None,
+        });
+        let reads = c.read_roots.iter().filter_map(|r| match r {
+            crate::config::ReadRoot::Path(p) | crate::config::ReadRoot::GitDir(p) => {
+                Some(p.clone())
+            }
+            crate::config::ReadRoot::System => None,
+        });
+        sockets
+            .chain(reads)
+            .chain(c.write_roots.iter().cloned())
+            .chain(c.exec_roots.iter().cloned())
+            .map(|p| p.display().to_string())
+            .collect()
+    }
+}
+
 fn real_subdir(work_root: &Path, rel: &str) -> Result<(), String> {
     let root = work_root
         .canonicalize()

@@ -33,6 +33,7 @@ fn setup(protect: &[&str]) -> Setup {
         write_redirects: false,
         env_allow: Vec::new(),
         file_tools: false,
+        work_root: None,
     };
     let config = FilesConfig {
         enabled: true,

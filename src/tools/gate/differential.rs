@@ -357,6 +357,7 @@ fn star() -> Policy {
         write_redirects: true,
         env_allow: Vec::new(),
         file_tools: false,
+        work_root: None,
     }
 }
 
@@ -679,6 +680,7 @@ fn gate_names_every_file_gnu_sed_rewrites_in_place() {
         write_redirects: true,
         env_allow: Vec::new(),
         file_tools: false,
+        work_root: None,
     };
     let sandbox = Sandbox::new("sed-i");
     let work = sandbox.dir.join("work");

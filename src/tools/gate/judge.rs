@@ -13,7 +13,8 @@ use crate::tools::gate::programs::sed::sed_args;
 use crate::tools::gate::programs::wrappers::inner_command;
 use crate::tools::gate::programs::{dangerous_args, expansion_into_options, stdin_findings};
 use crate::tools::gate::redirect::{
-    check_redirect, join, lexical, program_write_refusal, write_refusal, write_target,
+    check_redirect, join, lexical, program_write_refusal, root_relative, write_refusal,
+    write_target,
 };
 use crate::tools::gate::rule::{
     allow_matches, deny, deny_hint, deny_matches, system_program, Judgement, Outcome, Policy,
@@ -73,7 +74,7 @@ pub fn judge_in(policy: &Policy, workdir: &str, command: &str) -> Judgement {
             command.len()
         ))
     } else {
-        match plain_subdir(&Word::synthetic(workdir)) {
+        match plain_subdir(policy, &Word::synthetic(workdir)) {
             _ if workdir.is_empty() => Ok(()),
             Ok(dir) => {
                 ctx.cwd = dir.clone();
@@ -152,8 +153,9 @@ fn syntax_hint(reason: &str) -> Option<String> {
 /// `DIR` of a leading `cd DIR` or of `workdir`, relative to the work root without `.`
 /// components: a plain relative path (no expansion, no `..`, no dot directory such as
 /// `.git`, no option), or why not.
-fn plain_subdir(w: &Word) -> Result<String, String> {
-    let v = w.value.as_str();
+fn plain_subdir(policy: &Policy, w: &Word) -> Result<String, String> {
+    let rel = root_relative(policy, &w.value).filter(|_| w.literal() && !w.ansi_c);
+    let v = rel.as_deref().unwrap_or(w.value.as_str());
     if !w.literal() || w.ansi_c || v.contains(['$', '`', '\\']) {
         return Err("contains an expansion".into());
     }
@@ -182,7 +184,7 @@ fn plain_subdir(w: &Word) -> Result<String, String> {
 /// A leading `cd DIR` followed by more segments: the directory (relative to the work root)
 /// and whether everything after it is one `&&` chain of pipelines, so that nothing runs when
 /// `cd` fails (otherwise the rest may run in the old directory too).
-fn leading_cd(src: &str, segs: &[Segment]) -> Option<(String, bool)> {
+fn leading_cd(policy: &Policy, src: &str, segs: &[Segment]) -> Option<(String, bool)> {
     let (first, rest) = segs.split_first()?;
     if rest.is_empty()
         || first.words.len() != 2
@@ -193,7 +195,7 @@ fn leading_cd(src: &str, segs: &[Segment]) -> Option<(String, bool)> {
     {
         return None;
     }
-    let dir = plain_subdir(&first.words[1]).ok()?;
+    let dir = plain_subdir(policy, &first.words[1]).ok()?;
     let gap = |a: &Segment, b: &Segment| {
         b.start
             .and_then(|s| src.get(a.end..s))
@@ -229,7 +231,7 @@ pub(crate) fn judge_program(
     let mut out = Vec::with_capacity(segs.len());
     let mut piped_in = false;
     let lead = if depth == 0 && dialect == Dialect::Bash && !ctx.probing {
-        leading_cd(src, &segs)
+        leading_cd(ctx.policy, src, &segs)
     } else {
         None
     };
@@ -394,8 +396,12 @@ fn env_assignment(ctx: &mut Ctx<'_>, w: &Word, depth: usize) -> Result<(), Outco
         && value
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "._,:+@%=/-".contains(c))
-        && !value.starts_with('/')
-        && !value.split(['/', ':', '=']).any(|c| c == "..");
+        && value.split(':').all(|part| {
+            // An absolute path beneath the work root names a relative one (a path list such
+            // as `PYTHONPATH=/repo:/repo/src` included).
+            let part = root_relative(policy, part).unwrap_or_else(|| part.to_string());
+            !part.starts_with('/') && !part.split(['/', '=']).any(|c| c == "..")
+        });
     if !plain_value {
         return Err(deny_hint(
             format!(

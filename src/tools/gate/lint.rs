@@ -152,6 +152,7 @@ mod tests {
             write_redirects: false,
             env_allow: Vec::new(),
             file_tools: false,
+            work_root: None,
         }
     }
 

@@ -100,14 +100,28 @@ impl Judgement {
     /// shell, interpreter, runner or wrapper, nor any command word) rewritten to the
     /// command's private temp dir `tmp`, single-quoted, so that what the gate judged as a
     /// write to `/tmp/x` lands there (`$TMPDIR/x` needs no rewriting: bash expands it).
-    pub fn with_private_tmp(&self, tmp: &str) -> String {
+    ///
+    /// `real`: places under `/tmp` the operator named (`unix_sockets`, read, write and exec
+    /// roots), which keep their real meaning. An interpreter's file operands are rewritten too
+    /// (`python3 /tmp/x.py` runs the file the model wrote there, which the policy lets it run
+    /// anyway where it may write one); a shell's, runner's or wrapper's never.
+    pub fn with_private_tmp(&self, tmp: &str, real: &[String]) -> String {
         let src = self.command.as_str();
         let Ok(segs) = Lexer::with_dialect(src, Dialect::Bash).run() else {
             return src.to_string();
         };
+        let operator_named = |v: &str| {
+            real.iter().any(|r| {
+                let r = r.trim_end_matches('/');
+                !r.is_empty() && (v == r || v.strip_prefix(r).is_some_and(|t| t.starts_with('/')))
+            })
+        };
         let mut spans: Vec<(usize, usize, String)> = Vec::new();
         let mut push = |w: &Word| {
-            if let Some(rest) = private_tmp(w).filter(|_| w.vars.is_empty()) {
+            if let Some(rest) = private_tmp(w)
+                .filter(|_| w.vars.is_empty())
+                .filter(|_| !operator_named(&w.value))
+            {
                 let path = if rest.is_empty() {
                     tmp.to_string()
                 } else {
@@ -127,12 +141,8 @@ impl Judgement {
                 continue;
             };
             let runs = cmd.raw == "time"
-                || family(&canonical(basename(&cmd.value))).is_some_and(|f| {
-                    matches!(
-                        f.kind,
-                        Kind::Shell | Kind::Interpreter | Kind::Runner | Kind::Wrapper
-                    )
-                });
+                || family(&canonical(basename(&cmd.value)))
+                    .is_some_and(|f| matches!(f.kind, Kind::Shell | Kind::Runner | Kind::Wrapper));
             if !runs {
                 words.for_each(&mut push);
             }
@@ -259,7 +269,9 @@ mod tests {
                 Vec::new(),
             )
         };
-        let run = |cmd: &str| crate::tools::gate::judge(&policy, cmd).with_private_tmp("/p/t");
+        let named = ["/tmp/sock".to_string(), "/tmp/ro/".to_string()];
+        let run =
+            |cmd: &str| crate::tools::gate::judge(&policy, cmd).with_private_tmp("/p/t", &named);
         assert_eq!(run("echo hi > /tmp/out.txt"), "echo hi > '/p/t/out.txt'");
         assert_eq!(
             run("grep -n x /tmp/a \"/tmp/b c\" && ls /tmp"),
@@ -269,10 +281,14 @@ mod tests {
             run("cat < /tmp/in 2>/tmp/err"),
             "cat < '/p/t/in' 2>'/p/t/err'"
         );
-        // What runs a file keeps the path as written (the real /tmp, which the model cannot
-        // write), and so does every command word.
+        // An interpreter runs the file the model wrote in the private dir (the policy lets it
+        // run one it wrote anyway); a shell, runner or wrapper keeps the path as written (the
+        // real /tmp, which the model cannot write), and so does every command word.
+        assert_eq!(run("python3 /tmp/x.py -v"), "python3 '/p/t/x.py' -v");
+        // What the operator named under /tmp keeps its real meaning.
+        assert_eq!(run("nc -U /tmp/sock"), "nc -U /tmp/sock");
+        assert_eq!(run("cat /tmp/ro/a /tmp/roa"), "cat /tmp/ro/a '/p/t/roa'");
         for keep in [
-            "python3 /tmp/x.py",
             "bash /tmp/x.sh",
             "timeout 5 /tmp/x.sh",
             "/tmp/x.sh a",

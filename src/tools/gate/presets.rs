@@ -188,6 +188,7 @@ impl Preset {
             write_redirects: self.write_redirects,
             env_allow: Vec::new(),
             file_tools: false,
+            work_root: None,
         }
     }
 }

@@ -139,6 +139,11 @@ pub(crate) fn write_target(
     v: &str,
     what: &str,
 ) -> Result<String, String> {
+    if let Some(rel) = root_relative(policy, v) {
+        // `/repo/notes.txt` with the work root `/repo`: the relative path it names, from
+        // the root (not from a `cd` directory).
+        return write_target(policy, "", &rel, what);
+    }
     if v.starts_with('/') {
         return Err(format!(
             "{what} the absolute path `{v}` is always denied (outside the work root)"
@@ -189,15 +194,27 @@ pub(crate) fn program_write_refusal(
     args: &[Word],
     tail: bool,
 ) -> Option<String> {
+    if let Some(why) = removal_refusal(policy, cwd, base, args) {
+        return Some(why);
+    }
     let paths = match writes(base, args, tail) {
         Err(e) => return Some(e),
         Ok(Writes::Unknown) => return None,
         Ok(Writes::Paths(p)) => p,
     };
     for p in paths {
-        let Some(rel) = lexical(&join(cwd, &p)) else {
+        let named = match root_relative(policy, &p) {
+            Some(rel) => rel,
+            None => join(cwd, &p),
+        };
+        let Some(rel) = lexical(&named) else {
             continue;
         };
+        if rel.starts_with('/') && !writable_outside(&rel) {
+            return Some(format!(
+                "`{base}` writing `{p}` writes outside the work root; denied whatever the rules say"
+            ));
+        }
         if let Some(why) = write_refusal(policy, &rel) {
             return Some(format!(
                 "`{base}` writing `{p}` {why}; denied whatever the rules say"
@@ -205,6 +222,96 @@ pub(crate) fn program_write_refusal(
         }
     }
     None
+}
+
+/// The path relative to the work root that the absolute `p` names, when the policy knows the
+/// work root and `p` lies beneath it ("." for the root itself); `None` otherwise. Compared as
+/// text after `.`/`..` resolution, so `/repo/../etc` is not beneath `/repo`. PURE.
+pub(crate) fn root_relative(policy: &Policy, p: &str) -> Option<String> {
+    let root = policy.work_root.as_deref()?.trim_end_matches('/');
+    if root.is_empty() || !p.starts_with('/') {
+        return None;
+    }
+    let clean = lexical(p)?;
+    let rest = clean.strip_prefix(root)?;
+    match rest {
+        "" => Some(".".to_string()),
+        r => r.strip_prefix('/').map(str::to_string),
+    }
+}
+
+/// Why `rm`, `rmdir`, `unlink`, `shred`, `mkdir` or `chmod` may not touch one of its literal
+/// operands: one outside the work root (but the private temp dir), one that climbs above it,
+/// the root itself, or anything in `.git`. Other dotfiles and build files stay removable
+/// (`rm -rf .pytest_cache`): the write rules keep them from being written again. Operands
+/// with expansions are left to the kernel's write rules, as today. PURE.
+fn removal_refusal(policy: &Policy, cwd: &str, base: &str, args: &[Word]) -> Option<String> {
+    // Options that take the next word as their value.
+    let valued: &[&str] = match base {
+        "rm" | "rmdir" | "unlink" => &[],
+        "shred" => &["-n", "-s", "--iterations", "--size", "--random-source"],
+        "mkdir" => &["-m", "--mode", "--context"],
+        "chmod" => &[],
+        _ => return None,
+    };
+    let mut operands: Vec<&Word> = Vec::new();
+    let mut options_done = false;
+    let mut i = 0;
+    while let Some(w) = args.get(i) {
+        i += 1;
+        let v = w.value.as_str();
+        if !options_done && v == "--" {
+            options_done = true;
+        } else if !options_done && v.starts_with('-') && v.len() > 1 && !chmod_mode(base, v) {
+            if valued.contains(&v) {
+                i += 1;
+            }
+        } else {
+            operands.push(w);
+        }
+    }
+    // chmod's first operand is the mode, unless `--reference` names a file for it.
+    let reference = args.iter().any(|w| w.value.starts_with("--reference"));
+    if base == "chmod" && !reference && !operands.is_empty() {
+        operands.remove(0);
+    }
+    for w in operands {
+        if !w.literal() || w.ansi_c || w.glob || w.brace || w.tilde {
+            continue;
+        }
+        let p = w.value.as_str();
+        let named = match root_relative(policy, p) {
+            Some(rel) => rel,
+            None => join(cwd, p),
+        };
+        let refusal = match lexical(&named) {
+            None => Some("climbs above the work root"),
+            Some(rel) if rel.starts_with('/') && !writable_outside(&rel) => {
+                Some("lies outside the work root")
+            }
+            Some(rel) if rel.starts_with('/') => None,
+            Some(rel) if rel.is_empty() => Some("is the work root itself"),
+            Some(rel) if rel.split('/').any(|c| c == ".git") => Some("is in .git"),
+            Some(_) => None,
+        };
+        if let Some(why) = refusal {
+            return Some(format!(
+                "`{base}` on `{p}`: the path {why}; denied whatever the rules say"
+            ));
+        }
+    }
+    None
+}
+
+/// Is `v`, given to chmod where an option could stand, its mode (`-x`, `-w`, `-rwx`)?
+fn chmod_mode(base: &str, v: &str) -> bool {
+    base == "chmod" && v[1..].chars().all(|c| "rwxXst".contains(c))
+}
+
+/// Absolute places outside the work root a program may be told to write: the command's
+/// private temp dir (the runner rewrites `/tmp/…` words to it) and the data devices.
+fn writable_outside(p: &str) -> bool {
+    matches!(p, "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/tmp") || p.starts_with("/tmp/")
 }
 
 /// `p` with `.` and `..` resolved as text; `None` when it climbs above its start (outside the

@@ -141,6 +141,11 @@ pub struct Policy {
     /// `[tools.files].enabled`: the model has `write_file`/`edit_file`, so it can write a
     /// work-root file (denials suggest them; inline code is judged knowing it).
     pub file_tools: bool,
+    /// The work root's absolute path, when the caller knows it (the config's `work_root`):
+    /// an absolute path beneath it is read as the relative path it names (`cd /repo/src`,
+    /// `> /repo/notes.txt`, `sed -i … /repo/a.py`), so a model told the working directory can
+    /// name it either way. `None`: every absolute path is outside.
+    pub work_root: Option<String>,
 }
 
 impl Policy {
@@ -153,6 +158,7 @@ impl Policy {
             write_redirects: false,
             env_allow: Vec::new(),
             file_tools: false,
+            work_root: None,
         }
     }
 }

@@ -60,6 +60,10 @@ fn named(name: &str) -> Policy {
             .get("file_tools")
             .and_then(|v| v.as_bool())
             .unwrap_or(false),
+        work_root: t
+            .get("work_root")
+            .and_then(|v| v.as_str())
+            .map(str::to_string),
     }
 }
 
@@ -496,6 +500,7 @@ fn deny_rules_match_every_name_of_a_family() {
         write_redirects: false,
         env_allow: Vec::new(),
         file_tools: false,
+        work_root: None,
     };
     for cmd in [
         "gtar -tf a.tar",
@@ -557,6 +562,7 @@ fn deny_rules_match_a_subcommand_path_not_a_later_word() {
         write_redirects: false,
         env_allow: Vec::new(),
         file_tools: false,
+        work_root: None,
     };
     for allowed in [
         "git stash push",
@@ -831,4 +837,92 @@ fn lint_warns_where_inline_code_rests_on_the_heuristic() {
     assert_eq!(heuristic("py_files"), 0);
     // No deny rules: no heuristic at all.
     assert_eq!(heuristic("narrow"), 0);
+}
+
+/// With the work root known, an absolute path beneath it names the relative one, for `cd`,
+/// redirects, `sed -i`, writing programs and values; writing programs and removals are held
+/// to the work root (the private temp dir aside) whatever the rules say.
+#[test]
+fn the_work_root_by_its_absolute_path_and_writes_outside_it() {
+    let p = Policy {
+        work_root: Some("/repo".into()),
+        write_redirects: true,
+        ..Policy::rules(
+            Verdict::Deny,
+            [
+                "rm *",
+                "rmdir *",
+                "mkdir *",
+                "chmod *",
+                "cp *",
+                "mv *",
+                "tee *",
+                "cat *",
+                "python3 *",
+                "ls *",
+                "sed *",
+                "echo *",
+                "touch *",
+                "shred *",
+            ]
+            .iter()
+            .map(|r| Rule::parse(r).unwrap())
+            .collect(),
+            vec![Rule::parse("curl *").unwrap()],
+        )
+    };
+    for allowed in [
+        "cd /repo && python3 x.py",
+        "cd /repo/src && ls",
+        "cd /repo/ && ls",
+        "echo x > /repo/notes.txt",
+        "sed -i 's/a/b/' /repo/src/a.py",
+        "cat a.py | tee /repo/b.py",
+        "cp a.py /repo/src/b.py",
+        "cp a.py /tmp/b.py",
+        "rm -rf build .pytest_cache",
+        "rm -f /repo/x.pyc",
+        "rm -rf /tmp/scratch",
+        "mkdir -p src/new /tmp/out",
+        "chmod +x run.py",
+        "chmod -x run.py",
+        "rm *.pyc",
+        "PYTHONPATH=/repo:/repo/src python3 x.py",
+    ] {
+        let j = judge(&p, allowed);
+        assert_eq!(j.verdict, Verdict::Allow, "{allowed}: {}", j.reason);
+    }
+    for denied in [
+        "cd /repo/../etc && ls",
+        "cd /elsewhere && ls",
+        "echo x > /repo/.git/config",
+        "echo x > /repo/../x",
+        "cp a.py /etc/x.py",
+        "cat a | tee /root/.bashrc",
+        "mv a /usr/local/bin/a",
+        "mkdir -p /root/.pylint.d",
+        "rm -rf /",
+        "rm -rf /repo",
+        "rm -rf .",
+        "rm -rf ..",
+        "rm -rf ../other",
+        "rm -rf .git",
+        "rm -rf src/../.git/hooks",
+        "rm -rf /home/user",
+        "rmdir /repo/.git/refs",
+        "chmod 777 /etc/passwd",
+        "chmod -R u+w .git",
+        "shred -n 3 /etc/hosts",
+        "touch /etc/x",
+        "PYTHONPATH=/opt/x python3 x.py",
+    ] {
+        let j = judge(&p, denied);
+        assert_eq!(j.verdict, Verdict::Deny, "{denied}: {}", j.reason);
+    }
+    let unknown = Policy {
+        work_root: None,
+        ..p.clone()
+    };
+    assert_eq!(judge(&unknown, "cd /repo && ls").verdict, Verdict::Deny);
+    assert_eq!(judge(&unknown, "echo x > /repo/a").verdict, Verdict::Deny);
 }
