@@ -139,6 +139,18 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
             "commands run unconfined: Unix sockets (and the network) are not confined",
         ),
     });
+    if let Some(egress) = &cfg.bash.egress {
+        let line = crate::tools::egress::describe(egress);
+        items.push(match crate::tools::egress::settings(egress) {
+            Err(e) => item(Status::Fail, "egress", format!("{e:#}")),
+            Ok(_) if !confined => item(
+                Status::Fail,
+                "egress",
+                format!("{line}; but commands run unconfined, and network = \"allowlist\" needs the sandbox"),
+            ),
+            Ok(_) => item(Status::Ok, "egress", line),
+        });
+    }
     if !cfg.bash.network {
         for name in &cfg.bash.unix_sockets {
             if let crate::config::SocketName::Path(p) = name {

@@ -223,6 +223,11 @@ pub async fn once(
     let session_info = opened.as_ref().map(|o| o.info.clone());
     let mut report = report_of(&cfg, task, &route, &turn, run, session_info, redactor);
     report.workspace = workspace;
+    report.egress = bash
+        .as_ref()
+        .zip(cfg.bash.egress.as_ref())
+        .and_then(|(b, e)| Some(tools::egress::section(e, &b.egress.as_ref()?.log())))
+        .map(|s| redactor.redact(&s));
     // The order of commitments (DESIGN.md): the patch (above) and the REPORT are durable
     // before the session records this run. A REPORT that cannot be written leaves the
     // session as it was and gives the claim back, so the task stays eligible and the next
@@ -733,6 +738,7 @@ fn report_of(
         reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
         check: turn.check.clone(),
         workspace: None,
+        egress: None,
     }
 }
 

@@ -75,6 +75,9 @@ pub struct Report {
     pub check: Option<CheckRecord>,
     /// The task's git worktree after the turn, when `[workspace]` is set.
     pub workspace: Option<workspace::Record>,
+    /// `network = "allowlist"`: the **Egress** section (hosts reached and refused, bytes),
+    /// rendered and masked ([`crate::tools::egress::section`]).
+    pub egress: Option<String>,
 }
 
 /// The `finish:` front matter: what the model said about the task.
@@ -155,6 +158,10 @@ pub fn render(r: &Report) -> String {
             "_No reply: the turn ended ({}) before the model produced any text._\n",
             r.stop_reason
         )),
+    }
+    if let Some(egress) = &r.egress {
+        out.push('\n');
+        out.push_str(&displayable(egress));
     }
     if let Some(check) = &r.check {
         out.push('\n');
@@ -304,6 +311,7 @@ mod tests {
             }],
             check: None,
             workspace: None,
+            egress: None,
             reply: Some("# Done\n\nAll good.".into()),
         }
     }
@@ -608,6 +616,7 @@ mod parse_tests {
             round_log: vec![],
             check: None,
             workspace: None,
+            egress: None,
             reply: Some("hello\n---\nworld".into()),
         };
         let p = parse(&render(&r)).unwrap();

@@ -6,6 +6,7 @@
 
 pub mod bash;
 pub mod direct;
+pub mod egress;
 pub mod files;
 pub mod gate;
 pub mod sandbox;
@@ -47,6 +48,8 @@ pub struct BashTool {
     /// Under an exec set: the thread that keeps commands from running the dynamic loader as
     /// a program (stopped when the tool is dropped).
     pub loader_guard: Option<sandbox::loader::Guard>,
+    /// `network = "allowlist"`: the run's egress proxy (stopped when the tool is dropped).
+    pub egress: Option<egress::proxy::Proxy>,
 }
 
 /// One handled tool call.
@@ -56,6 +59,9 @@ pub struct ToolRun {
     pub result: String,
     /// What happened, for narration and the REPORT.
     pub event: ToolEvent,
+    /// What the egress proxy refused while the command ran (`tool.egress_denied`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub egress_denied: Vec<egress::proxy::Refusal>,
 }
 
 /// What happened to one tool call.
@@ -253,14 +259,24 @@ impl BashTool {
         env.push(("TMPDIR".to_string(), tmp.path().display().to_string()));
         // The private temp dir is the commands' home too: the operator's is hidden anyway.
         let env = bash::command_env(env, tmp.path(), |k| std::env::var(k).ok(), Path::is_dir);
+        let proxy = match &config.egress {
+            Some(egress) => Some(egress::start(egress, &status)?),
+            None => None,
+        };
+        let env = match &proxy {
+            Some(p) => egress::with_proxy(env, p.addr()),
+            None => env,
+        };
+        let tcp = proxy.as_ref().map(egress::guard);
         let (landlock, check_landlock) = match status {
             sandbox::Status::Landlock { .. } => {
-                let commands = sandbox::Landlock::build(&config, &work_root, tmp.path())?;
+                let commands =
+                    sandbox::Landlock::build(&config, &work_root, tmp.path(), tcp.clone())?;
                 // A second ruleset only when the first confines execution.
                 let check = if sandbox::exec::unrestricted_reason(&config).is_some() {
                     commands.clone()
                 } else {
-                    sandbox::Landlock::build_for_check(&config, &work_root, tmp.path())?
+                    sandbox::Landlock::build_for_check(&config, &work_root, tmp.path(), tcp)?
                 };
                 (Some(commands), Some(check))
             }
@@ -296,6 +312,7 @@ impl BashTool {
             files: None,
             spawner,
             loader_guard,
+            egress: proxy,
         })
     }
 
@@ -364,6 +381,7 @@ impl BashTool {
         ToolRun {
             result: self.redactor.redact(&done.result),
             event,
+            egress_denied: Vec::new(),
         }
     }
 
@@ -432,10 +450,16 @@ impl BashTool {
             interrupt,
             spawner: &self.spawner,
         };
+        let refused_before = self.egress.as_ref().map_or(0, |p| p.refusal_count());
         let finished = match direct {
             Some(stages) => direct::run(&stages, &at).await,
             None => bash::run(&command, &at).await,
         };
+        let egress_denied = self
+            .egress
+            .as_ref()
+            .map(|p| p.refusals_from(refused_before))
+            .unwrap_or_default();
         match finished {
             Ok(f) => {
                 let output = f.output.render(&self.redactor);
@@ -456,13 +480,17 @@ impl BashTool {
                         "[killed: the harness was interrupted]".to_string()
                     }
                 };
-                let body = if output.is_empty() {
+                let mut body = if output.is_empty() {
                     "(no output)\n".to_string()
                 } else if output.ends_with('\n') {
                     output
                 } else {
                     format!("{output}\n")
                 };
+                for refusal in &egress_denied {
+                    body.push_str(&self.redactor.redact(&refusal.line()));
+                    body.push('\n');
+                }
                 ToolRun {
                     result: format!("{body}{status_line}"),
                     event: ToolEvent::Ran {
@@ -470,6 +498,7 @@ impl BashTool {
                         ending,
                         output_bytes: f.output.total(),
                     },
+                    egress_denied,
                 }
             }
             Err(e) => invalid(self.redactor.redact(&format!("{e:#}"))),
@@ -481,6 +510,7 @@ fn invalid(reason: String) -> ToolRun {
     ToolRun {
         result: format!("error: {reason}"),
         event: ToolEvent::Invalid { reason },
+        egress_denied: Vec::new(),
     }
 }
 
@@ -488,6 +518,7 @@ fn denied(command: String, reason: String) -> ToolRun {
     ToolRun {
         result: format!("denied by the command gate, not run: {reason}"),
         event: ToolEvent::Denied { command, reason },
+        egress_denied: Vec::new(),
     }
 }
 

@@ -98,6 +98,11 @@ fn lines(tools: Tools<'_>, when: &str, allowed: &str, denied: &str, has_deny: bo
         "- Working directory: every command starts in the task's working directory; give paths relative to it (`src/lib.rs`, `./run.sh`), not absolute ones. `$TMPDIR` is a private scratch directory.".to_string(),
         if bash.network {
             "- Network: open; commands may connect out.".to_string()
+        } else if let Some(egress) = &bash.egress {
+            format!(
+                "- Network: only through the harness's HTTP proxy (already set in HTTP_PROXY/HTTPS_PROXY; curl, pip, cargo, npm and git use it), and only to: {}. Other hosts, direct connections, UDP and DNS are refused.",
+                egress.describe()
+            )
         } else {
             "- Network: closed; commands cannot connect anywhere, so nothing can be downloaded or installed.".to_string()
         },

@@ -136,31 +136,47 @@ pub(crate) fn respond(listener: &OwnedFd, id: u64, error: i32, flags: u32) {
 
 /// The filter (see the module doc).
 pub fn filter() -> Program {
-    Arc::new(program(true, None))
+    Arc::new(program(true, false, None))
 }
 
-/// One notifying program: with `unix`, the Unix-socket rules of the module doc; with
-/// `exec_pass`, `execve` and `execveat` to the listener too, but an `execveat` whose
-/// descriptor argument is the pass (the spawner's own start of a command: see
-/// `sandbox::loader`). Both can share a program because a process can hold only one
-/// listener in its filter tree (the kernel refuses a second with `EBUSY`).
-pub(crate) fn program(unix: bool, exec_pass: Option<u32>) -> Vec<libc::sock_filter> {
+/// `MSG_FASTOPEN`: a `sendto`/`sendmsg` with it connects a TCP socket without `connect`.
+const MSG_FASTOPEN: u32 = 0x2000_0000;
+
+/// One notifying program: with `unix`, the Unix-socket rules of the module doc; with `tcp`
+/// (`network = "allowlist"`), `connect` to the listener too, `socket` of `AF_INET` and
+/// `AF_INET6` only as TCP (`SOCK_STREAM`, protocol 0 or `IPPROTO_TCP`: no UDP, no raw, no
+/// ICMP) and no `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN` (a TCP connect the
+/// supervisor would not see); with `exec_pass`, `execve` and `execveat` to the listener
+/// too, but an `execveat` whose descriptor argument is the pass (the spawner's own start
+/// of a command: see `sandbox::loader`). They share a program because a process can hold
+/// only one listener in its filter tree (the kernel refuses a second with `EBUSY`).
+pub(crate) fn program(unix: bool, tcp: bool, exec_pass: Option<u32>) -> Vec<libc::sock_filter> {
     let deny = RET_ERRNO | libc::EACCES as u32;
     let mut ops = prelude();
     let mut x32: Vec<i64> = Vec::new();
+    let sockets = unix || tcp;
     if exec_pass.is_some() {
         ops.push(Op::Jeq(libc::SYS_execve as u32, "notify", None));
         ops.push(Op::Jeq(libc::SYS_execveat as u32, "at", None));
         // x32's own execve and execveat numbers.
         x32.extend([520, 545]);
     }
-    if unix {
+    if sockets {
         ops.extend([
             Op::Jeq(libc::SYS_connect as u32, "notify", None),
             Op::Jeq(libc::SYS_socket as u32, "family", None),
             Op::Jeq(libc::SYS_socketpair as u32, "family", None),
         ]);
         x32.extend([libc::SYS_connect, libc::SYS_socket, libc::SYS_socketpair]);
+    }
+    if tcp {
+        ops.extend([
+            Op::Jeq(libc::SYS_sendto as u32, "flags3", None),
+            Op::Jeq(libc::SYS_sendmmsg as u32, "flags3", None),
+            Op::Jeq(libc::SYS_sendmsg as u32, "flags2", None),
+        ]);
+        // sendto is shared with x32; its sendmsg and sendmmsg have numbers of their own.
+        x32.extend([libc::SYS_sendto, 518, 538]);
     }
     #[cfg(target_arch = "x86_64")]
     {
@@ -177,17 +193,41 @@ pub(crate) fn program(unix: bool, exec_pass: Option<u32>) -> Vec<libc::sock_filt
             Op::Jeq(pass, "allow", Some("notify")),
         ]);
     }
-    if unix {
+    if sockets {
+        ops.extend([Op::Label("family"), Op::Load(arg_lo(0))]);
+        ops.push(Op::Jeq(libc::AF_UNIX as u32, "type", None));
+        if tcp {
+            ops.push(Op::Jeq(libc::AF_INET as u32, "inet", None));
+            ops.push(Op::Jeq(libc::AF_INET6 as u32, "inet", None));
+        }
         ops.extend([
-            Op::Label("family"),
-            Op::Load(arg_lo(0)),
             // Other families are the socket filter's and the kernel's to refuse.
-            Op::Jeq(libc::AF_UNIX as u32, "type", Some("allow")),
+            Op::Ret(RET_ALLOW),
             Op::Label("type"),
             Op::Load(arg_lo(1)),
             Op::And(SOCK_TYPE_MASK),
             Op::Jeq(libc::SOCK_STREAM as u32, "allow", None),
-            Op::Jeq(libc::SOCK_SEQPACKET as u32, "allow", None),
+            Op::Jeq(libc::SOCK_SEQPACKET as u32, "allow", Some("deny")),
+        ]);
+    }
+    if tcp {
+        ops.extend([
+            Op::Label("inet"),
+            Op::Load(arg_lo(1)),
+            Op::And(SOCK_TYPE_MASK),
+            Op::Jeq(libc::SOCK_STREAM as u32, "protocol", Some("deny")),
+            Op::Label("protocol"),
+            Op::Load(arg_lo(2)),
+            Op::Jeq(0, "allow", None),
+            Op::Jeq(libc::IPPROTO_TCP as u32, "allow", Some("deny")),
+            Op::Label("flags3"),
+            Op::Load(arg_lo(3)),
+            Op::And(MSG_FASTOPEN),
+            Op::Jeq(0, "allow", Some("deny")),
+            Op::Label("flags2"),
+            Op::Load(arg_lo(2)),
+            Op::And(MSG_FASTOPEN),
+            Op::Jeq(0, "allow", Some("deny")),
         ]);
     }
     ops.extend([

@@ -1,0 +1,351 @@
+//! End-to-end tests of `network = "allowlist"`: the real `harness once` with the scripted
+//! model, Debian's `curl` and python3 under the real sandbox, and local HTTPS servers
+//! (python3 `http.server` + `ssl`, a throwaway certificate made by `openssl`) on 127.0.0.2
+//! and 127.0.0.3, named by the config's test hosts file. A listed name is reached through
+//! the harness's proxy; another name, a connect around the proxy, UDP and a name resolving
+//! to a private address under `deny_private` fail; the byte budget cuts a download; each
+//! refusal is in the tool result, the events and the REPORT. Needs Landlock, curl, openssl
+//! and python3.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use common::*;
+use serde_json::json;
+
+/// An HTTPS server on the address of argv[1] that prints its port, then answers `/` with
+/// argv[2] and `/big` with 4 MB.
+const SERVER_PY: &str = r#"
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"x" * 4000000 if self.path == "/big" else (sys.argv[2] + "\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except OSError:
+            pass
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer((sys.argv[1], 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[3], sys.argv[4])
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+print(srv.server_address[1], flush=True)
+srv.serve_forever()
+"#;
+
+/// Tries what must fail under the allowlist: a TCP connect around the proxy (argv[2] is
+/// host:port), a UDP socket, a raw socket.
+const AROUND_PY: &str = r#"#!/usr/bin/env python3
+import socket, sys
+what = sys.argv[1]
+try:
+    if what == "tcp":
+        host, port = sys.argv[2].rsplit(":", 1)
+        s = socket.create_connection((host, int(port)), timeout=5)
+        print("connected")
+    elif what == "udp":
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.sendto(b"x", ("127.0.0.2", 53))
+        print("sent udp")
+    elif what == "raw":
+        socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+        print("made raw")
+except OSError as e:
+    print(f"refused: {e}")
+    sys.exit(1)
+"#;
+
+struct Server(Child, u16);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn server(dir: &Path, addr: &str, says: &str) -> Server {
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(SERVER_PY)
+        .args([addr, says])
+        .arg(dir.join("cert.pem"))
+        .arg(dir.join("key.pem"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let line = first_line(&mut child);
+    let port = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
+    Server(child, port)
+}
+
+fn tools() -> bool {
+    for (tool, arg) in [
+        ("curl", "--version"),
+        ("openssl", "version"),
+        ("python3", "-V"),
+    ] {
+        let found = Command::new(tool)
+            .arg(arg)
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !found {
+            skip("egress tests", &format!("no {tool}"));
+            return false;
+        }
+    }
+    true
+}
+
+/// A throwaway self-signed certificate for the test names, in `dir`.
+fn certificate(dir: &Path) {
+    let ok = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=allowed.test"])
+        .args(["-addext", "subjectAltName=DNS:allowed.test,DNS:other.test"])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// The standard config, Landlock required, curl and the scripts allowed, and these
+/// `[tools.bash.egress]` keys; the certificate is `work/cert.pem`, the hosts file maps
+/// allowed.test to 127.0.0.2 and other.test to 127.0.0.3.
+fn workspace(llm: &Llm, certs: &Path, egress: &str) -> Workspace {
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace(
+            "allow = [\"ls *\",",
+            "allow = [\"./scripts/**\", \"curl *\", \"ls *\",",
+        )
+        .replace("max_rounds = 4", "max_rounds = 12")
+        .replace(
+            "deny = [\"rm *\"]",
+            &format!(
+                "deny = [\"rm *\"]\nsandbox = \"landlock\"\nnetwork = \"allowlist\"\n\n[tools.bash.egress]\nhosts = \"hosts\"\n{egress}\n"
+            ),
+        )
+    });
+    std::fs::write(
+        ws.path().join("hosts"),
+        "127.0.0.2 allowed.test\n127.0.0.3 other.test\n",
+    )
+    .unwrap();
+    let work = ws.path().join("work");
+    std::fs::copy(certs.join("cert.pem"), work.join("cert.pem")).unwrap();
+    std::fs::create_dir(work.join("scripts")).unwrap();
+    let py = work.join("scripts/around.py");
+    std::fs::write(&py, AROUND_PY).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    ws
+}
+
+fn curl(url: &str) -> String {
+    format!("curl -sS --max-time 20 --cacert cert.pem {url}")
+}
+
+#[test]
+fn only_listed_names_are_reached_and_only_through_the_proxy() {
+    if !landlock() || !tools() {
+        return;
+    }
+    let certs = tempfile::tempdir().unwrap();
+    certificate(certs.path());
+    let allowed = server(certs.path(), "127.0.0.2", "hello from allowed");
+    let other = server(certs.path(), "127.0.0.3", "hello from other");
+    let (a, o) = (allowed.1, other.1);
+    let llm = Llm::start(&json!([
+        tool_call("c1", &curl(&format!("https://allowed.test:{a}/"))),
+        tool_call("c2", &curl(&format!("https://other.test:{o}/"))),
+        tool_call(
+            "c3",
+            &format!("curl -sS --max-time 5 --noproxy '*' --cacert cert.pem --resolve other.test:{o}:127.0.0.3 https://other.test:{o}/")
+        ),
+        tool_call("c4", &format!("./scripts/around.py tcp 127.0.0.3:{o}")),
+        tool_call("c5", "./scripts/around.py udp"),
+        tool_call("c6", "./scripts/around.py raw"),
+        tool_call("c7", &format!("curl -sS --max-time 5 http://allowed.test:{a}/")),
+        text("done"),
+    ]));
+    let ws = workspace(
+        &llm,
+        certs.path(),
+        "allow = [\"allowed.test\"]\ndeny_private = false",
+    );
+
+    let check = ws.run(&["check"]);
+    assert!(
+        check
+            .stdout
+            .contains("egress: allowlist through the harness's proxy: allowed.test"),
+        "{check:?}"
+    );
+    let dry = ws.run(&["once", "--demo", "--dry-run"]);
+    assert!(
+        dry.stdout
+            .contains("egress: allowlist through the harness's proxy: allowed.test"),
+        "{dry:?}"
+    );
+
+    let run = ws.run(&["once", "--demo", "--events", "events.jsonl"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert_eq!(results.len(), 7, "{results:#?}");
+    assert_eq!(results[0], "hello from allowed\n[exit status: 0]");
+    assert!(
+        results[1].contains(&format!(
+            "[harness] network: other.test:{o} is not in the allowlist"
+        )),
+        "{}",
+        results[1]
+    );
+    assert!(!results[1].contains("hello from other"), "{}", results[1]);
+    for r in &results[2..4] {
+        assert!(!r.contains("hello from other"), "{r}");
+        assert!(
+            r.contains(&format!("[harness] network: 127.0.0.3:{o} was refused: commands connect only through the harness's proxy")),
+            "{r}"
+        );
+    }
+    assert!(
+        results[3].contains("refused: [Errno 13] Permission denied"),
+        "{}",
+        results[3]
+    );
+    assert!(
+        results[4].contains("refused: [Errno 13] Permission denied"),
+        "{}",
+        results[4]
+    );
+    assert!(
+        results[5].contains("refused: [Errno 13] Permission denied"),
+        "{}",
+        results[5]
+    );
+    // Plain HTTP is forwarded too (the server speaks TLS, so its answer is not HTTP: what
+    // counts is that the proxy let the name through).
+    assert!(
+        !results[6].contains("not in the allowlist"),
+        "{}",
+        results[6]
+    );
+
+    let events = std::fs::read_to_string(ws.path().join("events.jsonl")).unwrap();
+    // Every line is checked against docs/events.schema.json.
+    let denied: Vec<serde_json::Value> = common::stream::events(&events)
+        .into_iter()
+        .filter(|e| e["type"] == "tool.egress_denied")
+        .collect();
+    assert_eq!(denied.len(), 3, "{events}");
+    assert_eq!(denied[0]["host"], "other.test");
+    assert_eq!(denied[0]["port"], o);
+    assert_eq!(
+        denied[0]["command"],
+        curl(&format!("https://other.test:{o}/"))
+    );
+
+    let report = ws.latest();
+    assert!(report.contains("## Egress"), "{report}");
+    assert!(report.contains(&format!("allowed.test:{a}")), "{report}");
+    assert!(
+        report.contains(&format!("other.test:{o}: is not in the allowlist")),
+        "{report}"
+    );
+}
+
+#[test]
+fn private_addresses_are_refused_and_the_budget_cuts_a_download() {
+    if !landlock() || !tools() {
+        return;
+    }
+    let certs = tempfile::tempdir().unwrap();
+    certificate(certs.path());
+    let allowed = server(certs.path(), "127.0.0.2", "hello from allowed");
+    let a = allowed.1;
+    let llm = Llm::start(&json!([
+        tool_call("c1", &curl(&format!("https://allowed.test:{a}/"))),
+        text("done"),
+    ]));
+    let ws = workspace(&llm, certs.path(), "allow = [\"allowed.test\"]");
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert!(
+        results[0].contains(&format!(
+            "[harness] network: allowed.test:{a} resolves only to private addresses (deny_private)"
+        )),
+        "{}",
+        results[0]
+    );
+
+    let llm = Llm::start(&json!([
+        tool_call(
+            "c1",
+            &curl(&format!("-o /dev/null https://allowed.test:{a}/big"))
+        ),
+        tool_call("c2", &curl(&format!("https://allowed.test:{a}/"))),
+        text("done"),
+    ]));
+    let ws = workspace(
+        &llm,
+        certs.path(),
+        "allow = [\"allowed.test\"]\ndeny_private = false\nmax_bytes = 100000",
+    );
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert!(
+        results[0].contains("was cut: the egress budget of 100000 bytes is spent"),
+        "{}",
+        results[0]
+    );
+    assert!(!results[0].ends_with("[exit status: 0]"), "{}", results[0]);
+    assert!(results[1].contains("is spent"), "{}", results[1]);
+    let report = ws.latest();
+    assert!(
+        report.contains("100000 of 100000 bytes (budget spent)"),
+        "{report}"
+    );
+}
+
+#[test]
+fn the_allowlist_is_refused_where_commands_are_not_confined() {
+    let llm = Llm::start(&json!([text("done")]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace(
+            "deny = [\"rm *\"]",
+            "deny = [\"rm *\"]\nsandbox = \"off\"\nnetwork = \"allowlist\"\n[tools.bash.egress]\nallow = [\"pypi.org\"]\n",
+        )
+    });
+    let run = ws.run(&["once", "--demo"]);
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("network = \"allowlist\" needs the sandbox"),
+        "{run:?}"
+    );
+}
