@@ -317,6 +317,21 @@ mod tests {
     }
 
     #[test]
+    fn the_egress_section_follows_the_reply_and_reaches_the_note() {
+        let mut r = sample();
+        r.egress =
+            Some("## Egress\n\nRefused:\n- example.com:443: is not in the allowlist\n".into());
+        let text = render(&r);
+        let egress = text.find("## Egress").unwrap();
+        assert!(text.find("All good.").unwrap() < egress, "{text}");
+        let note = crate::writeback::render_note(&parse(&text).unwrap(), 100_000, None);
+        assert!(
+            note.contains("- example.com:443: is not in the allowlist"),
+            "{note}"
+        );
+    }
+
+    #[test]
     fn golden_report() {
         let version = env!("CARGO_PKG_VERSION");
         let expected = format!(

@@ -42,7 +42,7 @@ srv.serve_forever()
 "#;
 
 /// Tries what must fail under the allowlist: a TCP connect around the proxy (argv[2] is
-/// host:port), a UDP socket, a raw socket.
+/// host:port), a UDP socket, a name lookup (argv[2]), a raw socket.
 const AROUND_PY: &str = r#"#!/usr/bin/env python3
 import socket, sys
 what = sys.argv[1]
@@ -55,6 +55,8 @@ try:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.sendto(b"x", ("127.0.0.2", 53))
         print("sent udp")
+    elif what == "dns":
+        print(socket.getaddrinfo(sys.argv[2], 443))
     elif what == "raw":
         socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
         print("made raw")
@@ -288,6 +290,7 @@ fn private_addresses_are_refused_and_the_budget_cuts_a_download() {
     let a = allowed.1;
     let llm = Llm::start(&json!([
         tool_call("c1", &curl(&format!("https://allowed.test:{a}/"))),
+        tool_call("c2", "./scripts/around.py dns deb.debian.org"),
         text("done"),
     ]));
     let ws = workspace(&llm, certs.path(), "allow = [\"allowed.test\"]");
@@ -300,6 +303,12 @@ fn private_addresses_are_refused_and_the_budget_cuts_a_download() {
         )),
         "{}",
         results[0]
+    );
+    // No name can be looked up from inside: DNS is UDP (or TCP to a resolver), both closed.
+    assert!(
+        results[1].starts_with("refused: ") && results[1].ends_with("[exit status: 1]"),
+        "{}",
+        results[1]
     );
 
     let llm = Llm::start(&json!([

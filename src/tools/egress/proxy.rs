@@ -239,6 +239,8 @@ impl Drop for Proxy {
 async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
+            // Out of descriptors, say: try again shortly rather than spin.
+            tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         let shared = Arc::clone(&shared);

@@ -406,8 +406,12 @@ pub(crate) mod tests {
     /// `f`, exiting with its result. Returns the child's pid and the listener (None: the
     /// child failed before sending it).
     pub(crate) fn child_under_filter(f: fn() -> i32) -> (libc::pid_t, Option<OwnedFd>) {
-        let program = filter();
-        let (ours, end) = pair(&program).unwrap();
+        child_under(&filter(), f)
+    }
+
+    /// [`child_under_filter`] with another notifying program.
+    fn child_under(program: &Program, f: fn() -> i32) -> (libc::pid_t, Option<OwnedFd>) {
+        let (ours, end) = pair(program).unwrap();
         // SAFETY: the child only makes system calls and exits.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);
@@ -484,6 +488,59 @@ pub(crate) mod tests {
             );
             errno_or_zero(r)
         }
+    }
+
+    fn inet_of(family: i32, ty: i32, protocol: i32) -> i32 {
+        // SAFETY: socket() returns an fd or -1.
+        errno_or_zero(unsafe { libc::socket(family, ty, protocol) })
+    }
+
+    /// Under the allowlist's program: TCP sockets only, and no Fast Open send.
+    fn tcp_only() -> i32 {
+        let results = [
+            inet_of(libc::AF_INET, libc::SOCK_STREAM, 0),
+            inet_of(
+                libc::AF_INET6,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK,
+                libc::IPPROTO_TCP,
+            ),
+            inet_of(libc::AF_INET, libc::SOCK_DGRAM, 0),
+            inet_of(libc::AF_INET6, libc::SOCK_DGRAM, libc::IPPROTO_UDP),
+            inet_of(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
+            inet_of(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_SCTP),
+        ];
+        let want = [0, 0, libc::EACCES, libc::EACCES, libc::EACCES, libc::EACCES];
+        // SAFETY: a TCP socket and sends of one byte from the stack, to an address on it.
+        let (fast, plain) = unsafe {
+            let s = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as u16;
+            addr.sin_port = 9u16.to_be();
+            addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let send = |flags: i32| {
+                errno_or_zero(libc::sendto(
+                    s,
+                    [0u8].as_ptr().cast(),
+                    1,
+                    flags,
+                    (&addr as *const libc::sockaddr_in).cast(),
+                    std::mem::size_of::<libc::sockaddr_in>() as u32,
+                ) as i32)
+            };
+            (send(libc::MSG_FASTOPEN), send(libc::MSG_NOSIGNAL))
+        };
+        if results == want && fast == libc::EACCES && plain != libc::EACCES {
+            0
+        } else {
+            1
+        }
+    }
+
+    #[test]
+    fn the_allowlist_program_lets_tcp_sockets_only_and_no_fast_open() {
+        let (pid, listener) = child_under(&Arc::new(program(true, true, None)), tcp_only);
+        assert!(listener.is_some());
+        assert_eq!(exit_code(pid), 0);
     }
 
     #[test]
