@@ -145,8 +145,9 @@ const MSG_FASTOPEN: u32 = 0x2000_0000;
 /// One notifying program: with `unix`, the Unix-socket rules of the module doc; with `tcp`
 /// (`network = "allowlist"`), `connect` to the listener too, `socket` of `AF_INET` and
 /// `AF_INET6` only as TCP (`SOCK_STREAM`, protocol 0 or `IPPROTO_TCP`: no UDP, no raw, no
-/// ICMP) and no `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN` (a TCP connect the
-/// supervisor would not see); with `exec_pass`, `execve` and `execveat` to the listener
+/// ICMP), no `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN` (a TCP connect the
+/// supervisor would not see) and no `listen` (a socket that listens is bound to a port on
+/// every address, whatever Landlock's bind rule says, and takes connections from outside); with `exec_pass`, `execve` and `execveat` to the listener
 /// too, but an `execveat` whose descriptor argument is the pass (the spawner's own start
 /// of a command: see `sandbox::loader`). They share a program because a process can hold
 /// only one listener in its filter tree (the kernel refuses a second with `EBUSY`).
@@ -174,9 +175,12 @@ pub(crate) fn program(unix: bool, tcp: bool, exec_pass: Option<u32>) -> Vec<libc
             Op::Jeq(libc::SYS_sendto as u32, "flags3", None),
             Op::Jeq(libc::SYS_sendmmsg as u32, "flags3", None),
             Op::Jeq(libc::SYS_sendmsg as u32, "flags2", None),
+            // A server of the command's own would take connections from outside the host.
+            Op::Jeq(libc::SYS_listen as u32, "deny", None),
         ]);
-        // sendto is shared with x32; its sendmsg and sendmmsg have numbers of their own.
-        x32.extend([libc::SYS_sendto, 518, 538]);
+        // sendto and listen are shared with x32; its sendmsg and sendmmsg have numbers of
+        // their own.
+        x32.extend([libc::SYS_sendto, libc::SYS_listen, 518, 538]);
     }
     #[cfg(target_arch = "x86_64")]
     {
@@ -529,7 +533,18 @@ pub(crate) mod tests {
             };
             (send(libc::MSG_FASTOPEN), send(libc::MSG_NOSIGNAL))
         };
-        if results == want && fast == libc::EACCES && plain != libc::EACCES {
+        // SAFETY: a new TCP socket, listened on.
+        let listen = unsafe {
+            errno_or_zero(libc::listen(
+                libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0),
+                1,
+            ))
+        };
+        if results == want
+            && fast == libc::EACCES
+            && plain != libc::EACCES
+            && listen == libc::EACCES
+        {
             0
         } else {
             1
@@ -537,7 +552,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_allowlist_program_lets_tcp_sockets_only_and_no_fast_open() {
+    fn the_allowlist_program_lets_tcp_sockets_only_no_fast_open_no_listen() {
         let (pid, listener) = child_under(&Arc::new(program(true, true, None)), tcp_only);
         assert!(listener.is_some());
         assert_eq!(exit_code(pid), 0);
