@@ -2,10 +2,11 @@
 //! model, Debian's `curl` and python3 under the real sandbox, and local HTTPS servers
 //! (python3 `http.server` + `ssl`, a throwaway certificate made by `openssl`) on 127.0.0.2
 //! and 127.0.0.3, named by the config's test hosts file. A listed name is reached through
-//! the harness's proxy; another name, a connect around the proxy, UDP and a name resolving
-//! to a private address under `deny_private` fail; the byte budget cuts a download; each
-//! refusal is in the tool result, the events and the REPORT. Needs Landlock, curl, openssl
-//! and python3.
+//! the harness's proxy (curl, and `git clone` over HTTPS trusting `ca_file`); another name,
+//! a connect around the proxy, UDP, DNS and a name resolving to a private address under
+//! `deny_private` fail; the byte budget cuts a download; each
+//! refusal is in the tool result, the events and the REPORT. Needs Landlock, curl, git,
+//! openssl and python3.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,12 +19,22 @@ use common::*;
 use serde_json::json;
 
 /// An HTTPS server on the address of argv[1] that prints its port, then answers `/` with
-/// argv[2] and `/big` with 4 MB.
+/// argv[2], `/big` with 4 MB and `/repo.git/...` with the files of the bare repository
+/// argv[5] (git's dumb HTTP protocol).
 const SERVER_PY: &str = r#"
-import http.server, ssl, sys
+import http.server, os, ssl, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = b"x" * 4000000 if self.path == "/big" else (sys.argv[2] + "\n").encode()
+        if self.path.startswith("/repo.git/"):
+            path = os.path.join(sys.argv[5], self.path.split("?")[0][len("/repo.git/"):])
+            if ".." in self.path or not os.path.isfile(path):
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body = open(path, "rb").read()
+        else:
+            body = b"x" * 4000000 if self.path == "/big" else (sys.argv[2] + "\n").encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -81,6 +92,7 @@ fn server(dir: &Path, addr: &str, says: &str) -> Server {
         .args([addr, says])
         .arg(dir.join("cert.pem"))
         .arg(dir.join("key.pem"))
+        .arg(dir.join("repo.git"))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .stdin(Stdio::null())
@@ -108,6 +120,41 @@ fn tools() -> bool {
         }
     }
     true
+}
+
+/// A bare repository with one commit in `dir/repo.git`, ready for dumb HTTP.
+fn repository(dir: &Path) {
+    let src = dir.join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("README"), "cloned through the proxy\n").unwrap();
+    let git = |at: &Path, args: &[&str]| {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(at)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(ok.success(), "git {args:?}");
+    };
+    git(&src, &["init", "-q", "-b", "main"]);
+    git(&src, &["add", "README"]);
+    git(
+        &src,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "one",
+        ],
+    );
+    git(dir, &["clone", "-q", "--bare", "src", "repo.git"]);
+    git(&dir.join("repo.git"), &["update-server-info"]);
 }
 
 /// A throwaway self-signed certificate for the test names, in `dir`.
@@ -141,7 +188,7 @@ fn workspace(llm: &Llm, certs: &Path, egress: &str) -> Workspace {
     let ws = Workspace::new(&llm.base_url(), |c| {
         c.replace(
             "allow = [\"ls *\",",
-            "allow = [\"./scripts/**\", \"curl *\", \"ls *\",",
+            "allow = [\"./scripts/**\", \"curl *\", \"git clone *\", \"ls *\",",
         )
         .replace("max_rounds = 4", "max_rounds = 12")
         .replace(
@@ -177,6 +224,7 @@ fn only_listed_names_are_reached_and_only_through_the_proxy() {
     }
     let certs = tempfile::tempdir().unwrap();
     certificate(certs.path());
+    repository(certs.path());
     let allowed = server(certs.path(), "127.0.0.2", "hello from allowed");
     let other = server(certs.path(), "127.0.0.3", "hello from other");
     let (a, o) = (allowed.1, other.1);
@@ -191,12 +239,15 @@ fn only_listed_names_are_reached_and_only_through_the_proxy() {
         tool_call("c5", "./scripts/around.py udp"),
         tool_call("c6", "./scripts/around.py raw"),
         tool_call("c7", &format!("curl -sS --max-time 5 http://allowed.test:{a}/")),
+        tool_call("c8", &format!("git clone -q https://allowed.test:{a}/repo.git cloned")),
+        tool_call("c9", "cat cloned/README"),
+        tool_call("c10", &format!("git clone -q https://other.test:{o}/repo.git leaked")),
         text("done"),
     ]));
     let ws = workspace(
         &llm,
         certs.path(),
-        "allow = [\"allowed.test\"]\ndeny_private = false",
+        "allow = [\"allowed.test\"]\ndeny_private = false\nca_file = \"work/cert.pem\"",
     );
 
     let check = ws.run(&["check"]);
@@ -216,7 +267,7 @@ fn only_listed_names_are_reached_and_only_through_the_proxy() {
     let run = ws.run(&["once", "--demo", "--events", "events.jsonl"]);
     assert_eq!(run.code, 0, "{run:?}");
     let results = tool_results(llm.chat_bodies().last().unwrap());
-    assert_eq!(results.len(), 7, "{results:#?}");
+    assert_eq!(results.len(), 10, "{results:#?}");
     assert_eq!(results[0], "hello from allowed\n[exit status: 0]");
     assert!(
         results[1].contains(&format!(
@@ -255,6 +306,16 @@ fn only_listed_names_are_reached_and_only_through_the_proxy() {
         "{}",
         results[6]
     );
+    // git over HTTPS, through the proxy by its http.proxy, trusting ca_file.
+    assert_eq!(results[7], "(no output)\n[exit status: 0]");
+    assert_eq!(results[8], "cloned through the proxy\n[exit status: 0]");
+    assert!(
+        results[9].contains(&format!(
+            "[harness] network: other.test:{o} is not in the allowlist"
+        )),
+        "{}",
+        results[9]
+    );
 
     let events = std::fs::read_to_string(ws.path().join("events.jsonl")).unwrap();
     // Every line is checked against docs/events.schema.json.
@@ -262,7 +323,7 @@ fn only_listed_names_are_reached_and_only_through_the_proxy() {
         .into_iter()
         .filter(|e| e["type"] == "tool.egress_denied")
         .collect();
-    assert_eq!(denied.len(), 3, "{events}");
+    assert_eq!(denied.len(), 4, "{events}");
     assert_eq!(denied[0]["host"], "other.test");
     assert_eq!(denied[0]["port"], o);
     assert_eq!(

@@ -87,14 +87,8 @@ impl Validator {
             1024,
             i64::MAX,
         ) as u64;
-        let hosts = match raw.hosts {
-            Some(h) if h.trim().is_empty() => {
-                self.problem("[tools.bash.egress].hosts", "must not be empty");
-                None
-            }
-            Some(h) => Some(self.path(Some(h), ".")),
-            None => None,
-        };
+        let hosts = self.optional_path("[tools.bash.egress].hosts", raw.hosts);
+        let ca_file = self.optional_path("[tools.bash.egress].ca_file", raw.ca_file);
         (
             false,
             Some(EgressConfig {
@@ -103,8 +97,21 @@ impl Validator {
                 deny_private: raw.deny_private.unwrap_or(true),
                 max_bytes,
                 hosts,
+                ca_file,
             }),
         )
+    }
+
+    /// A path key: resolved against the config's directory; empty is a problem.
+    fn optional_path(&mut self, key: &str, raw: Option<String>) -> Option<std::path::PathBuf> {
+        match raw {
+            Some(p) if p.trim().is_empty() => {
+                self.problem(key, "must not be empty");
+                None
+            }
+            Some(p) => Some(self.path(Some(p), ".")),
+            None => None,
+        }
     }
 }
 

@@ -361,6 +361,9 @@ pub struct EgressConfig {
     /// A hosts file the proxy resolves names from before DNS (for tests and air-gapped
     /// mirrors; absolute, resolved against the config's directory).
     pub hosts: Option<PathBuf>,
+    /// A CA bundle the commands' TLS clients trust instead of the system's (a mirror's own
+    /// CA, a test CA; absolute, resolved against the config's directory).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// A Unix socket `[tools.bash].unix_sockets` names.

@@ -209,6 +209,7 @@ pub(super) struct RawEgress {
     pub(super) deny_private: Option<bool>,
     pub(super) max_bytes: Option<i64>,
     pub(super) hosts: Option<String>,
+    pub(super) ca_file: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -131,6 +131,7 @@ const ROOT: &[(&str, Ty)] = &[
                             ("deny_private", Bool),
                             ("max_bytes", Int),
                             ("hosts", Str),
+                            ("ca_file", Str),
                         ]),
                     ),
                     ("write_roots", StrList),

@@ -642,7 +642,7 @@ fn network_allowlist_reads_its_egress_section() {
     let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
     assert_eq!((c.bash.network, c.bash.egress.is_none()), (false, true));
     let text = MINIMAL.to_string()
-        + "[tools.bash]\nnetwork = \"allowlist\"\n[tools.bash.egress]\nallow = [\"PyPI.org.\", \"*.crates.io\", \"pypi.org\"]\npresets = [\"@python\"]\nhosts = \"test-hosts\"\n";
+        + "[tools.bash]\nnetwork = \"allowlist\"\n[tools.bash.egress]\nallow = [\"PyPI.org.\", \"*.crates.io\", \"pypi.org\"]\npresets = [\"@python\"]\nhosts = \"test-hosts\"\nca_file = \"ca.pem\"\n";
     let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
     assert!(
         !c.bash.network,
@@ -656,6 +656,7 @@ fn network_allowlist_reads_its_egress_section() {
     assert!(e.deny_private);
     assert_eq!(e.max_bytes, 512 * 1024 * 1024);
     assert_eq!(e.hosts, Some(PathBuf::from("/etc/h/test-hosts")));
+    assert_eq!(e.ca_file, Some(PathBuf::from("/etc/h/ca.pem")));
     let bare = MINIMAL.to_string() + "[tools.bash]\nnetwork = \"allowlist\"\n";
     let e = parse(&bare, Path::new("/etc/h/harness.toml"))
         .unwrap()

@@ -264,7 +264,11 @@ impl BashTool {
             None => None,
         };
         let env = match &proxy {
-            Some(p) => egress::with_proxy(env, p.addr()),
+            Some(p) => egress::with_proxy(
+                env,
+                p.addr(),
+                config.egress.as_ref().and_then(|e| e.ca_file.as_deref()),
+            ),
             None => env,
         };
         let tcp = proxy.as_ref().map(egress::guard);

@@ -40,6 +40,14 @@ pub fn settings(egress: &EgressConfig) -> Result<proxy::Settings> {
         }
         None => Vec::new(),
     };
+    if let Some(ca) = &egress.ca_file {
+        if !ca.is_file() {
+            bail!(
+                "[tools.bash.egress].ca_file: {} is not a file",
+                ca.display()
+            );
+        }
+    }
     Ok(proxy::Settings {
         patterns: egress.allow.clone(),
         deny_private: egress.deny_private,
@@ -95,10 +103,35 @@ pub fn proxy_env(addr: SocketAddr) -> Vec<(String, String)> {
     env
 }
 
-/// `env` with `proxy_env(addr)` and git's `http.proxy` appended to its `GIT_CONFIG_*` list
-/// (which git reads before any repository's config, so a repository cannot unset it). PURE.
-pub fn with_proxy(mut env: Vec<(String, String)>, addr: SocketAddr) -> Vec<(String, String)> {
-    let add = proxy_env(addr);
+/// The variables that make the commands' TLS clients (OpenSSL's, curl, git, Python's
+/// requests and pip, cargo, npm and node) trust the bundle at `ca` instead of the system's
+/// (node: besides). PURE.
+pub fn ca_env(ca: &std::path::Path) -> Vec<(String, String)> {
+    [
+        "SSL_CERT_FILE",
+        "CURL_CA_BUNDLE",
+        "GIT_SSL_CAINFO",
+        "REQUESTS_CA_BUNDLE",
+        "PIP_CERT",
+        "CARGO_HTTP_CAINFO",
+        "NODE_EXTRA_CA_CERTS",
+        "npm_config_cafile",
+    ]
+    .iter()
+    .map(|k| (k.to_string(), ca.display().to_string()))
+    .collect()
+}
+
+/// `env` with `proxy_env(addr)`, [`ca_env`] of `ca` and git's `http.proxy` appended to its
+/// `GIT_CONFIG_*` list (which git reads before any repository's config, so a repository
+/// cannot unset it). PURE.
+pub fn with_proxy(
+    mut env: Vec<(String, String)>,
+    addr: SocketAddr,
+    ca: Option<&std::path::Path>,
+) -> Vec<(String, String)> {
+    let mut add = proxy_env(addr);
+    add.extend(ca.map(ca_env).unwrap_or_default());
     env.retain(|(k, _)| !add.iter().any(|(a, _)| a == k));
     env.extend(add);
     let count = env
@@ -175,6 +208,7 @@ mod tests {
             deny_private: true,
             max_bytes: 1000,
             hosts: None,
+            ca_file: None,
         };
         let mut log = proxy::Log {
             max_bytes: 1000,
@@ -207,7 +241,11 @@ mod tests {
             ("HTTPS_PROXY".to_string(), "http://elsewhere:1".to_string()),
             ("PATH".to_string(), "/bin".to_string()),
         ];
-        let got = with_proxy(env, "127.0.0.1:4242".parse().unwrap());
+        let got = with_proxy(
+            env,
+            "127.0.0.1:4242".parse().unwrap(),
+            Some(std::path::Path::new("/etc/ca.pem")),
+        );
         let get = |k: &str| got.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("HTTPS_PROXY"), Some("http://127.0.0.1:4242"));
         assert_eq!(get("https_proxy"), Some("http://127.0.0.1:4242"));
@@ -217,5 +255,7 @@ mod tests {
         assert_eq!(get("GIT_CONFIG_KEY_2"), Some("http.proxy"));
         assert_eq!(get("GIT_CONFIG_VALUE_2"), Some("http://127.0.0.1:4242"));
         assert_eq!(got.iter().filter(|(k, _)| k == "HTTPS_PROXY").count(), 1);
+        assert_eq!(get("GIT_SSL_CAINFO"), Some("/etc/ca.pem"));
+        assert_eq!(get("SSL_CERT_FILE"), Some("/etc/ca.pem"));
     }
 }
