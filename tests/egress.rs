@@ -1,12 +1,12 @@
 //! End-to-end tests of `network = "allowlist"`: the real `harness once` with the scripted
-//! model, Debian's `curl` and python3 under the real sandbox, and local HTTPS servers
+//! model, Debian's `curl`, git and pip under the real sandbox, and local HTTPS servers
 //! (python3 `http.server` + `ssl`, a throwaway certificate made by `openssl`) on 127.0.0.2
 //! and 127.0.0.3, named by the config's test hosts file. A listed name is reached through
-//! the harness's proxy (curl, and `git clone` over HTTPS trusting `ca_file`); another name,
-//! a connect around the proxy, UDP, DNS and a name resolving to a private address under
-//! `deny_private` fail; the byte budget cuts a download; each
-//! refusal is in the tool result, the events and the REPORT. Needs Landlock, curl, git,
-//! openssl and python3.
+//! the harness's proxy (curl, `git clone` over HTTPS, `pip download` from a package index,
+//! all trusting `ca_file`); another name, a connect around the proxy, UDP, DNS and a name
+//! resolving to a private address under `deny_private` fail; the byte budget cuts a
+//! download; each refusal is in the tool result, the events and the REPORT. Needs Landlock,
+//! curl, git, openssl and python3 with pip.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,14 +19,17 @@ use common::*;
 use serde_json::json;
 
 /// An HTTPS server on the address of argv[1] that prints its port, then answers `/` with
-/// argv[2], `/big` with 4 MB and `/repo.git/...` with the files of the bare repository
-/// argv[5] (git's dumb HTTP protocol).
+/// argv[2], `/big` with 4 MB and every other path with the files below argv[5] (a
+/// directory's `index.html`): a bare repository for git's dumb HTTP protocol, a simple
+/// package index for pip.
 const SERVER_PY: &str = r#"
 import http.server, os, ssl, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        if self.path.startswith("/repo.git/"):
-            path = os.path.join(sys.argv[5], self.path.split("?")[0][len("/repo.git/"):])
+        if self.path not in ("/", "/big"):
+            path = os.path.join(sys.argv[5], self.path.split("?")[0].lstrip("/"))
+            if os.path.isdir(path):
+                path = os.path.join(path, "index.html")
             if ".." in self.path or not os.path.isfile(path):
                 self.send_response(404)
                 self.send_header("Content-Length", "0")
@@ -36,6 +39,8 @@ class H(http.server.BaseHTTPRequestHandler):
         else:
             body = b"x" * 4000000 if self.path == "/big" else (sys.argv[2] + "\n").encode()
         self.send_response(200)
+        html = self.path.split("?")[0].endswith("/") and self.path != "/"
+        self.send_header("Content-Type", "text/html" if html else "application/octet-stream")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         try:
@@ -76,6 +81,13 @@ except OSError as e:
     sys.exit(1)
 "#;
 
+/// pip itself, run by the script's interpreter (as `python3 -m pip`).
+const PIP_PY: &str = r#"#!/usr/bin/env python3
+import sys
+from pip._internal.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"#;
+
 struct Server(Child, u16);
 
 impl Drop for Server {
@@ -92,7 +104,7 @@ fn server(dir: &Path, addr: &str, says: &str) -> Server {
         .args([addr, says])
         .arg(dir.join("cert.pem"))
         .arg(dir.join("key.pem"))
-        .arg(dir.join("repo.git"))
+        .arg(dir.join("site"))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .stdin(Stdio::null())
@@ -122,7 +134,24 @@ fn tools() -> bool {
     true
 }
 
-/// A bare repository with one commit in `dir/repo.git`, ready for dumb HTTP.
+/// A simple package index of one wheel (`tinypkg` 0.1) in `dir/site`.
+const INDEX_PY: &str = r#"
+import os, sys, zipfile
+site = sys.argv[1]
+os.makedirs(os.path.join(site, "files"))
+os.makedirs(os.path.join(site, "simple", "tinypkg"))
+name = "tinypkg-0.1-py3-none-any.whl"
+with zipfile.ZipFile(os.path.join(site, "files", name), "w") as z:
+    z.writestr("tinypkg/__init__.py", "")
+    z.writestr("tinypkg-0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: tinypkg\nVersion: 0.1\n")
+    z.writestr("tinypkg-0.1.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    z.writestr("tinypkg-0.1.dist-info/RECORD", "")
+with open(os.path.join(site, "simple", "tinypkg", "index.html"), "w") as f:
+    f.write(f'<html><body><a href="/files/{name}">{name}</a></body></html>')
+"#;
+
+/// The site the servers serve: a bare repository with one commit in `dir/site/repo.git`,
+/// ready for dumb HTTP, and the package index of [`INDEX_PY`].
 fn repository(dir: &Path) {
     let src = dir.join("src");
     std::fs::create_dir(&src).unwrap();
@@ -153,8 +182,16 @@ fn repository(dir: &Path) {
             "one",
         ],
     );
-    git(dir, &["clone", "-q", "--bare", "src", "repo.git"]);
-    git(&dir.join("repo.git"), &["update-server-info"]);
+    std::fs::create_dir(dir.join("site")).unwrap();
+    git(dir, &["clone", "-q", "--bare", "src", "site/repo.git"]);
+    git(&dir.join("site/repo.git"), &["update-server-info"]);
+    let ok = Command::new("python3")
+        .arg("-c")
+        .arg(INDEX_PY)
+        .arg(dir.join("site"))
+        .status()
+        .unwrap();
+    assert!(ok.success());
 }
 
 /// A throwaway self-signed certificate for the test names, in `dir`.
@@ -190,7 +227,7 @@ fn workspace(llm: &Llm, certs: &Path, egress: &str) -> Workspace {
             "allow = [\"ls *\",",
             "allow = [\"./scripts/**\", \"curl *\", \"git clone *\", \"ls *\",",
         )
-        .replace("max_rounds = 4", "max_rounds = 12")
+        .replace("max_rounds = 4", "max_rounds = 16")
         .replace(
             "deny = [\"rm *\"]",
             &format!(
@@ -206,10 +243,12 @@ fn workspace(llm: &Llm, certs: &Path, egress: &str) -> Workspace {
     let work = ws.path().join("work");
     std::fs::copy(certs.join("cert.pem"), work.join("cert.pem")).unwrap();
     std::fs::create_dir(work.join("scripts")).unwrap();
-    let py = work.join("scripts/around.py");
-    std::fs::write(&py, AROUND_PY).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (name, text) in [("around.py", AROUND_PY), ("pypkg.py", PIP_PY)] {
+        let py = work.join("scripts").join(name);
+        std::fs::write(&py, text).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     ws
 }
 
@@ -242,6 +281,8 @@ fn only_listed_names_are_reached_and_only_through_the_proxy() {
         tool_call("c8", &format!("git clone -q https://allowed.test:{a}/repo.git cloned")),
         tool_call("c9", "cat cloned/README"),
         tool_call("c10", &format!("git clone -q https://other.test:{o}/repo.git leaked")),
+        tool_call("c11", &format!("./scripts/pypkg.py download -q --no-deps --disable-pip-version-check --index-url https://allowed.test:{a}/simple/ -d dl tinypkg")),
+        tool_call("c12", "ls dl"),
         text("done"),
     ]));
     let ws = workspace(
@@ -267,7 +308,7 @@ fn only_listed_names_are_reached_and_only_through_the_proxy() {
     let run = ws.run(&["once", "--demo", "--events", "events.jsonl"]);
     assert_eq!(run.code, 0, "{run:?}");
     let results = tool_results(llm.chat_bodies().last().unwrap());
-    assert_eq!(results.len(), 10, "{results:#?}");
+    assert_eq!(results.len(), 12, "{results:#?}");
     assert_eq!(results[0], "hello from allowed\n[exit status: 0]");
     assert!(
         results[1].contains(&format!(
@@ -315,6 +356,12 @@ fn only_listed_names_are_reached_and_only_through_the_proxy() {
         )),
         "{}",
         results[9]
+    );
+    // pip from a package index by name, through the proxy, trusting ca_file.
+    assert!(results[10].ends_with("[exit status: 0]"), "{}", results[10]);
+    assert_eq!(
+        results[11],
+        "tinypkg-0.1-py3-none-any.whl\n[exit status: 0]"
     );
 
     let events = std::fs::read_to_string(ws.path().join("events.jsonl")).unwrap();
