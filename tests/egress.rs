@@ -466,3 +466,21 @@ fn the_allowlist_is_refused_where_commands_are_not_confined() {
         "{run:?}"
     );
 }
+
+#[test]
+fn check_warns_when_the_list_opens_harness_s_own_services() {
+    let llm = Llm::start(&json!([text("done")]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace(
+            "deny = [\"rm *\"]",
+            "deny = [\"rm *\"]\nnetwork = \"allowlist\"\n[tools.bash.egress]\nallow = [\"127.0.0.1\"]\n",
+        )
+    });
+    let check = ws.run(&["check"]);
+    assert!(
+        check.stdout.contains(
+            "the allow list lets commands reach the LLM proxy ([litellm].base_url) at 127.0.0.1"
+        ),
+        "{check:?}"
+    );
+}

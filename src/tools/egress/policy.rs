@@ -244,6 +244,19 @@ fn authority(auth: &str, default: Option<u16>) -> Result<(String, u16), String> 
     Ok((normalize_host(host)?, port))
 }
 
+/// The host of `url` (`scheme://[user@]host[:port]/...`), normalized; `None` when it has
+/// none or names an IPv6 literal.
+pub fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let auth = rest.split(['/', '?', '#']).next()?;
+    let auth = auth.rsplit_once('@').map_or(auth, |(_, a)| a);
+    if auth.starts_with('[') {
+        return None;
+    }
+    let host = auth.split_once(':').map_or(auth, |(h, _)| h);
+    normalize_host(host).ok()
+}
+
 /// A hosts file (`address name...` per line, `#` comments), as name -> addresses.
 /// Err: the first line that is not one.
 pub fn parse_hosts(text: &str) -> Result<Vec<(String, IpAddr)>, String> {
@@ -381,6 +394,19 @@ mod tests {
         let fronted = b"GET http://allowed.org/ HTTP/1.1\r\nHost: other.org\r\n\r\n";
         assert!(parse_head(fronted).unwrap_err().contains("another host"));
         assert!(parse_head(b"\x00\xff\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn a_url_names_its_host() {
+        assert_eq!(
+            url_host("http://127.0.0.1:4000/v1").as_deref(),
+            Some("127.0.0.1")
+        );
+        assert_eq!(
+            url_host("https://u:p@Redmine.Example.org/").as_deref(),
+            Some("redmine.example.org")
+        );
+        assert_eq!(url_host("https://[::1]:3000"), None);
     }
 
     #[test]
