@@ -5,8 +5,9 @@
 //! the harness's proxy (curl, `git clone` over HTTPS, `pip download` from a package index,
 //! all trusting `ca_file`); another name, a connect around the proxy, UDP, DNS and a name
 //! resolving to a private address under `deny_private` fail; the byte budget cuts a
-//! download; each refusal is in the tool result, the events and the REPORT. Needs Landlock,
-//! curl, git, openssl and python3 with pip.
+//! download; each refusal is in the tool result, the events and the REPORT; with
+//! `upstream`, allowed requests go through Debian's tinyproxy. Needs Landlock, curl, git,
+//! openssl and python3 with pip (and tinyproxy for the chaining test).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -206,7 +207,10 @@ fn certificate(dir: &Path) {
             "ec_paramgen_curve:prime256v1",
         ])
         .args(["-nodes", "-days", "2", "-subj", "/CN=allowed.test"])
-        .args(["-addext", "subjectAltName=DNS:allowed.test,DNS:other.test"])
+        .args([
+            "-addext",
+            "subjectAltName=DNS:allowed.test,DNS:other.test,DNS:localhost",
+        ])
         .arg("-keyout")
         .arg(dir.join("key.pem"))
         .arg("-out")
@@ -483,4 +487,94 @@ fn check_warns_when_the_list_opens_harness_s_own_services() {
         ),
         "{check:?}"
     );
+}
+
+/// Debian's tinyproxy on a free port of 127.0.0.1, logging requests to `dir/tinyproxy.log`.
+struct Tinyproxy(Child, u16);
+
+impl Drop for Tinyproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn tinyproxy(dir: &Path) -> Option<Tinyproxy> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let conf = dir.join("tinyproxy.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "Port {port}\nListen 127.0.0.1\nTimeout 30\nMaxClients 5\nLogLevel Connect\nLogFile \"{}\"\n",
+            dir.join("tinyproxy.log").display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new("tinyproxy")
+        .arg("-d")
+        .arg("-c")
+        .arg(&conf)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let Ok(child) = child else {
+        skip(
+            "the upstream chaining test",
+            "no tinyproxy (apt-get install tinyproxy)",
+        );
+        return None;
+    };
+    let proxy = Tinyproxy(child, port);
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Some(proxy);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("tinyproxy did not listen on {port}");
+}
+
+#[test]
+fn allowed_requests_are_chained_through_the_site_s_proxy() {
+    if !landlock() || !tools() {
+        return;
+    }
+    let certs = tempfile::tempdir().unwrap();
+    certificate(certs.path());
+    let Some(upstream) = tinyproxy(certs.path()) else {
+        return;
+    };
+    let site = server(certs.path(), "127.0.0.1", "hello via upstream");
+    let p = site.1;
+    let llm = Llm::start(&json!([
+        tool_call("c1", &curl(&format!("https://localhost:{p}/"))),
+        tool_call("c2", &curl(&format!("https://other.test:{p}/"))),
+        text("done"),
+    ]));
+    let ws = workspace(
+        &llm,
+        certs.path(),
+        &format!(
+            "allow = [\"localhost\"]\ndeny_private = false\nupstream = \"http://127.0.0.1:{}\"",
+            upstream.1
+        ),
+    );
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = tool_results(llm.chat_bodies().last().unwrap());
+    assert_eq!(results[0], "hello via upstream\n[exit status: 0]");
+    // Refused by harness before the upstream is asked.
+    assert!(
+        results[1].contains("is not in the allowlist"),
+        "{}",
+        results[1]
+    );
+    let log = std::fs::read_to_string(certs.path().join("tinyproxy.log")).unwrap();
+    assert!(log.contains(&format!("CONNECT localhost:{p}")), "{log}");
+    assert!(!log.contains("other.test"), "{log}");
 }

@@ -89,6 +89,13 @@ impl Validator {
         ) as u64;
         let hosts = self.optional_path("[tools.bash.egress].hosts", raw.hosts);
         let ca_file = self.optional_path("[tools.bash.egress].ca_file", raw.ca_file);
+        let upstream = raw.upstream.and_then(|u| match policy::upstream(&u) {
+            Ok(hp) => Some(hp),
+            Err(e) => {
+                self.problem("[tools.bash.egress].upstream", e);
+                None
+            }
+        });
         (
             false,
             Some(EgressConfig {
@@ -98,6 +105,7 @@ impl Validator {
                 max_bytes,
                 hosts,
                 ca_file,
+                upstream,
             }),
         )
     }

@@ -364,6 +364,9 @@ pub struct EgressConfig {
     /// A CA bundle the commands' TLS clients trust instead of the system's (a mirror's own
     /// CA, a test CA; absolute, resolved against the config's directory).
     pub ca_file: Option<PathBuf>,
+    /// The site's own HTTP proxy every allowed request is chained through, as host and
+    /// port (`upstream = "http://proxy.corp:3128"`).
+    pub upstream: Option<(String, u16)>,
 }
 
 /// A Unix socket `[tools.bash].unix_sockets` names.

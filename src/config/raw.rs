@@ -210,6 +210,7 @@ pub(super) struct RawEgress {
     pub(super) max_bytes: Option<i64>,
     pub(super) hosts: Option<String>,
     pub(super) ca_file: Option<String>,
+    pub(super) upstream: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -132,6 +132,7 @@ const ROOT: &[(&str, Ty)] = &[
                             ("max_bytes", Int),
                             ("hosts", Str),
                             ("ca_file", Str),
+                            ("upstream", Str),
                         ]),
                     ),
                     ("write_roots", StrList),

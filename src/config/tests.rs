@@ -688,3 +688,21 @@ fn egress_problems_name_the_key_and_the_presets() {
         );
     }
 }
+
+#[test]
+fn an_upstream_is_read_and_credentials_refused() {
+    let base = MINIMAL.to_string() + "[tools.bash]\nnetwork = \"allowlist\"\n[tools.bash.egress]\n";
+    let c = parse(
+        &(base.clone() + "upstream = \"http://proxy.corp:3128\"\n"),
+        Path::new("/etc/h/harness.toml"),
+    )
+    .unwrap();
+    assert_eq!(
+        c.bash.egress.unwrap().upstream,
+        Some(("proxy.corp".to_string(), 3128))
+    );
+    assert_eq!(
+        problems(&(base + "upstream = \"http://me:pw@proxy.corp:3128\"\n")),
+        vec!["[tools.bash.egress].upstream: \"http://me:pw@proxy.corp:3128\": credentials are not supported (the proxy never adds any)"]
+    );
+}

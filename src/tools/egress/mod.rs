@@ -53,6 +53,7 @@ pub fn settings(egress: &EgressConfig) -> Result<proxy::Settings> {
         deny_private: egress.deny_private,
         max_bytes: egress.max_bytes,
         hosts,
+        upstream: egress.upstream.clone(),
     })
 }
 
@@ -162,6 +163,11 @@ pub fn describe(egress: &EgressConfig) -> String {
             .as_ref()
             .map(|h| format!(", names from {}", h.display()))
             .unwrap_or_default()
+            + &egress
+                .upstream
+                .as_ref()
+                .map(|(h, p)| format!(", chained through http://{h}:{p}"))
+                .unwrap_or_default()
     )
 }
 
@@ -209,6 +215,7 @@ mod tests {
             max_bytes: 1000,
             hosts: None,
             ca_file: None,
+            upstream: None,
         };
         let mut log = proxy::Log {
             max_bytes: 1000,

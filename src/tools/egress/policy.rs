@@ -244,6 +244,25 @@ fn authority(auth: &str, default: Option<u16>) -> Result<(String, u16), String> 
     Ok((normalize_host(host)?, port))
 }
 
+/// `upstream = "http://host:port"`: the host (normalized) and port. Err: why not.
+pub fn upstream(url: &str) -> Result<(String, u16), String> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err(format!(
+            "{url:?}: must be an http:// URL (http://host:port)"
+        ));
+    };
+    let auth = rest.strip_suffix('/').unwrap_or(rest);
+    if auth.contains('@') {
+        return Err(format!(
+            "{url:?}: credentials are not supported (the proxy never adds any)"
+        ));
+    }
+    if auth.contains('/') || auth.contains('?') {
+        return Err(format!("{url:?}: name a host and a port, no path"));
+    }
+    authority(auth, None).map_err(|_| format!("{url:?}: must be http://host:port"))
+}
+
 /// The host of `url` (`scheme://[user@]host[:port]/...`), normalized; `None` when it has
 /// none or names an IPv6 literal.
 pub fn url_host(url: &str) -> Option<String> {
@@ -394,6 +413,23 @@ mod tests {
         let fronted = b"GET http://allowed.org/ HTTP/1.1\r\nHost: other.org\r\n\r\n";
         assert!(parse_head(fronted).unwrap_err().contains("another host"));
         assert!(parse_head(b"\x00\xff\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn an_upstream_is_an_http_host_and_port() {
+        assert_eq!(
+            upstream("http://Proxy.corp:3128/").unwrap(),
+            ("proxy.corp".to_string(), 3128)
+        );
+        for bad in [
+            "https://p:3128",
+            "http://u:pw@p:3128",
+            "http://p",
+            "http://p:3128/x",
+            "p:3128",
+        ] {
+            assert!(upstream(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

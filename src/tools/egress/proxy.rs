@@ -5,7 +5,10 @@
 //!
 //! The proxy resolves each name itself (the hosts file of the settings first), refuses a
 //! name that resolves only to private addresses under `deny_private`, splices TLS bytes
-//! without reading them and never adds a credential. Every byte through it, both ways,
+//! without reading them and never adds a credential. With an upstream (the site's own
+//! proxy) it asks that proxy for a tunnel (`CONNECT host:port`) instead of connecting
+//! itself; a name that resolves here is still held to `deny_private`, one that does not
+//! is left to the upstream to resolve. Every byte through it, both ways,
 //! counts against `max_bytes`: when the budget is spent every open connection is cut and
 //! every new one refused.
 
@@ -39,6 +42,8 @@ pub struct Settings {
     pub max_bytes: u64,
     /// Names resolved from the hosts file instead of DNS.
     pub hosts: Vec<(String, IpAddr)>,
+    /// The site's proxy to chain through (host, port).
+    pub upstream: Option<(String, u16)>,
 }
 
 /// One refused request.
@@ -308,18 +313,24 @@ async fn handle(mut client: TcpStream, shared: &Shared) {
         answer(&mut client, "403 Forbidden", &line).await;
         return;
     }
-    let addrs = match resolve(shared, host, port).await {
-        Ok(a) => a,
+    let resolved = resolve(shared, host, port).await;
+    let reached = match (&shared.settings.upstream, resolved) {
+        (_, Err(why @ Unresolved::Private)) | (None, Err(why @ Unresolved::Not)) => {
+            Err(why.reason().to_string())
+        }
+        (None, Ok(addrs)) => connect_any(&addrs)
+            .await
+            .map(|s| (s, Vec::new()))
+            .ok_or_else(|| "could not be reached".to_string()),
+        (Some((uh, up)), _) => through_upstream(uh, *up, host, port).await,
+    };
+    let (mut upstream, from_upstream) = match reached {
+        Ok(r) => r,
         Err(reason) => {
             let line = refuse(reason);
             answer(&mut client, "502 Bad Gateway", &line).await;
             return;
         }
-    };
-    let Some(mut upstream) = connect_any(&addrs).await else {
-        let line = refuse("could not be reached".to_string());
-        answer(&mut client, "502 Bad Gateway", &line).await;
-        return;
     };
     let key = format!("{host}:{port}");
     shared
@@ -349,6 +360,13 @@ async fn handle(mut client: TcpStream, shared: &Shared) {
         if pass(shared, &key, &mut upstream, early).await.is_err() {
             return;
         }
+    }
+    if !from_upstream.is_empty()
+        && pass(shared, &key, &mut client, &from_upstream)
+            .await
+            .is_err()
+    {
+        return;
     }
     let (cr, cw) = client.into_split();
     let (ur, uw) = upstream.into_split();
@@ -383,9 +401,63 @@ async fn answer(client: &mut TcpStream, status: &str, line: &str) {
     let _ = client.shutdown().await;
 }
 
+/// Why a name has no address to connect to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unresolved {
+    /// It resolves, but only to private addresses (under `deny_private`).
+    Private,
+    /// It does not resolve.
+    Not,
+}
+
+impl Unresolved {
+    fn reason(self) -> &'static str {
+        match self {
+            Unresolved::Private => "resolves only to private addresses (deny_private)",
+            Unresolved::Not => "does not resolve",
+        }
+    }
+}
+
+/// A tunnel to `host:port` through the upstream proxy `uh:up` (`CONNECT`), and the bytes
+/// the upstream sent past its answer. Err: the refusal's reason.
+async fn through_upstream(
+    uh: &str,
+    up: u16,
+    host: &str,
+    port: u16,
+) -> Result<(TcpStream, Vec<u8>), String> {
+    let unreachable = || format!("was refused: the upstream proxy {uh}:{up} could not be reached");
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((uh, up))
+        .await
+        .map_err(|_| unreachable())?
+        .collect();
+    let mut stream = connect_any(&addrs).await.ok_or_else(unreachable)?;
+    let ask = format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n");
+    stream
+        .write_all(ask.as_bytes())
+        .await
+        .map_err(|_| unreachable())?;
+    let mut buf = Vec::new();
+    let end = tokio::time::timeout(HEAD_WAIT, read_head(&mut stream, &mut buf))
+        .await
+        .ok()
+        .flatten()
+        .ok_or_else(|| format!("was refused: the upstream proxy {uh}:{up} did not answer"))?;
+    let status = String::from_utf8_lossy(&buf[..end]);
+    let line = status.lines().next().unwrap_or_default().to_string();
+    if line.split(' ').nth(1) != Some("200") {
+        return Err(format!(
+            "was refused by the upstream proxy {uh}:{up} ({})",
+            line.chars().take(80).collect::<String>()
+        ));
+    }
+    Ok((stream, buf[end..].to_vec()))
+}
+
 /// The addresses of `host`: its hosts-file entries if any, else DNS; without the private
-/// ones under `deny_private`. Err: the refusal's reason.
-async fn resolve(shared: &Shared, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+/// ones under `deny_private`.
+async fn resolve(shared: &Shared, host: &str, port: u16) -> Result<Vec<SocketAddr>, Unresolved> {
     let listed: Vec<SocketAddr> = shared
         .settings
         .hosts
@@ -396,7 +468,7 @@ async fn resolve(shared: &Shared, host: &str, port: u16) -> Result<Vec<SocketAdd
     let found = if listed.is_empty() {
         match tokio::net::lookup_host((host, port)).await {
             Ok(addrs) => addrs.collect(),
-            Err(_) => return Err("does not resolve".to_string()),
+            Err(_) => return Err(Unresolved::Not),
         }
     } else {
         listed
@@ -407,10 +479,10 @@ async fn resolve(shared: &Shared, host: &str, port: u16) -> Result<Vec<SocketAdd
         .filter(|a| !(shared.settings.deny_private && policy::private(a.ip())))
         .collect();
     if kept.is_empty() && !found.is_empty() {
-        return Err("resolves only to private addresses (deny_private)".to_string());
+        return Err(Unresolved::Private);
     }
     if kept.is_empty() {
-        return Err("does not resolve".to_string());
+        return Err(Unresolved::Not);
     }
     Ok(kept)
 }
@@ -487,6 +559,7 @@ mod tests {
                 ("allowed.test".into(), "127.0.0.1".parse().unwrap()),
                 ("other.test".into(), "127.0.0.1".parse().unwrap()),
             ],
+            upstream: None,
         }
     }
 
@@ -553,6 +626,53 @@ mod tests {
         );
         assert!(String::from_utf8_lossy(&got).contains("resolves only to private addresses"));
         assert_eq!(proxy.log().allowed.len(), 0);
+    }
+
+    #[test]
+    fn requests_are_chained_through_an_upstream_proxy() {
+        let port = server(b"pong".to_vec());
+        // The upstream: another proxy, which knows the name (the first does not).
+        let upstream = Proxy::start(settings(&["allowed.test"], 1 << 20)).unwrap();
+        let chained = |allow: &[&str]| {
+            let mut s = settings(allow, 1 << 20);
+            s.hosts.clear();
+            s.upstream = Some(("127.0.0.1".into(), upstream.addr().port()));
+            Proxy::start(s).unwrap()
+        };
+        let first = chained(&["allowed.test", "other.test"]);
+        let got = ask(
+            &first,
+            &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\nping"),
+        );
+        assert!(String::from_utf8_lossy(&got).ends_with("pong"));
+        let got = ask(
+            &first,
+            &format!("GET http://allowed.test:{port}/ HTTP/1.1\r\n\r\n"),
+        );
+        assert!(String::from_utf8_lossy(&got).ends_with("pong"));
+        assert_eq!(
+            upstream.log().allowed[&format!("allowed.test:{port}")].connections,
+            2
+        );
+        let got = ask(
+            &first,
+            &format!("CONNECT other.test:{port} HTTP/1.1\r\n\r\n"),
+        );
+        assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 502"));
+        let refused = first.refusals_from(0);
+        assert!(
+            refused[0]
+                .reason
+                .starts_with("was refused by the upstream proxy 127.0.0.1:")
+                && refused[0].reason.ends_with("(HTTP/1.1 403 Forbidden)"),
+            "{refused:?}"
+        );
+        drop(upstream);
+        let got = ask(
+            &first,
+            &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n"),
+        );
+        assert!(String::from_utf8_lossy(&got).contains("could not be reached"));
     }
 
     #[test]
