@@ -256,6 +256,22 @@ deny = ["git push *", "pip install *"]
     }
 
     #[test]
+    fn the_allowlist_names_the_hosts_the_model_may_reach() {
+        let cfg = config(
+            "[tools.bash]\nnetwork = \"allowlist\"\n[tools.bash.egress]\npresets = [\"@node\"]\n",
+        );
+        let tools = Tools {
+            bash: &cfg.bash,
+            files: false,
+        };
+        let text = section(Some(tools), day());
+        assert!(
+            text.contains("- Network: only through the harness's HTTP proxy (already set in HTTP_PROXY/HTTPS_PROXY; curl, pip, cargo, npm and git use it), and only to: registry.npmjs.org. Other hosts, direct connections, UDP and DNS are refused."),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn the_defaults_say_what_is_closed() {
         let cfg = config("[tools.bash]\nnetwork = true\ndefault = \"allow\"\nallow = []\n");
         let tools = Tools {
