@@ -315,6 +315,12 @@ cargo bench --quiet --bench secrets 2>/dev/null | while IFS=$'\t' read -r name v
   printf '%-44s %24s  %s\n' "$name" "$value" "$note"
 done
 
+# --- egress proxy (network = "allowlist") --------------------------------------------------
+echo
+cargo bench --quiet --bench egress 2>/dev/null | while IFS=$'\t' read -r name value note; do
+  printf '%-44s %24s  %s\n' "$name" "$value" "$note"
+done
+
 # --- events + metrics ------------------------------------------------------------------
 echo
 cargo bench --quiet --bench events 2>/dev/null | while IFS=$'\t' read -r name value note; do

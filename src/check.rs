@@ -142,6 +142,42 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
             "commands run unconfined: Unix sockets (and the network) are not confined",
         ),
     });
+    if let Some(egress) = &cfg.bash.egress {
+        let line = crate::tools::egress::describe(egress);
+        items.push(match crate::tools::egress::settings(egress) {
+            Err(e) => item(Status::Fail, "egress", format!("{e:#}")),
+            Ok(_) if !confined => item(
+                Status::Fail,
+                "egress",
+                format!("{line}; but commands run unconfined, and network = \"allowlist\" needs the sandbox"),
+            ),
+            Ok(_) => item(Status::Ok, "egress", line),
+        });
+        // The proxy adds no key, but a listed LLM proxy or Redmine is a door to the harness's
+        // own services that the operator should have opened on purpose.
+        let own = [
+            (
+                "the LLM proxy ([litellm].base_url)",
+                cfg.litellm.base_url.as_deref(),
+            ),
+            (
+                "Redmine ([redmine].url)",
+                cfg.redmine.as_ref().map(|r| r.url.as_str()),
+            ),
+        ];
+        for (what, url) in own {
+            let host = url.and_then(crate::tools::egress::policy::url_host);
+            if let Some(host) =
+                host.filter(|h| crate::tools::egress::policy::allowed(&egress.allow, h))
+            {
+                items.push(item(
+                    Status::Warn,
+                    "egress",
+                    format!("the allow list lets commands reach {what} at {host}; the proxy adds no key, but is that meant?"),
+                ));
+            }
+        }
+    }
     if !cfg.bash.network {
         for name in &cfg.bash.unix_sockets {
             if let crate::config::SocketName::Path(p) = name {

@@ -238,6 +238,11 @@ pub async fn once(
     let mut report = report_of(&cfg, task, &route, &turn, run, session_info, redactor);
     report.workspace = workspace;
     report.instructions = inputs.record.clone();
+    report.egress = bash
+        .as_ref()
+        .zip(cfg.bash.egress.as_ref())
+        .and_then(|(b, e)| Some(tools::egress::section(e, &b.egress.as_ref()?.log())))
+        .map(|s| redactor.redact(&s));
     // The order of commitments (DESIGN.md): the patch (above) and the REPORT are durable
     // before the session records this run. A REPORT that cannot be written leaves the
     // session as it was and gives the claim back, so the task stays eligible and the next
@@ -764,6 +769,7 @@ fn report_of(
         check: turn.check.clone(),
         workspace: None,
         instructions: None,
+        egress: None,
     }
 }
 

@@ -38,6 +38,8 @@ pub struct Plan {
     pub workspace: Option<String>,
     /// What the task's session would continue; `None` with sessions off.
     pub session: Option<String>,
+    /// `network = "allowlist"`: the names commands may reach through the proxy.
+    pub egress: Option<String>,
 }
 
 /// Renders the PLAN block printed by `--dry-run`.
@@ -61,6 +63,9 @@ pub fn render(p: &Plan) -> String {
     }
     if let Some(session) = &p.session {
         out.push_str(&format!("  session: {session}\n"));
+    }
+    if let Some(egress) = &p.egress {
+        out.push_str(&format!("  egress: {egress}\n"));
     }
     out
 }
@@ -160,6 +165,12 @@ pub fn plan(
             )
         }),
         session: None,
+        egress: cfg
+            .bash
+            .egress
+            .as_ref()
+            .filter(|_| cfg.bash.enabled)
+            .map(crate::tools::egress::describe),
     }
 }
 
@@ -183,6 +194,7 @@ mod tests {
             report_dir: "reports".into(),
             check: None,
             workspace: None,
+            egress: None,
             session: None,
         };
         assert_eq!(
@@ -209,6 +221,7 @@ mod tests {
         let code = Plan {
             check: Some("`make test` when the model is done".into()),
             workspace: Some("branch harness/demo-demo-1 from main".into()),
+            egress: None,
             ..budgeted
         };
         assert!(render(&code).ends_with(

@@ -78,6 +78,9 @@ pub struct Report {
     /// Where the project's instructions and skills were read from, and their hashes, when
     /// the run had any.
     pub instructions: Option<crate::inputs::InstructionsRecord>,
+    /// `network = "allowlist"`: the **Egress** section (hosts reached and refused, bytes),
+    /// rendered and masked ([`crate::tools::egress::section`]).
+    pub egress: Option<String>,
 }
 
 /// The `finish:` front matter: what the model said about the task.
@@ -159,6 +162,10 @@ pub fn render(r: &Report) -> String {
             "_No reply: the turn ended ({}) before the model produced any text._\n",
             r.stop_reason
         )),
+    }
+    if let Some(egress) = &r.egress {
+        out.push('\n');
+        out.push_str(&displayable(egress));
     }
     if let Some(check) = &r.check {
         out.push('\n');
@@ -309,8 +316,24 @@ mod tests {
             check: None,
             workspace: None,
             instructions: None,
+            egress: None,
             reply: Some("# Done\n\nAll good.".into()),
         }
+    }
+
+    #[test]
+    fn the_egress_section_follows_the_reply_and_reaches_the_note() {
+        let mut r = sample();
+        r.egress =
+            Some("## Egress\n\nRefused:\n- example.com:443: is not in the allowlist\n".into());
+        let text = render(&r);
+        let egress = text.find("## Egress").unwrap();
+        assert!(text.find("All good.").unwrap() < egress, "{text}");
+        let note = crate::writeback::render_note(&parse(&text).unwrap(), 100_000, None);
+        assert!(
+            note.contains("- example.com:443: is not in the allowlist"),
+            "{note}"
+        );
     }
 
     #[test]
@@ -616,6 +639,7 @@ mod parse_tests {
             check: None,
             workspace: None,
             instructions: None,
+            egress: None,
             reply: Some("hello\n---\nworld".into()),
         };
         let p = parse(&render(&r)).unwrap();

@@ -408,6 +408,14 @@ fn every_event_type_is_in_the_schema() {
             bytes: 0,
             reason: Some(s()),
         },
+        Event::EgressDenied {
+            round: 1,
+            call_id: s(),
+            host: "example.com".into(),
+            port: 443,
+            reason: "is not in the allowlist".into(),
+            command: s(),
+        },
         Event::Plan { text: s() },
         Event::ReportWritten {
             path: s(),
@@ -444,6 +452,7 @@ fn every_event_type_is_in_the_schema() {
             Event::ReportWritten { .. } => 8,
             Event::WritebackCompleted { .. } => 9,
             Event::RunCompleted { .. } => 10,
+            Event::EgressDenied { .. } => 11,
         });
         let text = line(e, "run-1", chrono::Utc::now(), &Default::default());
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();

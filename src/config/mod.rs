@@ -13,6 +13,7 @@ use crate::secrets::KeyRef;
 use crate::tools::gate::Policy;
 
 mod code;
+mod egress;
 mod load;
 mod raw;
 mod schema;
@@ -313,8 +314,11 @@ pub struct BashConfig {
     /// Kernel confinement of the command (default `auto`).
     pub sandbox: SandboxMode,
     /// Whether a confined command may open TCP connections or bind ports (default false;
-    /// needs Landlock ABI 4 to be enforced).
+    /// needs Landlock ABI 4 to be enforced). False with `network = "allowlist"`.
     pub network: bool,
+    /// `network = "allowlist"`: `[tools.bash.egress]`, the names commands may reach through
+    /// the harness's own proxy (None: `network` alone decides).
+    pub egress: Option<EgressConfig>,
     /// Directories a confined command may write besides the work root and its private temp
     /// dir (absolute, resolved against the config's directory; default none).
     pub write_roots: Vec<PathBuf>,
@@ -347,6 +351,29 @@ impl NeverRead {
             may_share_work_root: true,
         }
     }
+}
+
+/// `[tools.bash.egress]`, for `network = "allowlist"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressConfig {
+    /// The effective allow list: `allow`, then each preset's names, without repeats.
+    pub allow: Vec<crate::tools::egress::policy::Pattern>,
+    /// The presets named (`@python`, ...), as written.
+    pub presets: Vec<String>,
+    /// Refuse names that resolve to loopback, private, link-local or metadata addresses
+    /// (default true).
+    pub deny_private: bool,
+    /// Bytes through the proxy per run, both ways together (default 512 MiB).
+    pub max_bytes: u64,
+    /// A hosts file the proxy resolves names from before DNS (for tests and air-gapped
+    /// mirrors; absolute, resolved against the config's directory).
+    pub hosts: Option<PathBuf>,
+    /// A CA bundle the commands' TLS clients trust instead of the system's (a mirror's own
+    /// CA, a test CA; absolute, resolved against the config's directory).
+    pub ca_file: Option<PathBuf>,
+    /// The site's own HTTP proxy every allowed request is chained through, as host and
+    /// port (`upstream = "http://proxy.corp:3128"`).
+    pub upstream: Option<(String, u16)>,
 }
 
 /// A Unix socket `[tools.bash].unix_sockets` names.

@@ -189,11 +189,31 @@ pub(super) struct RawBash {
     pub(super) examples_allow: Option<Vec<String>>,
     pub(super) examples_deny: Option<Vec<String>>,
     pub(super) sandbox: Option<String>,
-    pub(super) network: Option<bool>,
+    pub(super) network: Option<RawNetwork>,
+    pub(super) egress: Option<RawEgress>,
     pub(super) write_roots: Option<Vec<String>>,
     pub(super) read_roots: Option<Vec<String>>,
     pub(super) unix_sockets: Option<Vec<String>>,
     pub(super) exec_roots: Option<Vec<String>>,
+}
+
+/// `[tools.bash].network`: a switch or `"allowlist"` (the schema checks the word).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawNetwork {
+    Switch(bool),
+    Word(String),
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawEgress {
+    pub(super) allow: Option<Vec<String>>,
+    pub(super) presets: Option<Vec<String>>,
+    pub(super) deny_private: Option<bool>,
+    pub(super) max_bytes: Option<i64>,
+    pub(super) hosts: Option<String>,
+    pub(super) ca_file: Option<String>,
+    pub(super) upstream: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

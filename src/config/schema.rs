@@ -14,6 +14,8 @@ enum Ty {
     /// A number; a whole one is accepted too.
     Num,
     Bool,
+    /// `[tools.bash].network`: true, false or "allowlist".
+    Network,
     StrList,
     /// A table of string values (`[models.classes]`).
     StrMap,
@@ -121,7 +123,19 @@ const ROOT: &[(&str, Ty)] = &[
                     ("examples_allow", StrList),
                     ("examples_deny", StrList),
                     ("sandbox", Str),
-                    ("network", Bool),
+                    ("network", Network),
+                    (
+                        "egress",
+                        Table(&[
+                            ("allow", StrList),
+                            ("presets", StrList),
+                            ("deny_private", Bool),
+                            ("max_bytes", Int),
+                            ("hosts", Str),
+                            ("ca_file", Str),
+                            ("upstream", Str),
+                        ]),
+                    ),
                     ("write_roots", StrList),
                     ("read_roots", StrList),
                     ("unix_sockets", StrList),
@@ -273,8 +287,10 @@ fn fits(
         (Str, Value::String(_))
         | (Int, Value::Integer(_))
         | (Num, Value::Integer(_) | Value::Float(_))
-        | (Bool, Value::Boolean(_))
+        | (Bool | Network, Value::Boolean(_))
         | (Any, _) => true,
+        (Network, Value::String(s)) if s == "allowlist" => true,
+        (Network, v) => wrong(problems, "true, false or \"allowlist\"", v),
         (Str, v) => wrong(problems, "a string", v),
         (Int, v) => wrong(problems, "a whole number", v),
         (Num, v) => wrong(problems, "a number", v),
@@ -414,7 +430,7 @@ prompt = 2026-01-01
                 "[models.classes].code: must be a string, not a whole number (3)",
                 "[tools.bash].allow: must be a list of strings, not a string (\"ls *\")",
                 "[tools.bash].deny[1]: must be a string, not true",
-                "[tools.bash].network: must be true or false, not a string (\"no\")",
+                "[tools.bash].network: must be true, false or \"allowlist\", not a string (\"no\")",
                 "vertical: must be a string, not a whole number (5)",
             ]
         );
@@ -452,7 +468,7 @@ prompt = 2026-01-01
                     Str => Value::String("x".into()),
                     Int => Value::Integer(1),
                     Num => Value::Float(1.5),
-                    Bool => Value::Boolean(true),
+                    Bool | Network => Value::Boolean(true),
                     StrList => Value::Array(vec![Value::String("x".into())]),
                     StrMap => Value::Table(toml::Table::from_iter([(
                         "k".to_string(),

@@ -681,3 +681,73 @@ fn a_base_url_that_is_the_chat_endpoint_is_refused_with_the_fix() {
         ]
     );
 }
+
+#[test]
+fn network_allowlist_reads_its_egress_section() {
+    let c = parse(MINIMAL, Path::new("/etc/h/harness.toml")).unwrap();
+    assert_eq!((c.bash.network, c.bash.egress.is_none()), (false, true));
+    let text = MINIMAL.to_string()
+        + "[tools.bash]\nnetwork = \"allowlist\"\n[tools.bash.egress]\nallow = [\"PyPI.org.\", \"*.crates.io\", \"pypi.org\"]\npresets = [\"@python\"]\nhosts = \"test-hosts\"\nca_file = \"ca.pem\"\n";
+    let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
+    assert!(
+        !c.bash.network,
+        "the allowlist keeps every confinement of no network"
+    );
+    let e = c.bash.egress.unwrap();
+    assert_eq!(
+        e.describe(),
+        "pypi.org, *.crates.io, files.pythonhosted.org"
+    );
+    assert!(e.deny_private);
+    assert_eq!(e.max_bytes, 512 * 1024 * 1024);
+    assert_eq!(e.hosts, Some(PathBuf::from("/etc/h/test-hosts")));
+    assert_eq!(e.ca_file, Some(PathBuf::from("/etc/h/ca.pem")));
+    let bare = MINIMAL.to_string() + "[tools.bash]\nnetwork = \"allowlist\"\n";
+    let e = parse(&bare, Path::new("/etc/h/harness.toml"))
+        .unwrap()
+        .bash
+        .egress
+        .unwrap();
+    assert_eq!(e.describe(), "no host (the allow list is empty)");
+}
+
+#[test]
+fn egress_problems_name_the_key_and_the_presets() {
+    let text = MINIMAL.to_string()
+        + "[tools.bash]\nnetwork = \"allowlist\"\n[tools.bash.egress]\nallow = [\"a.*.com\", \"bücher.de\"]\npresets = [\"@go\"]\nmax_bytes = 10\n";
+    assert_eq!(
+        parse(&text, Path::new("/etc/h/harness.toml")).unwrap_err().to_string(),
+        "config /etc/h/harness.toml: 4 problems\n  - [tools.bash.egress].allow[0]: \"a.*.com\": a wildcard is only allowed as a leading \"*.\"\n  - [tools.bash.egress].allow[1]: \"bücher.de\": only ASCII names are allowed (write an internationalised name in its xn-- form)\n  - [tools.bash.egress].presets[0]: unknown preset \"@go\"; the presets are @python, @rust, @node, @debian\n  - [tools.bash.egress].max_bytes: must be between 1024 and 9223372036854775807, got 10"
+    );
+    for network in ["false", "true"] {
+        let text = MINIMAL.to_string()
+            + &format!(
+                "[tools.bash]\nnetwork = {network}\n[tools.bash.egress]\nallow = [\"pypi.org\"]\n"
+            );
+        let problems = problems(&text);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0]
+                .starts_with("[tools.bash.egress]: only applies with network = \"allowlist\""),
+            "{problems:?}"
+        );
+    }
+}
+
+#[test]
+fn an_upstream_is_read_and_credentials_refused() {
+    let base = MINIMAL.to_string() + "[tools.bash]\nnetwork = \"allowlist\"\n[tools.bash.egress]\n";
+    let c = parse(
+        &(base.clone() + "upstream = \"http://proxy.corp:3128\"\n"),
+        Path::new("/etc/h/harness.toml"),
+    )
+    .unwrap();
+    assert_eq!(
+        c.bash.egress.unwrap().upstream,
+        Some(("proxy.corp".to_string(), 3128))
+    );
+    assert_eq!(
+        problems(&(base + "upstream = \"http://me:pw@proxy.corp:3128\"\n")),
+        vec!["[tools.bash.egress].upstream: \"http://me:pw@proxy.corp:3128\": credentials are not supported (the proxy never adds any)"]
+    );
+}

@@ -617,6 +617,7 @@ impl Validator {
         };
         let exec_roots = self.path_list("[tools.bash].exec_roots", raw.exec_roots);
         let unix_sockets = self.socket_names(raw.unix_sockets);
+        let (network, egress) = self.network(raw.network, raw.egress);
         BashConfig {
             enabled: raw.enabled.unwrap_or(true),
             timeout: secs(self.int_in("[tools.bash].timeout_secs", raw.timeout_secs, 60, 1, 86400)),
@@ -629,7 +630,8 @@ impl Validator {
             ) as usize,
             policy,
             sandbox,
-            network: raw.network.unwrap_or(false),
+            network,
+            egress,
             write_roots,
             read_roots,
             unix_sockets,

@@ -122,6 +122,23 @@ pub enum Event {
         /// Why it was denied or invalid.
         reason: Option<String>,
     },
+    /// `network = "allowlist"`: the egress proxy (or the kernel, for a connect that went
+    /// around it) refused a connection while a command ran.
+    #[serde(rename = "tool.egress_denied")]
+    EgressDenied {
+        /// The round of the command.
+        round: u32,
+        /// The call id of the command.
+        call_id: String,
+        /// The host (or address) asked for.
+        host: String,
+        /// The port asked for (0 when none was named).
+        port: u16,
+        /// Why: `is not in the allowlist`, ...
+        reason: String,
+        /// The command as the model sent it (redacted).
+        command: String,
+    },
     /// `--dry-run`: the PLAN (with `--events -`, the only place it goes).
     #[serde(rename = "plan")]
     Plan {

@@ -6,6 +6,7 @@
 
 pub mod bash;
 pub mod direct;
+pub mod egress;
 pub mod files;
 pub mod gate;
 pub mod sandbox;
@@ -51,6 +52,8 @@ pub struct BashTool {
     /// The interpreter shadow files at the top of the work root before the turn (`None`
     /// with `[prompt] writable`): the check refuses to run over ones the turn wrote.
     pub shadows: Option<shadows::Snapshot>,
+    /// `network = "allowlist"`: the run's egress proxy (stopped when the tool is dropped).
+    pub egress: Option<egress::proxy::Proxy>,
 }
 
 /// One handled tool call.
@@ -60,6 +63,9 @@ pub struct ToolRun {
     pub result: String,
     /// What happened, for narration and the REPORT.
     pub event: ToolEvent,
+    /// What the egress proxy refused while the command ran (`tool.egress_denied`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub egress_denied: Vec<egress::proxy::Refusal>,
 }
 
 /// What happened to one tool call.
@@ -265,14 +271,28 @@ impl BashTool {
         env.push(("TMPDIR".to_string(), tmp.path().display().to_string()));
         // The private temp dir is the commands' home too: the operator's is hidden anyway.
         let env = bash::command_env(env, tmp.path(), |k| std::env::var(k).ok(), Path::is_dir);
+        let proxy = match &config.egress {
+            Some(egress) => Some(egress::start(egress, &status)?),
+            None => None,
+        };
+        let env = match &proxy {
+            Some(p) => egress::with_proxy(
+                env,
+                p.addr(),
+                config.egress.as_ref().and_then(|e| e.ca_file.as_deref()),
+            ),
+            None => env,
+        };
+        let tcp = proxy.as_ref().map(egress::guard);
         let (landlock, check_landlock) = match status {
             sandbox::Status::Landlock { .. } => {
-                let commands = sandbox::Landlock::build(&config, &work_root, tmp.path())?;
+                let commands =
+                    sandbox::Landlock::build(&config, &work_root, tmp.path(), tcp.clone())?;
                 // A second ruleset only when the first confines execution.
                 let check = if sandbox::exec::unrestricted_reason(&config).is_some() {
                     commands.clone()
                 } else {
-                    sandbox::Landlock::build_for_check(&config, &work_root, tmp.path())?
+                    sandbox::Landlock::build_for_check(&config, &work_root, tmp.path(), tcp)?
                 };
                 (Some(commands), Some(check))
             }
@@ -317,6 +337,7 @@ impl BashTool {
             spawner,
             loader_guard,
             shadows,
+            egress: proxy,
         })
     }
 
@@ -386,6 +407,7 @@ impl BashTool {
         ToolRun {
             result: self.redactor.redact(&done.result),
             event,
+            egress_denied: Vec::new(),
         }
     }
 
@@ -483,10 +505,16 @@ impl BashTool {
             interrupt,
             spawner: &self.spawner,
         };
+        let refused_before = self.egress.as_ref().map_or(0, |p| p.refusal_count());
         let finished = match direct {
             Some(stages) => direct::run(&stages, &at).await,
             None => bash::run(&run, &at).await,
         };
+        let egress_denied = self
+            .egress
+            .as_ref()
+            .map(|p| p.refusals_from(refused_before))
+            .unwrap_or_default();
         match finished {
             Ok(f) => {
                 let output = f.output.render(&self.redactor);
@@ -526,6 +554,10 @@ impl BashTool {
                     body.push_str(&hint);
                     body.push('\n');
                 }
+                for refusal in &egress_denied {
+                    body.push_str(&self.redactor.redact(&refusal.line()));
+                    body.push('\n');
+                }
                 ToolRun {
                     result: format!("{body}{status_line}"),
                     event: ToolEvent::Ran {
@@ -533,6 +565,7 @@ impl BashTool {
                         ending,
                         output_bytes: f.output.total(),
                     },
+                    egress_denied,
                 }
             }
             Err(e) => invalid(self.redactor.redact(&format!("{e:#}"))),
@@ -544,6 +577,7 @@ fn invalid(reason: String) -> ToolRun {
     ToolRun {
         result: format!("error: {reason}"),
         event: ToolEvent::Invalid { reason },
+        egress_denied: Vec::new(),
     }
 }
 
@@ -551,6 +585,7 @@ fn denied(command: String, reason: String) -> ToolRun {
     ToolRun {
         result: format!("denied by the command gate, not run: {reason}"),
         event: ToolEvent::Denied { command, reason },
+        egress_denied: Vec::new(),
     }
 }
 

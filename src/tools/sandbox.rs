@@ -131,7 +131,11 @@ impl Status {
 /// Which Unix sockets a confined command may connect to and who holds it to them, in one
 /// line ([`unix`]), on a kernel of Landlock ABI `abi`. PURE.
 pub fn sockets_line(bash: &BashConfig, abi: i32) -> String {
-    let guard = unix::decide(bash.network, &bash.unix_sockets, abi);
+    let guard = match unix::decide(bash.network, &bash.unix_sockets, abi) {
+        // Under the allowlist the supervisor judges every connect.
+        unix::Guard::Landlock if bash.egress.is_some() => unix::Guard::Supervisor,
+        guard => guard,
+    };
     let names: Vec<String> = bash.unix_sockets.iter().map(|n| n.to_string()).collect();
     match guard {
         unix::Guard::Landlock | unix::Guard::Supervisor => {
@@ -357,15 +361,26 @@ impl Landlock {
     /// `/dev/null`, TCP and sockets only with `network`. Fails, naming the key, when a read
     /// root would expose a path never to read, when a root cannot be opened, or when the
     /// kernel refuses the ruleset.
-    pub fn build(bash: &BashConfig, work_root: &Path, tmp: &Path) -> Result<Landlock> {
-        Landlock::build_with(bash, work_root, tmp, /*confine_exec*/ true)
+    /// With `tcp` (`network = "allowlist"`), TCP connects go to the run's egress proxy only.
+    pub fn build(
+        bash: &BashConfig,
+        work_root: &Path,
+        tmp: &Path,
+        tcp: Option<unix::supervisor::TcpGuard>,
+    ) -> Result<Landlock> {
+        Landlock::build_with(bash, work_root, tmp, /*confine_exec*/ true, tcp)
     }
 
     /// The same ruleset without the exec set: for the operator's own success check, whose
     /// programs (a test runner, a compiler) the model's allow list does not name. Reads,
     /// writes, the network and signals are confined alike.
-    pub fn build_for_check(bash: &BashConfig, work_root: &Path, tmp: &Path) -> Result<Landlock> {
-        Landlock::build_with(bash, work_root, tmp, /*confine_exec*/ false)
+    pub fn build_for_check(
+        bash: &BashConfig,
+        work_root: &Path,
+        tmp: &Path,
+        tcp: Option<unix::supervisor::TcpGuard>,
+    ) -> Result<Landlock> {
+        Landlock::build_with(bash, work_root, tmp, /*confine_exec*/ false, tcp)
     }
 
     fn build_with(
@@ -373,7 +388,13 @@ impl Landlock {
         work_root: &Path,
         tmp: &Path,
         confine_exec: bool,
+        tcp: Option<unix::supervisor::TcpGuard>,
     ) -> Result<Landlock> {
+        if bash.egress.is_some() != tcp.is_some() {
+            return Err(anyhow!(
+                "network = \"allowlist\" needs the run's egress proxy (and only it)"
+            ));
+        }
         let read_set = reads::read_set(bash, work_root, Some(tmp))
             .map_err(|problems| anyhow!("{}", problems.join("\n")))?;
         let protect = protected_writes(bash, work_root)
@@ -474,6 +495,7 @@ impl Landlock {
         let filter = seccomp::command_filter(seccomp::Refuse {
             sockets: !bash.network,
             unix: bash.unix_sockets.is_empty(),
+            inet: tcp.is_some(),
             memfd: exec_set.is_some(),
         })?
         .map(|f| seccomp::to_bytes(&f))
@@ -484,7 +506,13 @@ impl Landlock {
         // Where the Unix-socket supervisor runs, it is the loader guard too: a process can
         // hold one seccomp listener only.
         let mut exec_pass = None;
-        let unix = match unix::decide(bash.network, &bash.unix_sockets, kernel_abi().unwrap_or(0)) {
+        // Under the allowlist the supervisor judges every connect (TCP and Unix alike).
+        let guard = match unix::decide(bash.network, &bash.unix_sockets, kernel_abi().unwrap_or(0))
+        {
+            _ if tcp.is_some() => unix::Guard::Supervisor,
+            guard => guard,
+        };
+        let unix = match guard {
             unix::Guard::Open | unix::Guard::None => None,
             unix::Guard::Landlock => Some(UnixSockets::Landlock(Arc::new(
                 unix::resolve_unix_layer(&bash.unix_sockets)?,
@@ -499,7 +527,7 @@ impl Landlock {
                     unix::supervisor::ExecGuard { pass, judge }
                 });
                 Some(UnixSockets::Supervisor(Arc::new(
-                    unix::supervisor::Supervisor::start(bash.unix_sockets.clone(), exec)?,
+                    unix::supervisor::Supervisor::start(bash.unix_sockets.clone(), exec, tcp)?,
                 )))
             }
         };

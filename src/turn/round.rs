@@ -193,6 +193,7 @@ pub async fn run_tools(
                         event: ToolEvent::Finished {
                             status: done.status.as_str().to_string(),
                         },
+                        egress_denied: Vec::new(),
                     };
                     handled.finish = Some(done);
                     run
@@ -211,6 +212,19 @@ pub async fn run_tools(
         };
         info!("round {round}: {}", run.event.narrate());
         events.emit(Event::tool_completed(round, &call.id, &run.event));
+        for refusal in &run.egress_denied {
+            events.emit(Event::EgressDenied {
+                round,
+                call_id: call.id.clone(),
+                host: refusal.host.clone(),
+                port: refusal.port,
+                reason: refusal.reason.clone(),
+                command: match &run.event {
+                    ToolEvent::Ran { command, .. } => command.clone(),
+                    _ => String::new(),
+                },
+            });
+        }
         handled.runs.push(run);
     }
     handled
@@ -223,5 +237,6 @@ fn not_run(reason: &str) -> ToolRun {
         event: ToolEvent::Invalid {
             reason: reason.to_string(),
         },
+        egress_denied: Vec::new(),
     }
 }

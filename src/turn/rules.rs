@@ -96,6 +96,11 @@ fn lines(tools: Tools<'_>, when: &str, lists: (&str, &str, bool), rm: bool) -> S
         "- Working directory: every command starts in the task's working directory; give paths relative to it (`src/lib.rs`, `./run.sh`), not absolute ones. `$TMPDIR` is a private scratch directory.".to_string(),
         if bash.network {
             "- Network: open; commands may connect out.".to_string()
+        } else if let Some(egress) = &bash.egress {
+            format!(
+                "- Network: only through the harness's HTTP proxy (already set in HTTP_PROXY/HTTPS_PROXY; curl, pip, cargo, npm and git use it), and only to: {}. Other hosts, direct connections, UDP and DNS are refused.",
+                egress.describe()
+            )
         } else {
             "- Network: closed; commands cannot connect anywhere, so nothing can be downloaded or installed.".to_string()
         },
@@ -284,6 +289,22 @@ deny = ["git push *", "pip install *"]
 - Writing files: redirects (`>`, `>>`) and allowed programs that write (`cp`, `mv`, `tee`, ...) may write relative paths under the working directory, never a dotfile, `.git`, a build file (Makefile, Cargo.toml, package.json, pyproject.toml, ...) or a place a path rule names. `rm` of files under the working directory is allowed.
 - File tools: `read_file`, `write_file` and `edit_file` take paths relative to the working directory; dotfiles, `.git` and the places the operator protects are off limits, build files are read-only. Use them to read and change files.
 - A denied command is not run: its result says why and, where it can, what would work instead. Change the command rather than repeat it."
+        );
+    }
+
+    #[test]
+    fn the_allowlist_names_the_hosts_the_model_may_reach() {
+        let cfg = config(
+            "[tools.bash]\nnetwork = \"allowlist\"\n[tools.bash.egress]\npresets = [\"@node\"]\n",
+        );
+        let tools = Tools {
+            bash: &cfg.bash,
+            files: false,
+        };
+        let text = section(Some(tools), day());
+        assert!(
+            text.contains("- Network: only through the harness's HTTP proxy (already set in HTTP_PROXY/HTTPS_PROXY; curl, pip, cargo, npm and git use it), and only to: registry.npmjs.org. Other hosts, direct connections, UDP and DNS are refused."),
+            "{text}"
         );
     }
 

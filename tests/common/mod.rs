@@ -62,10 +62,7 @@ impl Llm {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let line = first_line(&mut child);
         let url = line
             .trim()
             .strip_prefix("LISTENING ")
@@ -335,6 +332,15 @@ pub fn tool_call(id: &str, command: &str) -> Value {
 
 pub fn text(content: &str) -> Value {
     serde_json::json!({"type": "text", "content": content})
+}
+
+/// The first line a piped child prints (a server's address or port).
+pub fn first_line(child: &mut std::process::Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line
 }
 
 /// An HTTP request over a raw socket with extra headers; returns (status, body).

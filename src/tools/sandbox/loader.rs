@@ -50,7 +50,7 @@ pub fn pass() -> u32 {
 /// with [`pass`]), their x32 numbers refused, a foreign architecture killed, everything else
 /// allowed. It stacks on the command's own filters (the kernel takes the strictest answer).
 pub fn filter(pass: u32) -> Vec<libc::sock_filter> {
-    notify::program(false, Some(pass))
+    notify::program(false, false, Some(pass))
 }
 
 /// The device and inode of each loader: what [`decide`] refuses.

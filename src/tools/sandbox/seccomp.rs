@@ -14,6 +14,11 @@
 //!   command may then connect to is [`super::unix`]'s to hold);
 //! - `io_uring_setup()`: an io_uring can create sockets without the `socket()` call.
 //!
+//! With `network = "allowlist"`, `socket(AF_INET)` and `socket(AF_INET6)` pass this filter:
+//! the notifying filter of [`super::unix::notify`] lets them through as TCP only, and every
+//! `connect` goes to the supervisor, which connects to the run's egress proxy and nothing
+//! else.
+//!
 //! `socketpair()` stays allowed: it only makes a connected pair inside the process (shells and
 //! language runtimes use it), and the kernel refuses it for internet families anyway.
 //!
@@ -45,6 +50,9 @@ pub struct Refuse {
     pub sockets: bool,
     /// With `sockets`: `socket(AF_UNIX)` too (no `unix_sockets` named).
     pub unix: bool,
+    /// With `sockets`: `AF_INET` and `AF_INET6` pass (`network = "allowlist"`; the
+    /// notifying filter holds them to TCP and the supervisor to the proxy).
+    pub inet: bool,
     /// An exec set is enforced: `memfd_create()`.
     pub memfd: bool,
 }
@@ -58,7 +66,7 @@ pub fn command_filter(refuse: Refuse) -> Result<Option<BpfProgram>> {
         rules.insert(call, call_rules);
     };
     if refuse.sockets {
-        refuse_call(libc::SYS_socket, socket_rules(!refuse.unix)?);
+        refuse_call(libc::SYS_socket, socket_rules(!refuse.unix, refuse.inet)?);
         // No rule: every call matches.
         refuse_call(libc::SYS_io_uring_setup, Vec::new());
     }
@@ -84,22 +92,32 @@ pub fn command_filter(refuse: Refuse) -> Result<Option<BpfProgram>> {
         .map_err(|e: seccompiler::BackendError| anyhow!("seccomp: {e}"))
 }
 
-/// The rules under which `socket()` is refused: always, or (with `allow_unix`) for every
-/// family but `AF_UNIX`.
-fn socket_rules(allow_unix: bool) -> Result<Vec<SeccompRule>> {
-    Ok(if allow_unix {
-        vec![SeccompRule::new(vec![SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )
-        .map_err(|e| anyhow!("seccomp: {e}"))?])
-        .map_err(|e| anyhow!("seccomp: {e}"))?]
-    } else {
+/// The rules under which `socket()` is refused: for every family but those allowed
+/// (`AF_UNIX` with `allow_unix`, `AF_INET` and `AF_INET6` with `allow_inet`), always when
+/// none is.
+fn socket_rules(allow_unix: bool, allow_inet: bool) -> Result<Vec<SeccompRule>> {
+    let mut allowed = Vec::new();
+    if allow_unix {
+        allowed.push(libc::AF_UNIX);
+    }
+    if allow_inet {
+        allowed.extend([libc::AF_INET, libc::AF_INET6]);
+    }
+    if allowed.is_empty() {
         // No rule: every call matches.
-        Vec::new()
-    })
+        return Ok(Vec::new());
+    }
+    // One rule, its conditions all true: a family that is none of them.
+    let conditions = allowed
+        .into_iter()
+        .map(|family| {
+            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64)
+                .map_err(|e| anyhow!("seccomp: {e}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(vec![
+        SeccompRule::new(conditions).map_err(|e| anyhow!("seccomp: {e}"))?
+    ])
 }
 
 /// The program's instructions as bytes (native endian), as the spawner receives them.
@@ -238,6 +256,7 @@ mod tests {
         command_filter(Refuse {
             sockets: true,
             unix: !allow_unix,
+            inet: false,
             memfd: false,
         })
         .unwrap()
@@ -265,10 +284,27 @@ mod tests {
     }
 
     #[test]
+    fn the_allowlist_lets_internet_sockets_on_to_the_notifying_filter() {
+        let inet = command_filter(Refuse {
+            sockets: true,
+            unix: true,
+            inet: true,
+            memfd: false,
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(in_child(&inet, inet6_tcp), 0);
+        assert_eq!(in_child(&inet, netlink), libc::EACCES);
+        assert_eq!(in_child(&inet, unix), libc::EACCES);
+        assert_eq!(in_child(&inet, pair), 0);
+    }
+
+    #[test]
     fn an_exec_set_refuses_memfds_and_nothing_else() {
         let exec_only = command_filter(Refuse {
             sockets: false,
             unix: false,
+            inet: false,
             memfd: true,
         })
         .unwrap()
@@ -279,6 +315,7 @@ mod tests {
         let both = command_filter(Refuse {
             sockets: true,
             unix: true,
+            inet: false,
             memfd: true,
         })
         .unwrap()
@@ -288,6 +325,7 @@ mod tests {
         let none = Refuse {
             sockets: false,
             unix: false,
+            inet: false,
             memfd: false,
         };
         assert!(command_filter(none).unwrap().is_none());

@@ -136,31 +136,51 @@ pub(crate) fn respond(listener: &OwnedFd, id: u64, error: i32, flags: u32) {
 
 /// The filter (see the module doc).
 pub fn filter() -> Program {
-    Arc::new(program(true, None))
+    Arc::new(program(true, false, None))
 }
 
-/// One notifying program: with `unix`, the Unix-socket rules of the module doc; with
-/// `exec_pass`, `execve` and `execveat` to the listener too, but an `execveat` whose
-/// descriptor argument is the pass (the spawner's own start of a command: see
-/// `sandbox::loader`). Both can share a program because a process can hold only one
-/// listener in its filter tree (the kernel refuses a second with `EBUSY`).
-pub(crate) fn program(unix: bool, exec_pass: Option<u32>) -> Vec<libc::sock_filter> {
+/// `MSG_FASTOPEN`: a `sendto`/`sendmsg` with it connects a TCP socket without `connect`.
+const MSG_FASTOPEN: u32 = 0x2000_0000;
+
+/// One notifying program: with `unix`, the Unix-socket rules of the module doc; with `tcp`
+/// (`network = "allowlist"`), `connect` to the listener too, `socket` of `AF_INET` and
+/// `AF_INET6` only as TCP (`SOCK_STREAM`, protocol 0 or `IPPROTO_TCP`: no UDP, no raw, no
+/// ICMP), no `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN` (a TCP connect the
+/// supervisor would not see) and no `listen` (a socket that listens is bound to a port on
+/// every address, whatever Landlock's bind rule says, and takes connections from outside); with `exec_pass`, `execve` and `execveat` to the listener
+/// too, but an `execveat` whose descriptor argument is the pass (the spawner's own start
+/// of a command: see `sandbox::loader`). They share a program because a process can hold
+/// only one listener in its filter tree (the kernel refuses a second with `EBUSY`).
+pub(crate) fn program(unix: bool, tcp: bool, exec_pass: Option<u32>) -> Vec<libc::sock_filter> {
     let deny = RET_ERRNO | libc::EACCES as u32;
     let mut ops = prelude();
     let mut x32: Vec<i64> = Vec::new();
+    let sockets = unix || tcp;
     if exec_pass.is_some() {
         ops.push(Op::Jeq(libc::SYS_execve as u32, "notify", None));
         ops.push(Op::Jeq(libc::SYS_execveat as u32, "at", None));
         // x32's own execve and execveat numbers.
         x32.extend([520, 545]);
     }
-    if unix {
+    if sockets {
         ops.extend([
             Op::Jeq(libc::SYS_connect as u32, "notify", None),
             Op::Jeq(libc::SYS_socket as u32, "family", None),
             Op::Jeq(libc::SYS_socketpair as u32, "family", None),
         ]);
         x32.extend([libc::SYS_connect, libc::SYS_socket, libc::SYS_socketpair]);
+    }
+    if tcp {
+        ops.extend([
+            Op::Jeq(libc::SYS_sendto as u32, "flags3", None),
+            Op::Jeq(libc::SYS_sendmmsg as u32, "flags3", None),
+            Op::Jeq(libc::SYS_sendmsg as u32, "flags2", None),
+            // A server of the command's own would take connections from outside the host.
+            Op::Jeq(libc::SYS_listen as u32, "deny", None),
+        ]);
+        // sendto and listen are shared with x32; its sendmsg and sendmmsg have numbers of
+        // their own.
+        x32.extend([libc::SYS_sendto, libc::SYS_listen, 518, 538]);
     }
     #[cfg(target_arch = "x86_64")]
     {
@@ -177,17 +197,41 @@ pub(crate) fn program(unix: bool, exec_pass: Option<u32>) -> Vec<libc::sock_filt
             Op::Jeq(pass, "allow", Some("notify")),
         ]);
     }
-    if unix {
+    if sockets {
+        ops.extend([Op::Label("family"), Op::Load(arg_lo(0))]);
+        ops.push(Op::Jeq(libc::AF_UNIX as u32, "type", None));
+        if tcp {
+            ops.push(Op::Jeq(libc::AF_INET as u32, "inet", None));
+            ops.push(Op::Jeq(libc::AF_INET6 as u32, "inet", None));
+        }
         ops.extend([
-            Op::Label("family"),
-            Op::Load(arg_lo(0)),
             // Other families are the socket filter's and the kernel's to refuse.
-            Op::Jeq(libc::AF_UNIX as u32, "type", Some("allow")),
+            Op::Ret(RET_ALLOW),
             Op::Label("type"),
             Op::Load(arg_lo(1)),
             Op::And(SOCK_TYPE_MASK),
             Op::Jeq(libc::SOCK_STREAM as u32, "allow", None),
-            Op::Jeq(libc::SOCK_SEQPACKET as u32, "allow", None),
+            Op::Jeq(libc::SOCK_SEQPACKET as u32, "allow", Some("deny")),
+        ]);
+    }
+    if tcp {
+        ops.extend([
+            Op::Label("inet"),
+            Op::Load(arg_lo(1)),
+            Op::And(SOCK_TYPE_MASK),
+            Op::Jeq(libc::SOCK_STREAM as u32, "protocol", Some("deny")),
+            Op::Label("protocol"),
+            Op::Load(arg_lo(2)),
+            Op::Jeq(0, "allow", None),
+            Op::Jeq(libc::IPPROTO_TCP as u32, "allow", Some("deny")),
+            Op::Label("flags3"),
+            Op::Load(arg_lo(3)),
+            Op::And(MSG_FASTOPEN),
+            Op::Jeq(0, "allow", Some("deny")),
+            Op::Label("flags2"),
+            Op::Load(arg_lo(2)),
+            Op::And(MSG_FASTOPEN),
+            Op::Jeq(0, "allow", Some("deny")),
         ]);
     }
     ops.extend([
@@ -366,8 +410,12 @@ pub(crate) mod tests {
     /// `f`, exiting with its result. Returns the child's pid and the listener (None: the
     /// child failed before sending it).
     pub(crate) fn child_under_filter(f: fn() -> i32) -> (libc::pid_t, Option<OwnedFd>) {
-        let program = filter();
-        let (ours, end) = pair(&program).unwrap();
+        child_under(&filter(), f)
+    }
+
+    /// [`child_under_filter`] with another notifying program.
+    fn child_under(program: &Program, f: fn() -> i32) -> (libc::pid_t, Option<OwnedFd>) {
+        let (ours, end) = pair(program).unwrap();
         // SAFETY: the child only makes system calls and exits.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);
@@ -444,6 +492,70 @@ pub(crate) mod tests {
             );
             errno_or_zero(r)
         }
+    }
+
+    fn inet_of(family: i32, ty: i32, protocol: i32) -> i32 {
+        // SAFETY: socket() returns an fd or -1.
+        errno_or_zero(unsafe { libc::socket(family, ty, protocol) })
+    }
+
+    /// Under the allowlist's program: TCP sockets only, and no Fast Open send.
+    fn tcp_only() -> i32 {
+        let results = [
+            inet_of(libc::AF_INET, libc::SOCK_STREAM, 0),
+            inet_of(
+                libc::AF_INET6,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK,
+                libc::IPPROTO_TCP,
+            ),
+            inet_of(libc::AF_INET, libc::SOCK_DGRAM, 0),
+            inet_of(libc::AF_INET6, libc::SOCK_DGRAM, libc::IPPROTO_UDP),
+            inet_of(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
+            inet_of(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_SCTP),
+        ];
+        let want = [0, 0, libc::EACCES, libc::EACCES, libc::EACCES, libc::EACCES];
+        // SAFETY: a TCP socket and sends of one byte from the stack, to an address on it.
+        let (fast, plain) = unsafe {
+            let s = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as u16;
+            addr.sin_port = 9u16.to_be();
+            addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let send = |flags: i32| {
+                errno_or_zero(libc::sendto(
+                    s,
+                    [0u8].as_ptr().cast(),
+                    1,
+                    flags,
+                    (&addr as *const libc::sockaddr_in).cast(),
+                    std::mem::size_of::<libc::sockaddr_in>() as u32,
+                ) as i32)
+            };
+            (send(libc::MSG_FASTOPEN), send(libc::MSG_NOSIGNAL))
+        };
+        // SAFETY: a new TCP socket, listened on.
+        let listen = unsafe {
+            errno_or_zero(libc::listen(
+                libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0),
+                1,
+            ))
+        };
+        if results == want
+            && fast == libc::EACCES
+            && plain != libc::EACCES
+            && listen == libc::EACCES
+        {
+            0
+        } else {
+            1
+        }
+    }
+
+    #[test]
+    fn the_allowlist_program_lets_tcp_sockets_only_no_fast_open_no_listen() {
+        let (pid, listener) = child_under(&Arc::new(program(true, true, None)), tcp_only);
+        assert!(listener.is_some());
+        assert_eq!(exit_code(pid), 0);
     }
 
     #[test]

@@ -13,8 +13,14 @@
 //! Everything else is refused with `EACCES`; when the harness is gone, the kernel answers
 //! `ENOSYS`. A connect that blocks (a full backlog on a blocking socket) holds the
 //! supervisor for that time.
+//!
+//! Under `network = "allowlist"` ([`TcpGuard`]) a TCP `connect` is answered the same way:
+//! when the address read is the run's egress proxy, the supervisor connects the command's
+//! socket to the proxy's address as it knows it (never as read again from the command's
+//! memory); any other address is refused with `EACCES` and reported to the proxy's log.
 
 use std::ffi::CString;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -50,18 +56,44 @@ pub struct ExecGuard {
     pub judge: ExecJudge,
 }
 
+/// Under `network = "allowlist"`: the one TCP address commands may connect to, and who
+/// hears of every other one.
+#[derive(Clone)]
+pub struct TcpGuard {
+    /// The run's egress proxy.
+    pub proxy: SocketAddrV4,
+    /// Told of each refused address (the proxy's log).
+    pub refused: Arc<dyn Fn(SocketAddr) + Send + Sync>,
+}
+
+impl std::fmt::Debug for TcpGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpGuard")
+            .field("proxy", &self.proxy)
+            .finish()
+    }
+}
+
 impl Supervisor {
     /// Starts the thread for commands that may connect to `names` (and, with `exec`, whose
-    /// `execve` calls it judges as the loader guard does).
-    pub fn start(names: Vec<SocketName>, exec: Option<ExecGuard>) -> Result<Supervisor> {
+    /// `execve` calls it judges as the loader guard does; with `tcp`, to the egress proxy).
+    pub fn start(
+        names: Vec<SocketName>,
+        exec: Option<ExecGuard>,
+        tcp: Option<TcpGuard>,
+    ) -> Result<Supervisor> {
         let (wake_r, wake_w) = pipe().context("supervisor: cannot create its wake pipe")?;
         let queue = Arc::new(Mutex::new(Vec::new()));
         let theirs = Arc::clone(&queue);
-        let program = Arc::new(notify::program(true, exec.as_ref().map(|e| e.pass)));
+        let program = Arc::new(notify::program(
+            true,
+            tcp.is_some(),
+            exec.as_ref().map(|e| e.pass),
+        ));
         let judge = exec.map(|e| e.judge);
         std::thread::Builder::new()
             .name("unix-sockets".to_string())
-            .spawn(move || run(&names, judge.as_ref(), &theirs, &wake_r))
+            .spawn(move || run(&names, tcp.as_ref(), judge.as_ref(), &theirs, &wake_r))
             .context("supervisor: cannot start its thread")?;
         Ok(Supervisor {
             queue,
@@ -111,6 +143,7 @@ impl Watched {
 /// The thread: polls the wake pipe, the pending socketpairs and the listeners.
 fn run(
     names: &[SocketName],
+    tcp: Option<&TcpGuard>,
     exec: Option<&ExecJudge>,
     queue: &Mutex<Vec<OwnedFd>>,
     wake: &OwnedFd,
@@ -156,7 +189,7 @@ fn run(
                 }
                 Watched::Listener(listener) => {
                     if events & libc::POLLIN != 0 {
-                        answer(&listener, names, exec);
+                        answer(&listener, names, tcp, exec);
                         keep.push(Watched::Listener(listener));
                     } else if events & (libc::POLLHUP | libc::POLLERR) == 0 {
                         keep.push(Watched::Listener(listener));
@@ -170,7 +203,12 @@ fn run(
 }
 
 /// Receives one notification and answers it.
-fn answer(listener: &OwnedFd, names: &[SocketName], exec: Option<&ExecJudge>) {
+fn answer(
+    listener: &OwnedFd,
+    names: &[SocketName],
+    tcp: Option<&TcpGuard>,
+    exec: Option<&ExecJudge>,
+) {
     let Some(req) = notify::receive(listener) else {
         return;
     };
@@ -184,7 +222,7 @@ fn answer(listener: &OwnedFd, names: &[SocketName], exec: Option<&ExecJudge>) {
         notify::respond(listener, req.id, error, flags);
         return;
     }
-    let error = match act(listener, &req, names) {
+    let error = match act(listener, &req, names, tcp) {
         Ok(()) => 0,
         Err(Refusal::Errno(e)) => -e,
         Err(Refusal::Named(why)) => {
@@ -211,7 +249,12 @@ fn errno() -> Refusal {
 }
 
 /// Judges and performs one `connect` for the caller of `req`.
-fn act(listener: &OwnedFd, req: &libc::seccomp_notif, names: &[SocketName]) -> Result<(), Refusal> {
+fn act(
+    listener: &OwnedFd,
+    req: &libc::seccomp_notif,
+    names: &[SocketName],
+    tcp: Option<&TcpGuard>,
+) -> Result<(), Refusal> {
     if i64::from(req.data.nr) != libc::SYS_connect {
         return Err(Refusal::Errno(libc::EACCES));
     }
@@ -222,6 +265,9 @@ fn act(listener: &OwnedFd, req: &libc::seccomp_notif, names: &[SocketName]) -> R
         return Err(Refusal::Errno(libc::EINVAL));
     }
     let bytes = read_memory(pid, addr, len)?;
+    if let Some(target) = inet_address(&bytes)? {
+        return act_tcp(listener, req, fd as RawFd, target, tcp);
+    }
     let address = parse_address(&bytes).map_err(Refusal::Errno)?;
     let cwd = match &address {
         Address::Path(p) if p.is_relative() => std::fs::read_link(format!("/proc/{pid}/cwd")).ok(),
@@ -232,18 +278,7 @@ fn act(listener: &OwnedFd, req: &libc::seccomp_notif, names: &[SocketName]) -> R
     let pidfd = pidfd_of(pid)?;
     // Everything read or opened through the pid so far belongs to the caller only if its
     // request is still pending now (the pid was not reused meanwhile).
-    let id = req.id;
-    // SAFETY: the listener is a seccomp notify fd; the id is a u64 on the stack.
-    if unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
-            &id,
-        )
-    } != 0
-    {
-        return Err(Refusal::Errno(libc::ENOENT));
-    }
+    still_pending(listener, req.id)?;
     match judge(&address, cwd.as_deref(), names) {
         Decision::Refuse(why) => Err(Refusal::Named(why)),
         Decision::Abstract(name) => {
@@ -270,6 +305,23 @@ fn act(listener: &OwnedFd, req: &libc::seccomp_notif, names: &[SocketName]) -> R
             connect(&sock, via.as_bytes())
         }
     }
+}
+
+/// Ok when notification `id` still waits for its answer (its caller, and so the pid, is
+/// the same); `ENOENT` otherwise.
+fn still_pending(listener: &OwnedFd, id: u64) -> Result<(), Refusal> {
+    // SAFETY: the listener is a seccomp notify fd; the id is a u64 on the stack.
+    if unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &id,
+        )
+    } != 0
+    {
+        return Err(Refusal::Errno(libc::ENOENT));
+    }
+    Ok(())
 }
 
 /// Reads `len` bytes at `addr` in `pid`'s memory.
@@ -370,9 +422,18 @@ fn pidfd_of(tid: libc::pid_t) -> Result<OwnedFd, Refusal> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// The caller's socket `fd`, duplicated into the harness (same open file: connecting it
-/// connects theirs).
+/// The caller's Unix socket `fd`, duplicated into the harness (same open file: connecting
+/// it connects theirs).
 fn take_socket(pidfd: &OwnedFd, fd: RawFd) -> Result<OwnedFd, Refusal> {
+    let sock = take_fd(pidfd, fd)?;
+    if domain_of(&sock)? != libc::AF_UNIX {
+        return Err(Refusal::Errno(libc::EACCES));
+    }
+    Ok(sock)
+}
+
+/// The caller's descriptor `fd`, duplicated into the harness.
+fn take_fd(pidfd: &OwnedFd, fd: RawFd) -> Result<OwnedFd, Refusal> {
     // SAFETY: pidfd_getfd returns a new fd or -1.
     let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
     if got < 0 {
@@ -382,7 +443,16 @@ fn take_socket(pidfd: &OwnedFd, fd: RawFd) -> Result<OwnedFd, Refusal> {
         });
     }
     // SAFETY: the fd is new and ours.
-    let sock = unsafe { OwnedFd::from_raw_fd(got as RawFd) };
+    Ok(unsafe { OwnedFd::from_raw_fd(got as RawFd) })
+}
+
+/// The address family of `sock` (`SO_DOMAIN`).
+fn domain_of(sock: &OwnedFd) -> Result<libc::c_int, Refusal> {
+    int_option(sock, libc::SO_DOMAIN)
+}
+
+/// An integer socket option of `SOL_SOCKET`.
+fn int_option(sock: &OwnedFd, option: libc::c_int) -> Result<libc::c_int, Refusal> {
     let mut domain: libc::c_int = 0;
     let mut size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: getsockopt writes an int.
@@ -390,7 +460,7 @@ fn take_socket(pidfd: &OwnedFd, fd: RawFd) -> Result<OwnedFd, Refusal> {
         libc::getsockopt(
             sock.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_DOMAIN,
+            option,
             (&mut domain as *mut libc::c_int).cast(),
             &mut size,
         )
@@ -398,10 +468,115 @@ fn take_socket(pidfd: &OwnedFd, fd: RawFd) -> Result<OwnedFd, Refusal> {
     if r != 0 {
         return Err(Refusal::Errno(libc::ENOTSOCK));
     }
-    if domain != libc::AF_UNIX {
+    Ok(domain)
+}
+
+/// The internet address a `connect` names (`sockaddr_in`, `sockaddr_in6`); `None` for
+/// another family. PURE. Err: `EINVAL` for a short one, as the kernel answers.
+fn inet_address(bytes: &[u8]) -> Result<Option<SocketAddr>, Refusal> {
+    let Some(family) = bytes.get(..2).map(|b| u16::from_ne_bytes([b[0], b[1]])) else {
+        return Ok(None);
+    };
+    let port = |b: &[u8]| u16::from_be_bytes([b[2], b[3]]);
+    if family == libc::AF_INET as u16 {
+        if bytes.len() < std::mem::size_of::<libc::sockaddr_in>() {
+            return Err(Refusal::Errno(libc::EINVAL));
+        }
+        let ip = Ipv4Addr::new(bytes[4], bytes[5], bytes[6], bytes[7]);
+        return Ok(Some(SocketAddr::V4(SocketAddrV4::new(ip, port(bytes)))));
+    }
+    if family == libc::AF_INET6 as u16 {
+        // SIN6_LEN_RFC2133: the kernel takes an address without its scope id.
+        if bytes.len() < 24 {
+            return Err(Refusal::Errno(libc::EINVAL));
+        }
+        let mut ip = [0u8; 16];
+        ip.copy_from_slice(&bytes[8..24]);
+        let v6 = SocketAddrV6::new(ip.into(), port(bytes), 0, 0);
+        return Ok(Some(SocketAddr::V6(v6)));
+    }
+    Ok(None)
+}
+
+/// Whether `target` is `proxy`, as IPv4 or as its IPv4-mapped IPv6 form. PURE.
+fn is_proxy(target: SocketAddr, proxy: SocketAddrV4) -> bool {
+    match target {
+        SocketAddr::V4(a) => a == proxy,
+        SocketAddr::V6(a) => {
+            a.ip().to_ipv4_mapped() == Some(*proxy.ip()) && a.port() == proxy.port()
+        }
+    }
+}
+
+/// Judges and performs one TCP `connect` under `network = "allowlist"`: to the proxy only,
+/// connected by the harness to the address it knows.
+fn act_tcp(
+    listener: &OwnedFd,
+    req: &libc::seccomp_notif,
+    fd: RawFd,
+    target: SocketAddr,
+    tcp: Option<&TcpGuard>,
+) -> Result<(), Refusal> {
+    let Some(tcp) = tcp else {
+        return Err(Refusal::Errno(libc::EACCES));
+    };
+    if !is_proxy(target, tcp.proxy) {
+        (tcp.refused)(target);
+        return Err(Refusal::Named(format!(
+            "{target} is not the run's egress proxy (network = \"allowlist\")"
+        )));
+    }
+    let pidfd = pidfd_of(req.pid as libc::pid_t)?;
+    still_pending(listener, req.id)?;
+    let sock = take_fd(&pidfd, fd)?;
+    let domain = domain_of(&sock)?;
+    if int_option(&sock, libc::SO_TYPE)? != libc::SOCK_STREAM
+        || int_option(&sock, libc::SO_PROTOCOL)? != libc::IPPROTO_TCP
+    {
         return Err(Refusal::Errno(libc::EACCES));
     }
-    Ok(sock)
+    connect_inet(&sock, domain, tcp.proxy)
+}
+
+/// Connects the TCP socket `sock` (of `domain`) to `to`, mapped into IPv6 for an
+/// `AF_INET6` socket. The command sees this connect's result (`EINPROGRESS` on a
+/// non-blocking socket, as its own connect would give).
+fn connect_inet(sock: &OwnedFd, domain: libc::c_int, to: SocketAddrV4) -> Result<(), Refusal> {
+    let r = if domain == libc::AF_INET {
+        // SAFETY: sockaddr_in is plain data.
+        let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_port = to.port().to_be();
+        addr.sin_addr.s_addr = u32::from(*to.ip()).to_be();
+        // SAFETY: the address is valid for its size.
+        unsafe {
+            libc::connect(
+                sock.as_raw_fd(),
+                (&addr as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        }
+    } else if domain == libc::AF_INET6 {
+        // SAFETY: sockaddr_in6 is plain data.
+        let mut addr: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+        addr.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+        addr.sin6_port = to.port().to_be();
+        addr.sin6_addr.s6_addr = to.ip().to_ipv6_mapped().octets();
+        // SAFETY: the address is valid for its size.
+        unsafe {
+            libc::connect(
+                sock.as_raw_fd(),
+                (&addr as *const libc::sockaddr_in6).cast(),
+                std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+            )
+        }
+    } else {
+        return Err(Refusal::Errno(libc::EACCES));
+    };
+    if r != 0 {
+        return Err(errno());
+    }
+    Ok(())
 }
 
 /// Connects `sock` to the Unix address `path` (sun_path bytes; a leading NUL: abstract).
@@ -455,6 +630,29 @@ mod tests {
         assert_eq!(check(other), Err(()));
         assert_eq!(check(dir.path().join("link")), Err(()));
         assert_eq!(check(dir.path().join("plain")), Ok(false));
+    }
+
+    #[test]
+    fn only_the_proxy_address_passes_in_either_family() {
+        let proxy: SocketAddrV4 = "127.0.0.1:4242".parse().unwrap();
+        let v4 = |s: &str| SocketAddr::V4(s.parse().unwrap());
+        assert!(is_proxy(v4("127.0.0.1:4242"), proxy));
+        assert!(!is_proxy(v4("127.0.0.1:4243"), proxy));
+        assert!(!is_proxy(v4("127.0.0.2:4242"), proxy));
+        assert!(is_proxy("[::ffff:127.0.0.1]:4242".parse().unwrap(), proxy));
+        assert!(!is_proxy("[::1]:4242".parse().unwrap(), proxy));
+        let mut sin = vec![0u8; 16];
+        sin[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+        sin[2..4].copy_from_slice(&4242u16.to_be_bytes());
+        sin[4..8].copy_from_slice(&[127, 0, 0, 1]);
+        assert!(matches!(inet_address(&sin), Ok(Some(a)) if a == v4("127.0.0.1:4242")));
+        assert!(matches!(
+            inet_address(&sin[..8]),
+            Err(Refusal::Errno(libc::EINVAL))
+        ));
+        let mut unix = vec![0u8; 8];
+        unix[..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
+        assert!(matches!(inet_address(&unix), Ok(None)));
     }
 
     #[test]
