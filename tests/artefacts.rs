@@ -163,3 +163,38 @@ fn a_patch_under_max_patch_bytes_is_written_whole_with_its_size() {
     assert_eq!(wsr["patch_bytes"], patch.len(), "{wsr}");
     git(&ws.path().join("repo"), &["apply", "--check", path]);
 }
+
+#[test]
+fn a_big_binary_file_a_command_wrote_is_left_out_and_the_rest_is_committed() {
+    let bash = |id: &str, command: &str| json!({"type": "tool_call", "calls": [{"name": "bash", "arguments": {"command": command}, "id": id}]});
+    let llm = Llm::start(&json!([
+        bash("b1", "head -c 100000 /dev/zero > big.bin"),
+        write("w1", "small.txt", "small\n"),
+        text("Done."),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        config("max_file_bytes = 4096")(
+            c.replace("\"wc *\"]", "\"wc *\", \"head *\"]\nwrite_redirects = true"),
+        )
+    });
+    repo_with_remote(ws.path());
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let work = ws.path().join("work");
+    let big = std::fs::read_dir(&work)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("big.bin"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("the command wrote no big.bin: {}", ws.latest()));
+    assert_eq!(std::fs::metadata(&big).unwrap().len(), 100_000);
+    let wsr = front(&ws.latest(), "workspace");
+    assert_eq!(
+        wsr["too_large"],
+        json!(["big.bin (100000 bytes, over max_file_bytes 4096)"]),
+        "{wsr}"
+    );
+    let remote = ws.path().join("remote.git");
+    let files = git(&remote, &["ls-tree", "-r", "--name-only", BRANCH]);
+    assert_eq!(files, "README\nsmall.txt", "{files}");
+}

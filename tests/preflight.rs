@@ -103,3 +103,31 @@ fn a_report_dir_that_is_a_file_is_named_before_any_request() {
         check.stdout
     );
 }
+
+#[test]
+fn check_lines_are_wrapped_to_100_columns_under_the_detail() {
+    let llm = Llm::start(&json!([text("never asked")]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let check = ws.run(&["check"]);
+    assert_eq!(check.code, 0, "{check:?}");
+    // The default test config's `env` allow rule gets a warning longer than 100 columns.
+    let lines: Vec<&str> = check.stdout.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("warn  gate: allow rule `env`: "))
+        .unwrap_or_else(|| panic!("no gate warning in:\n{}", check.stdout));
+    let indent = " ".repeat("warn  gate: ".len());
+    assert!(lines[at + 1].starts_with(&indent), "{}", check.stdout);
+    for l in &lines {
+        assert!(
+            l.chars().count() <= 100 || !l.trim_start().contains(' '),
+            "{l:?} is over 100 columns"
+        );
+    }
+    // Joined again, the finding is one line, as before the wrap.
+    let whole = unwrap_check(&check.stdout);
+    says(
+        &whole,
+        "warn  gate: allow rule `env`: `env` runs other commands; the gate judges the command it runs against the rules too\n",
+    );
+}
