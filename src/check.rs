@@ -426,7 +426,7 @@ pub fn render(items: &[Item]) -> String {
             Status::Fail => "FAIL",
             Status::Skip => "skip",
         };
-        out.push_str(&format!("{mark}  {}: {}\n", i.what, i.detail));
+        out.push_str(&wrap(&format!("{mark}  {}: ", i.what), &i.detail, WIDTH));
     }
     let failed = failures(items);
     out.push_str(&if failed == 0 {
@@ -434,6 +434,49 @@ pub fn render(items: &[Item]) -> String {
     } else {
         format!("{failed} of {} checks failed\n", items.len())
     });
+    out
+}
+
+/// The columns a `check` line fills before it wraps.
+pub const WIDTH: usize = 100;
+
+/// The widest indent of a continuation line: past it, continuations start under the mark's
+/// end instead, so a long `what` leaves room for the detail.
+const INDENT_MAX: usize = 40;
+
+/// `head` then `detail`, wrapped at spaces to `width` columns (characters), each line ended by
+/// a newline: continuation lines are indented under the detail's first column, a word longer
+/// than the width is kept whole on a line of its own, and each line of a multi-line detail
+/// wraps the same way. One space becomes each break, so joining a continuation (its indent
+/// removed) to the line before with a space gives the detail back.
+pub fn wrap(head: &str, detail: &str, width: usize) -> String {
+    let lead = head.chars().count();
+    let indent = " ".repeat(if lead <= INDENT_MAX { lead } else { 6 });
+    let mut out = String::from(head);
+    let mut col = lead;
+    for (n, line) in detail.split('\n').enumerate() {
+        if n > 0 {
+            out.push('\n');
+            out.push_str(&indent);
+            col = indent.len();
+        }
+        let mut first = true;
+        for word in line.split(' ') {
+            let len = word.chars().count();
+            if !first && col + 1 + len > width && col > indent.len() && !word.is_empty() {
+                out.push('\n');
+                out.push_str(&indent);
+                col = indent.len();
+            } else if !first {
+                out.push(' ');
+                col += 1;
+            }
+            out.push_str(word);
+            col += len;
+            first = false;
+        }
+    }
+    out.push('\n');
     out
 }
 
@@ -461,6 +504,38 @@ mod tests {
         assert_eq!(
             render(&items),
             "ok    [models].a: glm-5.3, glm-5.2 listed\nFAIL  [models].b: not listed by GET /models: \"glm-9\"\n1 of 2 checks failed\n"
+        );
+    }
+
+    #[test]
+    fn check_lines_wrap_at_spaces_under_the_detail_and_keep_long_words_whole() {
+        assert_eq!(wrap("ok    a: ", "short", 100), "ok    a: short\n");
+        assert_eq!(
+            wrap("ok    a: ", "one two three four", 16),
+            "ok    a: one two\n         three\n         four\n"
+        );
+        let long = "x".repeat(30);
+        assert_eq!(
+            wrap("FAIL  b: ", &format!("see {long} end"), 20),
+            format!("FAIL  b: see\n         {long}\n         end\n")
+        );
+        // A detail of several lines keeps its breaks, each line indented the same.
+        assert_eq!(wrap("ok    c: ", "a\nb", 100), "ok    c: a\n         b\n");
+        // A `what` too long to indent under: continuations start under the mark's end.
+        let what = "w".repeat(50);
+        let head = format!("warn  {what}: ");
+        assert_eq!(
+            wrap(&head, "aa bb", head.len() + 2),
+            format!("{head}aa\n      bb\n")
+        );
+        // Every line fits the width unless it is one word; rejoined, the detail comes back.
+        let detail = "the quick brown fox jumps over the lazy dog ".repeat(8);
+        let text = wrap("ok    reads: ", detail.trim_end(), WIDTH);
+        assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+        let rejoined: Vec<&str> = text.lines().map(str::trim_start).collect();
+        assert_eq!(
+            rejoined.join(" "),
+            format!("ok    reads: {}", detail.trim_end())
         );
     }
 

@@ -210,10 +210,12 @@ fn check_names_an_allowed_program_in_a_venv_outside_the_roots_and_the_root_to_ad
     let ws = config(&llm, "\"pytest *\", \"ls *\"", "");
     let bin = fake_venv(ws.path());
     let venv = ws.path().join("venv").canonicalize().unwrap();
-    let run = ws.run_env(
-        &["check"],
-        &[("HARNESS_TEST_LLM_KEY", CANARY), ("PATH", &path_with(&bin))],
-    );
+    let run = ws
+        .run_env(
+            &["check"],
+            &[("HARNESS_TEST_LLM_KEY", CANARY), ("PATH", &path_with(&bin))],
+        )
+        .unwrapped();
     // A warning, as check's other findings about the sandbox: the run would still start.
     assert_eq!(run.code, 0, "{run:?}");
     let line = run
@@ -246,10 +248,12 @@ fn check_names_an_allowed_program_in_a_venv_outside_the_roots_and_the_root_to_ad
         ),
     );
     std::fs::write(ws2.config(), text).unwrap();
-    let run = ws2.run_env(
-        &["check"],
-        &[("HARNESS_TEST_LLM_KEY", CANARY), ("PATH", &path_with(&bin))],
-    );
+    let run = ws2
+        .run_env(
+            &["check"],
+            &[("HARNESS_TEST_LLM_KEY", CANARY), ("PATH", &path_with(&bin))],
+        )
+        .unwrapped();
     assert_eq!(run.code, 0, "{run:?}");
     assert!(!run.stdout.contains("programs:"), "{}", run.stdout);
 }
@@ -336,13 +340,15 @@ fn check_names_a_real_venv_outside_the_roots() {
         return;
     }
     let venv = venv.canonicalize().unwrap();
-    let run = ws.run_env(
-        &["check"],
-        &[
-            ("HARNESS_TEST_LLM_KEY", CANARY),
-            ("PATH", &path_with(&venv.join("bin"))),
-        ],
-    );
+    let run = ws
+        .run_env(
+            &["check"],
+            &[
+                ("HARNESS_TEST_LLM_KEY", CANARY),
+                ("PATH", &path_with(&venv.join("bin"))),
+            ],
+        )
+        .unwrapped();
     assert_eq!(run.code, 0, "{run:?}");
     // The venv's python is a link to the base Python; the venv itself is what is hidden.
     let wanted = format!(

@@ -346,7 +346,7 @@ fn a_missing_base_branch_fails_the_preflight_before_any_request() {
         run.stderr
     );
     assert_eq!(llm.state()["connections"], 0);
-    let check = ws.run(&["check"]);
+    let check = ws.run(&["check"]).unwrapped();
     assert_ne!(check.code, 0, "{check:?}");
     assert!(
         check.stdout.contains("workspace: config ")

@@ -387,10 +387,10 @@ fn a_missing_inbox_dir_is_a_config_error_before_any_request_and_check_shows_it()
         run.stderr
     );
     assert_eq!(llm.state()["connections"], 0);
-    let run = ws.run(&["check"]);
+    let run = ws.run(&["check"]).unwrapped();
     assert!(run.stdout.contains("inbox dir"), "{run:?}");
     std::fs::create_dir(ws.path().join("inbox")).unwrap();
-    let run = ws.run(&["check"]);
+    let run = ws.run(&["check"]).unwrapped();
     assert!(
         run.stdout
             .lines()

@@ -142,7 +142,7 @@ fn a_cmd_ref_runs_the_program_and_takes_its_first_line() {
         with_key_ref(c, "cmd:pass show harness/litellm")
     });
 
-    let check = run_with(&ws, &bin, &["check"], &[]);
+    let check = run_with(&ws, &bin, &["check"], &[]).unwrapped();
     assert_eq!(check.code, 0, "{check:?}");
     assert!(
         check
@@ -179,7 +179,7 @@ fn a_failing_cmd_ref_is_a_config_error_with_its_stderr() {
     let ws = Workspace::new("http://127.0.0.1:9/v1", |c| {
         with_key_ref(c, "cmd:harness-no-such-key-program get")
     });
-    let run = run_with(&ws, &bin, &["check"], &[]);
+    let run = run_with(&ws, &bin, &["check"], &[]).unwrapped();
     assert_eq!(run.code, 1, "{run:?}");
     assert!(
         run.stdout
@@ -197,7 +197,7 @@ fn a_bw_ref_asks_the_bitwarden_cli() {
     let ws = Workspace::new(&llm.base_url(), |c| with_key_ref(c, "bw:LiteLLM"));
     let session = [("BW_SESSION", "session-ok")];
 
-    let check = run_with(&ws, &bin, &["check"], &session);
+    let check = run_with(&ws, &bin, &["check"], &session).unwrapped();
     assert_eq!(check.code, 0, "{check:?}");
     assert!(
         check

@@ -483,7 +483,7 @@ fn preflight_and_check(p: &Proxy) {
 
     p.script(json!([text("never")]));
     let ws = p.workspace(|c| c.replace("[models]\n", "[models]\nprices = \"proxy\"\n"));
-    let run = p.run(&ws, &["check"]);
+    let run = p.run(&ws, &["check"]).unwrapped();
     assert_eq!(run.code, 0, "{run:?}");
     for expected in [
         "ok    [models].mopac-primary: glm-5.3 listed",
@@ -491,7 +491,7 @@ fn preflight_and_check(p: &Proxy) {
     ] {
         assert!(run.stdout.contains(expected), "{expected}\n{}", run.stdout);
     }
-    let run = p.run_key(&ws, &["check"], CANARY);
+    let run = p.run_key(&ws, &["check"], CANARY).unwrapped();
     assert_eq!(run.code, 1, "{run:?}");
     assert!(
         run.stdout.contains(&format!(

@@ -450,7 +450,7 @@ fn the_plan_shows_the_budget_and_the_llm_options() {
 fn check_prints_a_checklist_and_sends_no_completion() {
     let llm = Llm::start(&json!([text("never")]));
     let ws = Workspace::new(&llm.base_url(), |c| c);
-    let run = ws.run(&["check"]);
+    let run = ws.run(&["check"]).unwrapped();
     assert_eq!(run.code, 0, "{run:?}");
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert!(
@@ -484,13 +484,15 @@ fn check_fails_on_every_broken_piece_and_exits_1() {
             + "\n[redmine]\nurl = \"http://127.0.0.1:9\"\nkey_ref = \"env:HARNESS_TEST_REDMINE_KEY\"\nscope_query = \"status_id=open\"\n"
     });
     std::fs::write(ws.path().join("reports"), "not a dir").unwrap();
-    let run = ws.run_env(
-        &["check"],
-        &[
-            ("HARNESS_TEST_LLM_KEY", CANARY),
-            ("HARNESS_TEST_REDMINE_KEY", "rm-key"),
-        ],
-    );
+    let run = ws
+        .run_env(
+            &["check"],
+            &[
+                ("HARNESS_TEST_LLM_KEY", CANARY),
+                ("HARNESS_TEST_REDMINE_KEY", "rm-key"),
+            ],
+        )
+        .unwrapped();
     assert_eq!(run.code, 1, "{run:?}");
     for expected in [
         "FAIL  report dir: cannot create report dir",
@@ -510,7 +512,7 @@ fn check_fails_on_every_broken_piece_and_exits_1() {
         "{}",
         run.stderr
     );
-    let missing = ws.run_env(&["check"], &[]);
+    let missing = ws.run_env(&["check"], &[]).unwrapped();
     assert!(
         missing
             .stdout

@@ -40,7 +40,7 @@ fn a_key_at_the_limit_is_masked_in_a_run_and_one_over_it_is_refused_by_name() {
     let big = format!("{}{key}\n{}", lines(0, 50), lines(50, 50_000));
     std::fs::write(ws.path().join("work/big.txt"), &big).unwrap();
 
-    let check = run_bounded(harness_cmd(&ws, &["check"]), "check with a 16 KiB key");
+    let check = run_bounded(harness_cmd(&ws, &["check"]), "check with a 16 KiB key").unwrapped();
     assert!(check.stdout.contains("llm.key resolves"), "{check:?}");
     let run = run_bounded(
         harness_cmd(&ws, &["once", "--demo"]),
@@ -59,7 +59,7 @@ fn a_key_at_the_limit_is_masked_in_a_run_and_one_over_it_is_refused_by_name() {
     // One byte over: refused before any request, naming the key ref.
     let llm = Llm::start(&json!([text("should never be asked")]));
     let ws = with_key_file(&llm.base_url(), &"k".repeat(LIMIT + 1));
-    let check = run_bounded(harness_cmd(&ws, &["check"]), "check with a long key");
+    let check = run_bounded(harness_cmd(&ws, &["check"]), "check with a long key").unwrapped();
     assert_ne!(check.code, 0, "{check:?}");
     let why = format!(
         "file:{} is 16385 bytes, more than the 16 KiB a key may have",

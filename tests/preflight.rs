@@ -34,7 +34,7 @@ fn check_and_once_agree_on_a_missing_write_root() {
     assert_eq!(once.code, 1, "{once:?}");
     says(&once.stderr, "[tools.bash].write_roots:");
     no_requests(&llm);
-    let check = ws.run(&["check"]);
+    let check = ws.run(&["check"]).unwrapped();
     assert_eq!(check.code, 1, "{check:?}");
     says(
         &check.stdout,
@@ -44,7 +44,7 @@ fn check_and_once_agree_on_a_missing_write_root() {
         ),
     );
     std::fs::create_dir(&missing).unwrap();
-    let check = ws.run(&["check"]);
+    let check = ws.run(&["check"]).unwrapped();
     says(
         &check.stdout,
         &format!("ok    write root: {} is a directory", missing.display()),
@@ -64,7 +64,7 @@ fn a_key_of_two_lines_is_refused_before_any_request() {
     says(&once.stderr, why);
     assert!(!once.stderr.contains(CANARY), "{}", once.stderr);
     assert!(ws.report_files().is_empty());
-    let check = ws.run_env(&["check"], &env);
+    let check = ws.run_env(&["check"], &env).unwrapped();
     assert_eq!(check.code, 1, "{check:?}");
     says(&check.stdout, &format!("FAIL  litellm key: {why}"));
     assert!(!check.stdout.contains(CANARY), "{}", check.stdout);
@@ -94,12 +94,40 @@ fn a_report_dir_that_is_a_file_is_named_before_any_request() {
     assert_eq!(once.code, 1, "{once:?}");
     says(&once.stderr, "report_dir names a file, not a directory");
     no_requests(&llm);
-    let check = ws.run(&["check"]);
+    let check = ws.run(&["check"]).unwrapped();
     assert!(
         check
             .stdout
             .contains("FAIL  report dir: cannot create report dir"),
         "{}",
         check.stdout
+    );
+}
+
+#[test]
+fn check_lines_are_wrapped_to_100_columns_under_the_detail() {
+    let llm = Llm::start(&json!([text("never asked")]));
+    let ws = Workspace::new(&llm.base_url(), |c| c);
+    let check = ws.run(&["check"]);
+    assert_eq!(check.code, 0, "{check:?}");
+    // The default test config's `env` allow rule gets a warning longer than 100 columns.
+    let lines: Vec<&str> = check.stdout.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("warn  gate: allow rule `env`: "))
+        .unwrap_or_else(|| panic!("no gate warning in:\n{}", check.stdout));
+    let indent = " ".repeat("warn  gate: ".len());
+    assert!(lines[at + 1].starts_with(&indent), "{}", check.stdout);
+    for l in &lines {
+        assert!(
+            l.chars().count() <= 100 || !l.trim_start().contains(' '),
+            "{l:?} is over 100 columns"
+        );
+    }
+    // Joined again, the finding is one line, as before the wrap.
+    let whole = unwrap_check(&check.stdout);
+    says(
+        &whole,
+        "warn  gate: allow rule `env`: `env` runs other commands; the gate judges the command it runs against the rules too\n",
     );
 }

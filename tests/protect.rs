@@ -165,7 +165,7 @@ fn check_and_the_plan_say_how_the_paths_are_protected() {
     }
     let llm = Llm::start(&json!([text("never")]));
     let ws = workspace(&llm);
-    let check = ws.run(&["check"]);
+    let check = ws.run(&["check"]).unwrapped();
     assert!(
         check.stdout.contains(
             "ok    writes: harness.toml (the config file), reports (the report dir): inside a write root, read-only mounts for commands"
@@ -183,7 +183,7 @@ fn check_and_the_plan_say_how_the_paths_are_protected() {
     );
     // The usual layout: nothing to protect, nothing mounted.
     let apart = Workspace::new(&llm.base_url(), |c| c);
-    let check = apart.run(&["check"]);
+    let check = apart.run(&["check"]).unwrapped();
     assert!(
         check.stdout.contains(
             "ok    writes: no protected path (config, report dir, cassette) lies inside a write root"
@@ -228,7 +228,7 @@ fn without_user_namespaces_check_fails_and_once_refuses_to_start() {
     }
     let llm = Llm::start(&json!([text("done")]));
     let ws = workspace(&llm);
-    let check = without_user_namespaces(&ws, &["check"]);
+    let check = without_user_namespaces(&ws, &["check"]).unwrapped();
     assert_ne!(check.code, 0, "{check:?}");
     assert!(
         check.stdout.contains("FAIL  writes: config ")
@@ -369,7 +369,7 @@ fn a_cassette_recorded_inside_the_work_root_is_harness_s_own() {
     ]));
     let ws = workspace(&llm);
     let cassette = ws.path().join("cassette.json");
-    let check = ws.run(&["check"]);
+    let check = ws.run(&["check"]).unwrapped();
     assert!(
         check
             .stdout

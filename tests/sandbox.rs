@@ -233,7 +233,7 @@ fn the_places_path_rules_run_programs_from_are_read_only_for_commands() {
         text("done"),
     ]));
     let ws = workspace(&llm, "");
-    let check = ws.run(&["check"]);
+    let check = ws.run(&["check"]).unwrapped();
     assert!(
         check
             .stdout

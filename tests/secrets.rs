@@ -212,7 +212,7 @@ fn a_key_file_inside_a_read_root_fails_check_and_once() {
     }
     let llm = Llm::start(&json!([text("never")]));
     let ws = workspace(&llm, "read_roots = [\"@system\", \"keys\"]\n");
-    let check = ws.run(&["check"]);
+    let check = ws.run(&["check"]).unwrapped();
     assert_ne!(check.code, 0, "{check:?}");
     assert!(
         check.stdout.contains(
@@ -238,7 +238,7 @@ fn a_key_file_inside_a_read_root_fails_check_and_once() {
         c.replace("env:HARNESS_TEST_LLM_KEY", "file:work/llm.key")
     });
     std::fs::write(inside.path().join("work/llm.key"), KEY_CANARY).unwrap();
-    let check = inside.run(&["check"]);
+    let check = inside.run(&["check"]).unwrapped();
     assert!(
         check.stdout.contains(
             "FAIL  reads: work_root: commands could read the key file of [litellm].key_ref"
@@ -258,7 +258,7 @@ fn check_shows_the_read_set_and_hides_the_config_inside_the_work_root() {
     let ws = Workspace::new(&llm.base_url(), |c| {
         c.replace("work_root = \"work\"", "work_root = \".\"")
     });
-    let check = ws.run(&["check"]);
+    let check = ws.run(&["check"]).unwrapped();
     assert_eq!(check.code, 0, "{check:?}");
     let root = ws.path().canonicalize().unwrap();
     assert!(
@@ -414,13 +414,15 @@ fn check_warns_when_home_is_readable() {
     let llm = Llm::start(&json!([text("never")]));
     let ws = workspace(&llm, "read_roots = [\"@system\", \"home\"]\n");
     let home = ws.path().join("home");
-    let check = ws.run_env(
-        &["check"],
-        &[
-            ("HARNESS_TEST_LLM_KEY", CANARY),
-            ("HOME", home.to_str().unwrap()),
-        ],
-    );
+    let check = ws
+        .run_env(
+            &["check"],
+            &[
+                ("HARNESS_TEST_LLM_KEY", CANARY),
+                ("HOME", home.to_str().unwrap()),
+            ],
+        )
+        .unwrapped();
     assert!(
         check.stdout.contains(&format!(
             "warn  reads: commands can read all of {} ($HOME",

@@ -226,7 +226,7 @@ fn only_named_unix_sockets_can_be_reached() {
         "{}",
         dry.stdout
     );
-    let check = ws.run(&["check"]);
+    let check = ws.run(&["check"]).unwrapped();
     assert!(
         check
             .stdout
@@ -294,7 +294,7 @@ fn without_names_no_unix_socket_and_with_network_any() {
         &socks,
         "network = false\nunix_sockets = [\"harness.toml\", \"missing.sock\"]",
     );
-    let check = ws.run(&["check"]);
+    let check = ws.run(&["check"]).unwrapped();
     for warning in [
         "harness.toml, which is not a socket",
         "missing.sock, which does not exist (yet)",
@@ -306,7 +306,7 @@ fn without_names_no_unix_socket_and_with_network_any() {
         );
     }
     let ws = workspace(&llm, &socks, "network = false");
-    let check = ws.run(&["check"]);
+    let check = ws.run(&["check"]).unwrapped();
     assert!(
         check.stdout.contains("ok    sockets: unix sockets: none\n"),
         "{}",

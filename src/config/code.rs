@@ -136,12 +136,20 @@ impl Validator {
             1,
             86400,
         );
+        let mut bytes = |key: &str, v: Option<i64>, default: i64| {
+            let n = self.int_in(key, v, default, 1 << 10, 1 << 30);
+            u64::try_from(n).unwrap_or(0)
+        };
+        let max_patch_bytes = bytes("[workspace].max_patch_bytes", raw.max_patch_bytes, 8 << 20);
+        let max_file_bytes = bytes("[workspace].max_file_bytes", raw.max_file_bytes, 16 << 20);
         Some(WorkspaceConfig {
             repo,
             base,
             branch,
             push: raw.push,
             git_timeout: secs(git_timeout),
+            max_patch_bytes,
+            max_file_bytes,
         })
     }
 }
@@ -274,6 +282,20 @@ mod tests {
         let p = problems("[workspace]\nrepo = \".\"\nbase = \"main\"\n");
         assert!(
             p.contains("[workspace].repo: work_root /etc/h lies inside the repository /etc/h"),
+            "{p}"
+        );
+        assert_eq!((ws.max_patch_bytes, ws.max_file_bytes), (8 << 20, 16 << 20));
+        let p = problems(
+            "[workspace]\nrepo = \"r\"\nbase = \"main\"\nmax_patch_bytes = 1023\nmax_file_bytes = 2000000000\n",
+        );
+        assert!(
+            p.contains(
+                "[workspace].max_patch_bytes: must be between 1024 and 1073741824, got 1023"
+            ),
+            "{p}"
+        );
+        assert!(
+            p.contains("[workspace].max_file_bytes: must be between 1024"),
             "{p}"
         );
         let p = problems("[workspace]\nrepo = \"r\"\n");

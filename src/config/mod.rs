@@ -156,6 +156,12 @@ pub struct WorkspaceConfig {
     /// How long each git command harness runs itself may take (`git_timeout_secs`, seconds,
     /// 1-86400, default 120); the command's process group is killed after it.
     pub git_timeout: std::time::Duration,
+    /// The largest patch written beside the REPORT (`max_patch_bytes`, 1 KiB-1 GiB, default
+    /// 8 MiB); a larger one is written as its `git diff --stat` summary.
+    pub max_patch_bytes: u64,
+    /// The largest file committed (`max_file_bytes`, 1 KiB-1 GiB, default 16 MiB); larger
+    /// ones are left out of the commit and named in the REPORT.
+    pub max_file_bytes: u64,
 }
 
 /// `[loop].finish`: how the model ends a turn.

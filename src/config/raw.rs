@@ -68,6 +68,8 @@ pub(super) struct RawWorkspace {
     pub(super) branch: Option<String>,
     pub(super) push: Option<String>,
     pub(super) git_timeout_secs: Option<i64>,
+    pub(super) max_patch_bytes: Option<i64>,
+    pub(super) max_file_bytes: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

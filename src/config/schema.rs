@@ -191,6 +191,8 @@ const ROOT: &[(&str, Ty)] = &[
             ("branch", Str),
             ("push", Str),
             ("git_timeout_secs", Int),
+            ("max_patch_bytes", Int),
+            ("max_file_bytes", Int),
         ]),
     ),
     (

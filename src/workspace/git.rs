@@ -61,6 +61,46 @@ pub fn run_within(dir: &Path, args: &[&str], limit: Duration) -> Result<String> 
 /// Runs `git -C dir args...` to its end, the time limit, or the next handled signal (then
 /// its process group is killed and the error says which).
 pub fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Output> {
+    let out = spawn(dir, args, limit, None, usize::MAX)?;
+    Ok(Output {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: out.stderr,
+    })
+}
+
+/// A git command whose stdout was read as bytes, at most `cap` of them.
+#[derive(Debug)]
+pub struct Bounded {
+    /// How it exited (killed by SIGPIPE when its output was cut).
+    pub status: ExitStatus,
+    /// Its stdout, at most `cap` bytes.
+    pub stdout: Vec<u8>,
+    /// Whether it printed more than `cap` bytes: the rest was never read.
+    pub cut: bool,
+    /// What it printed on stderr.
+    pub stderr: String,
+}
+
+/// Runs git with `input` on its stdin, reading at most `cap` bytes of its stdout: past
+/// them the pipe is closed, so git stops (SIGPIPE) and nothing more enters memory.
+pub fn bounded_within(
+    dir: &Path,
+    args: &[&str],
+    limit: Duration,
+    input: Option<Vec<u8>>,
+    cap: usize,
+) -> Result<Bounded> {
+    spawn(dir, args, limit, input, cap)
+}
+
+fn spawn(
+    dir: &Path,
+    args: &[&str],
+    limit: Duration,
+    input: Option<Vec<u8>>,
+    cap: usize,
+) -> Result<Bounded> {
     let mut env = crate::tools::bash::scrubbed_env(std::env::vars());
     env.extend(std::env::vars().filter(|(k, _)| ENV_EXTRA.contains(&k.as_str())));
     let mut cmd = Command::new("git");
@@ -76,7 +116,11 @@ pub fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Outpu
         // The repository's hooks are not the operator's to run with harness's rights.
         .args(["-c", "core.hooksPath=/dev/null"])
         .args(args)
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -84,14 +128,23 @@ pub fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Outpu
     let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot run {}", what()))?;
-    // Both pipes are drained while git runs, so a large diff cannot block it.
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+    if let (Some(mut pipe), Some(input)) = (child.stdin.take(), input) {
+        // Written from a thread: git may answer before it has read all of it.
+        std::thread::spawn(move || {
+            let _ = std::io::Write::write_all(&mut pipe, &input);
+        });
+    }
+    // Both pipes are drained while git runs, so a large diff cannot block it; past `cap`
+    // bytes the pipe is dropped (one more byte is read to know there was more).
+    let drain = |pipe: Option<Box<dyn Read + Send>>, cap: usize| {
         std::thread::spawn(move || {
             let mut text = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut text);
+            if let Some(p) = pipe {
+                let _ = p
+                    .take(u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1))
+                    .read_to_end(&mut text);
             }
-            String::from_utf8_lossy(&text).into_owned()
+            text
         })
     };
     let stdout = drain(
@@ -99,12 +152,14 @@ pub fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Outpu
             .stdout
             .take()
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        cap,
     );
     let stderr = drain(
         child
             .stderr
             .take()
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        usize::MAX,
     );
     let deadline = Instant::now() + limit;
     // This loop blocks the runtime's thread, so the signal task cannot run: the low-level
@@ -131,8 +186,10 @@ pub fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Outpu
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
+    let mut stdout = stdout.join().unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
+    let cut = stdout.len() > cap;
+    stdout.truncate(cap);
     if let (None, Some(signal)) = (status, interrupted) {
         bail!(
             "{} in {} was stopped by signal {signal}: {}",
@@ -142,9 +199,10 @@ pub fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Outpu
         );
     }
     match status {
-        Some(status) => Ok(Output {
+        Some(status) => Ok(Bounded {
             status,
             stdout,
+            cut,
             stderr,
         }),
         None => bail!(
@@ -180,5 +238,19 @@ mod tests {
             "{err:#}"
         );
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn bounded_output_stops_at_its_cap_and_input_reaches_stdin() {
+        let dir = tempfile::tempdir().unwrap();
+        let limit = Duration::from_secs(60);
+        // `git hash-object --stdin` prints 40 hex digits and a newline.
+        let args = ["hash-object", "--stdin"];
+        let whole = bounded_within(dir.path(), &args, limit, Some(b"x".to_vec()), 100).unwrap();
+        assert!(whole.status.success() && !whole.cut, "{whole:?}");
+        assert_eq!(whole.stdout.len(), 41);
+        let cut = bounded_within(dir.path(), &args, limit, Some(b"x".to_vec()), 10).unwrap();
+        assert!(cut.cut && cut.stdout.len() == 10, "{cut:?}");
+        assert_eq!(cut.stdout, whole.stdout[..10]);
     }
 }

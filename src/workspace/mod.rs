@@ -40,6 +40,10 @@ pub struct Workspace {
     common_dir: PathBuf,
     /// How long each git command may take (`[workspace].git_timeout_secs`).
     pub git_timeout: std::time::Duration,
+    /// `[workspace].max_patch_bytes`: a larger patch is written as its stat summary.
+    pub max_patch_bytes: u64,
+    /// `[workspace].max_file_bytes`: larger files are left out of the commit.
+    pub max_file_bytes: u64,
 }
 
 /// What the REPORT's `workspace:` says.
@@ -57,6 +61,14 @@ pub struct Record {
     pub committed: bool,
     /// The patch of the branch against `base`, beside the REPORT (`None`: no difference).
     pub patch: Option<String>,
+    /// Whether `patch` holds a `git diff --stat` summary instead of the patch, which was
+    /// over `max_patch_bytes`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub patch_summary: bool,
+    /// The patch's size in bytes: written, or (for a summary) estimated from the changed
+    /// blobs or counted up to the limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_bytes: Option<u64>,
     /// Whether the branch was pushed (to `remote`).
     pub pushed: bool,
     /// The remote, when `[workspace] push` is set.
@@ -67,6 +79,10 @@ pub struct Record {
     /// planted `.git` file), left out of the commit; absent when there were none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<String>,
+    /// Files over `max_file_bytes`, left out of the commit (never added to the object
+    /// store), each with its size; absent when there were none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub too_large: Vec<String>,
 }
 
 /// Whether `refs/heads/<branch>` exists in `repo`.
@@ -134,6 +150,8 @@ pub fn open(
         git_dir: PathBuf::new(),
         common_dir: PathBuf::new(),
         git_timeout: cfg.git_timeout,
+        max_patch_bytes: cfg.max_patch_bytes,
+        max_file_bytes: cfg.max_file_bytes,
     };
     if path.exists() {
         (ws.git_dir, ws.common_dir) = match worktree_git_dir(&cfg.repo, &path) {
@@ -272,10 +290,13 @@ impl Workspace {
             commit: None,
             committed: false,
             patch: None,
+            patch_summary: false,
+            patch_bytes: None,
             pushed: false,
             remote: self.push.clone(),
             error: None,
             left_out: Vec::new(),
+            too_large: Vec::new(),
         };
         match self.steps(subject, run_id, patch_path, &mut record) {
             Ok(()) => info!(
@@ -313,10 +334,28 @@ impl Workspace {
         for dir in &record.left_out {
             warn!("workspace: {dir:?} holds a nested git repository; left out of the commit");
         }
+        // Sizes are checked before `git add`, so a big file never enters the object store.
+        let large = self.too_large()?;
+        for (path, size) in &large {
+            warn!(
+                "workspace: {path:?} is {size} bytes, over max_file_bytes ({}); left out of the commit",
+                self.max_file_bytes
+            );
+        }
         let excludes: Vec<String> = record
             .left_out
             .iter()
+            .chain(large.iter().map(|(p, _)| p))
             .map(|d| format!(":(top,exclude,literal){d}"))
+            .collect();
+        record.too_large = large
+            .iter()
+            .map(|(p, n)| {
+                format!(
+                    "{p} ({n} bytes, over max_file_bytes {})",
+                    self.max_file_bytes
+                )
+            })
             .collect();
         let mut add = vec!["add", "-A", "--", "."];
         add.extend(excludes.iter().map(String::as_str));
@@ -338,14 +377,14 @@ impl Workspace {
             wt.display(),
             patch_path.display()
         );
-        let patch = retry(self.run(&["diff", "--binary", &range]), &retry_patch)?;
+        let patch = retry(self.patch(&range, record), &retry_patch)?;
         if !patch.is_empty() {
             let dir = patch_path.parent().unwrap_or(Path::new("."));
             let name = patch_path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let written = crate::atomic::write_new(dir, &name, patch.as_bytes());
+            let written = crate::atomic::write_new(dir, &name, &patch);
             record.patch = Some(retry(written, &retry_patch)?.display().to_string());
         }
         if let Some(remote) = &self.push {
@@ -357,6 +396,151 @@ impl Workspace {
         }
         Ok(())
     }
+}
+
+impl Workspace {
+    /// The files `git add -A` would take (untracked and not ignored, or modified) that are
+    /// regular files over `max_file_bytes`, with their sizes; relative to the worktree.
+    fn too_large(&self) -> Result<Vec<(String, u64)>> {
+        let listing = self.run(&[
+            "ls-files",
+            "-z",
+            "--others",
+            "--modified",
+            "--exclude-standard",
+        ])?;
+        let mut out: Vec<(String, u64)> = listing
+            .split('\0')
+            .filter(|p| !p.is_empty())
+            .filter_map(|p| {
+                let meta = std::fs::symlink_metadata(self.path.join(p)).ok()?;
+                (meta.is_file() && meta.len() > self.max_file_bytes)
+                    .then(|| (p.to_string(), meta.len()))
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// The patch of `range` as bytes, or, when it is over `max_patch_bytes` (estimated from
+    /// the changed blobs first, so a big patch is never made, then counted while read), a
+    /// summary: a header line, then `git diff --stat`. The record says which and the size.
+    fn patch(&self, range: &str, record: &mut Record) -> Result<Vec<u8>> {
+        let limit = self.max_patch_bytes;
+        let cap = usize::try_from(limit).unwrap_or(usize::MAX);
+        let raw = self.bounded(
+            &["diff", "--raw", "-z", "--no-abbrev", range],
+            None,
+            usize::MAX,
+        )?;
+        let blobs = changed_blobs(&raw);
+        let estimate = if blobs.is_empty() {
+            0
+        } else {
+            let mut input = blobs.join("\n");
+            input.push('\n');
+            let sizes = self.bounded(
+                &["cat-file", "--batch-check=%(objectsize)"],
+                Some(input.into_bytes()),
+                usize::MAX,
+            )?;
+            blob_sizes_total(&sizes)
+        };
+        if estimate <= limit {
+            let out = self.bounded_raw(&["diff", "--binary", range], None, cap)?;
+            if !out.cut {
+                record.patch_bytes = (!out.stdout.is_empty()).then_some(out.stdout.len() as u64);
+                return Ok(out.stdout);
+            }
+        }
+        let size = estimate.max(limit.saturating_add(1));
+        warn!("workspace: the patch is over max_patch_bytes ({limit}, about {size} bytes); a stat summary is written instead");
+        record.patch_summary = true;
+        record.patch_bytes = Some(size);
+        let stat = self.bounded_raw(&["diff", "--stat", range], None, cap)?;
+        let mut text = summary_header(limit, size, &self.base, &self.branch).into_bytes();
+        text.extend_from_slice(&stat.stdout);
+        if stat.cut {
+            text.extend_from_slice(b"\n(the summary too was cut at max_patch_bytes)\n");
+        }
+        Ok(text)
+    }
+
+    /// A bounded git command's stdout as text, or its failure.
+    fn bounded(&self, args: &[&str], input: Option<Vec<u8>>, cap: usize) -> Result<String> {
+        let out = self.bounded_raw(args, input, cap)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// A bounded git command's output, or its failure (one cut at `cap` is no failure: its
+    /// SIGPIPE was harness's doing).
+    fn bounded_raw(
+        &self,
+        args: &[&str],
+        input: Option<Vec<u8>>,
+        cap: usize,
+    ) -> Result<git::Bounded> {
+        let all = self.pinned(args);
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let out = git::bounded_within(&self.path, &all, self.git_timeout, input, cap)?;
+        if !out.cut && !out.status.success() {
+            bail!(
+                "git {} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                out.stderr.trim()
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// The object names of the blobs `git diff --raw -z --no-abbrev` names (both sides of each
+/// change, the all-zero name of an absent side left out).
+fn changed_blobs(raw: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fields = raw.split('\0').filter(|f| !f.is_empty());
+    // Each entry is its metadata, then one path (two for a rename or copy): read by
+    // position, so a path that starts with ':' is never taken for metadata.
+    while let Some(meta) = fields.next() {
+        let Some(meta) = meta.strip_prefix(':') else {
+            continue;
+        };
+        let parts: Vec<&str> = meta.split(' ').collect();
+        out.extend(
+            parts
+                .iter()
+                .skip(2)
+                .take(2)
+                .filter(|sha| !sha.is_empty() && sha.bytes().any(|b| b != b'0'))
+                .map(|sha| sha.to_string()),
+        );
+        let paths = match parts.get(4) {
+            Some(s) if s.starts_with('R') || s.starts_with('C') => 2,
+            _ => 1,
+        };
+        for _ in 0..paths {
+            fields.next();
+        }
+    }
+    out
+}
+
+/// The sum of the sizes `git cat-file --batch-check=%(objectsize)` printed, one a line (a
+/// `missing` line counts nothing).
+fn blob_sizes_total(lines: &str) -> u64 {
+    lines
+        .lines()
+        .filter_map(|l| l.trim().parse::<u64>().ok())
+        .fold(0, u64::saturating_add)
+}
+
+/// The first line of a patch kept as a summary: why, and how to get the patch.
+fn summary_header(limit: u64, size: u64, base: &str, branch: &str) -> String {
+    format!(
+        "# harness: the patch is over max_patch_bytes ({limit} bytes; about {size}), so this is its `git diff --stat`; the patch itself: git diff --binary {base}...{branch} (in the repository)\n"
+    )
 }
 
 /// Most entries [`nested_repos`] looks at: a tree of millions of files is not walked whole.
@@ -536,5 +720,35 @@ mod tests {
         std::fs::write(p.join("f/.git"), "gitdir: /x\n").unwrap();
         std::os::unix::fs::symlink(p.join("a"), p.join("link")).unwrap();
         assert_eq!(nested_repos(p), ["a/b", "f"]);
+    }
+
+    #[test]
+    fn the_changed_blobs_are_both_sides_without_the_absent_one() {
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        let zero = "0".repeat(40);
+        let raw = format!(
+            ":100644 100644 {a} {b} M\0f.txt\0:000000 100644 {zero} {b} A\0new\0:100644 100644 {a} {b} R087\0old\0:renamed\0:100644 100644 {a} {a} M\0:odd\0"
+        );
+        assert_eq!(
+            changed_blobs(&raw),
+            [&a, &b, &b, &a, &b, &a, &a].map(String::as_str)
+        );
+        assert!(changed_blobs("").is_empty());
+        assert_eq!(blob_sizes_total("10\n5\nxyz missing\n"), 15);
+    }
+
+    #[test]
+    fn the_summary_header_says_why_and_how_to_get_the_patch() {
+        let h = summary_header(4096, 9000, "main", "harness/x-1");
+        assert!(
+            h.starts_with("# harness: the patch is over max_patch_bytes (4096 bytes; about 9000)"),
+            "{h}"
+        );
+        assert!(
+            h.ends_with("git diff --binary main...harness/x-1 (in the repository)\n"),
+            "{h}"
+        );
+        assert_eq!(h.lines().count(), 1);
     }
 }

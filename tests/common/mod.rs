@@ -277,6 +277,32 @@ pub struct Run {
     pub stderr: String,
 }
 
+impl Run {
+    /// This run with its stdout's wrapped `check` lines joined again (a continuation line,
+    /// indented, goes back onto the line before it after a space): tests match a check line
+    /// whole, wherever `harness check` broke it to fit 100 columns.
+    pub fn unwrapped(mut self) -> Run {
+        self.stdout = unwrap_check(&self.stdout);
+        self
+    }
+}
+
+/// `harness check`'s stdout with each wrapped line joined again.
+pub fn unwrap_check(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.starts_with(' ') && !out.is_empty() {
+            out.pop();
+            out.push(' ');
+            out.push_str(line.trim_start());
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
+}
+
 impl From<Output> for Run {
     fn from(o: Output) -> Run {
         Run {
