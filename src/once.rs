@@ -198,6 +198,7 @@ pub async fn once(
     );
     // With [workspace], from the base commit: never what a model wrote in the worktree.
     let inputs = crate::inputs::gather(&cfg.work_root, &cfg.prompt, workspace.as_ref());
+    let unborn = crate::inputs::unborn(&cfg.work_root, &cfg.prompt, workspace.is_some());
     let system = prompt::with_project_instructions(system, &inputs.root, &cfg.prompt, redactor);
     let system = prompt::with_skills(system, &inputs.root, &cfg.prompt, redactor);
     let system = turn::check::with_note(system, limits.check.as_ref());
@@ -238,6 +239,18 @@ pub async fn once(
     let mut report = report_of(&cfg, task, &route, &turn, run, session_info, redactor);
     report.workspace = workspace;
     report.instructions = inputs.record.clone();
+    let set_aside = unborn.set_aside(&run_id);
+    if !set_aside.is_empty() {
+        let record = report
+            .instructions
+            .get_or_insert_with(|| crate::inputs::InstructionsRecord {
+                source: "work root".to_string(),
+                agents_md: None,
+                skills: Vec::new(),
+                set_aside: Vec::new(),
+            });
+        record.set_aside = set_aside;
+    }
     report.egress = bash
         .as_ref()
         .zip(cfg.bash.egress.as_ref())

@@ -462,6 +462,8 @@ pub struct PromptConfig {
     /// system prompt by name and description (default none). Relative, no `..`, no dot
     /// directory, so the model can read a skill's file with the file tools.
     pub skills_dir: Option<String>,
+    /// `[prompt] writable`: commands may change the instructions and skills (default false).
+    pub writable: bool,
 }
 
 impl Default for PromptConfig {
@@ -469,6 +471,7 @@ impl Default for PromptConfig {
         PromptConfig {
             agents_max_bytes: 16_384,
             skills_dir: None,
+            writable: false,
         }
     }
 }

@@ -236,8 +236,9 @@ impl Validator {
                 1024 * 1024,
             ) as usize,
             skills_dir: raw_prompt.skills_dir.and_then(|d| self.skills_dir(d)),
+            writable: raw_prompt.writable.unwrap_or(false),
         };
-        if !raw_prompt.writable.unwrap_or(false) {
+        if !prompt.writable {
             bash.inputs = self.next_run_inputs(&prompt, &check);
         }
         Config {
