@@ -4,7 +4,7 @@
 use crate::tools::gate::paths::{basename, through_proc_or_dev};
 use crate::tools::gate::programs::argv::Inner;
 use crate::tools::gate::programs::interpreters::{
-    inline_code_can_run_programs, opaque_mentions, stdin_code,
+    inline_code_can_run_programs, names_denied_program, opaque_mentions, stdin_code,
 };
 use crate::tools::gate::programs::registry::{
     canonical, denied_env, family, interpreter_env, Check, Code, Kind,
@@ -671,7 +671,13 @@ pub(crate) fn judge_invocation(
             ctx.heuristic = true;
         }
         let found = if meaningless {
-            None
+            // The capability words protect nothing here, but code that names a program a
+            // deny rule forbids outright (`os.system("curl …")`) says what it is for.
+            let texts = args
+                .iter()
+                .map(|w| w.value.as_str())
+                .chain(stdin.texts.iter().map(String::as_str));
+            names_denied_program(policy, &base_lc, texts)
         } else {
             opaque_mentions(policy, &base_lc, args)
                 .or_else(|| stdin_code(policy, &base_lc, args, stdin))

@@ -436,6 +436,35 @@ pub(crate) fn inline_code_can_run_programs(base: &str, args: &[Word]) -> Option<
     None
 }
 
+/// Where an interpreter's inline code is no less judged than a file it could write and run
+/// (the capability-word heuristic off): the program a deny rule forbids outright (`curl *`,
+/// `sudo *`: a rule of one word) that the code names as a whole word, quoted or not
+/// (`os.system("curl x")`, `subprocess.run(["sudo", …])`), in `texts` (the arguments and
+/// the code on stdin). A word is a run of letters, digits and `_.-`, so `proc.kill()` or
+/// `shutil.rmtree` name no program. PURE.
+pub(crate) fn names_denied_program<'a>(
+    policy: &Policy,
+    base: &str,
+    texts: impl Iterator<Item = &'a str>,
+) -> Option<String> {
+    let outright: Vec<&str> = policy
+        .deny
+        .iter()
+        .filter_map(|r| match &r.kind {
+            RuleKind::Words(ws) if ws.len() == 1 => Some(basename(&ws[0])),
+            _ => None,
+        })
+        .collect();
+    if outright.is_empty() {
+        return None;
+    }
+    texts.into_iter().find_map(|text| {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || "_.-".contains(c)))
+            .find(|w| outright.contains(w))
+            .map(|word| format!("`{base}` code names `{word}`, which a deny rule forbids"))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::splices_words;
