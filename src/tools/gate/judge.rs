@@ -17,7 +17,7 @@ use crate::tools::gate::redirect::{
     write_target,
 };
 use crate::tools::gate::rule::{
-    allow_matches, deny, deny_hint, deny_matches, system_program, Judgement, Outcome, Policy,
+    allow_matches, deny, deny_hint, first_denying, system_program, Judgement, Outcome, Policy,
     RuleKind, SegmentJudgement, Verdict,
 };
 use crate::tools::gate::shell::brush::brush_shape;
@@ -602,14 +602,12 @@ pub(crate) fn judge_invocation(
     }
     let base = basename(&cmd.value);
     let base_lc = canonical(base);
-    for rule in &policy.deny {
-        if deny_matches(rule, words, &ctx.cwd) {
-            return Outcome::Deny {
-                rule: Some(rule.text.clone()),
-                reason: format!("denied by rule `{}`", rule.text),
-                hint: None,
-            };
-        }
+    if let Some(rule) = first_denying(&policy.deny, words, &ctx.cwd) {
+        return Outcome::Deny {
+            rule: Some(rule.text.clone()),
+            reason: format!("denied by rule `{}`", rule.text),
+            hint: None,
+        };
     }
     let fam = family(&base_lc);
     // git in a directory below the work root could use a repository the model made there

@@ -317,22 +317,33 @@ fn from_cwd(cwd: &str, path: &str) -> String {
 }
 
 pub(crate) fn deny_matches(rule: &Rule, words: &[Word], cwd: &str) -> bool {
-    let Some(cmd) = words.first() else {
-        return false;
-    };
+    first_denying(std::slice::from_ref(rule), words, cwd).is_some()
+}
+
+/// The first of `rules` that denies these words (see [`deny_matches`]). What depends on the
+/// words alone (the program's name, its module form, whether it has subcommands) is worked
+/// out once, not once per rule: a preset has some eighty deny rules, and `find -exec` or a
+/// long compound asks for every command it holds.
+pub(crate) fn first_denying<'r>(rules: &'r [Rule], words: &[Word], cwd: &str) -> Option<&'r Rule> {
+    let cmd = words.first()?;
     // `python3 -m pip install x` is `pip install x`: a rule for the module's program matches
     // its words (and `python3 -m pip list` is not `pip install`).
-    if let Some((program, k)) = module_program(basename(&cmd.value), &words[1..]) {
-        let module: Vec<Word> = std::iter::once(Word::synthetic(program))
-            .chain(words[1 + k..].iter().cloned())
-            .collect();
-        if deny_matches(rule, &module, cwd) {
-            return true;
-        }
-    }
+    let module: Option<Vec<Word>> =
+        module_program(basename(&cmd.value), &words[1..]).map(|(program, k)| {
+            std::iter::once(Word::synthetic(program))
+                .chain(words[1 + k..].iter().cloned())
+                .collect()
+        });
     // Loose: `RM` is `rm` on a case-insensitive file system.
     let base_lc = basename(&cmd.value).to_ascii_lowercase();
     let base = base_lc.as_str();
+    let subcommands = has_subcommands(base);
+    // [`same_program`] with the command's family looked up once: a program no family knows
+    // (`ls`) matches a rule's head only by name, and no rule's head needs looking up.
+    let command_family = family(base);
+    let same = |head: &str| {
+        head.eq_ignore_ascii_case(base) || command_family.is_some_and(|_| same_program(head, base))
+    };
     let subsequence = |rule_words: &[String]| {
         let mut want = rule_words.iter().peekable();
         for w in &words[1..] {
@@ -346,11 +357,11 @@ pub(crate) fn deny_matches(rule: &Rule, words: &[Word], cwd: &str) -> bool {
         }
         want.peek().is_none()
     };
-    match &rule.kind {
+    let matches = |rule: &Rule| match &rule.kind {
         RuleKind::Universal => true,
         RuleKind::Exact(ws) | RuleKind::Words(ws) => match ws.split_first() {
-            Some((head, rest)) if has_subcommands(base) => {
-                same_program(basename(head), base)
+            Some((head, rest)) if subcommands => {
+                same(basename(head))
                     && (subcommand_path(&words[1..], rest)
                         || rest.split_first().is_some_and(|(sub, more)| {
                             // `npm i` is `npm install`: each spelling the program accepts.
@@ -361,7 +372,7 @@ pub(crate) fn deny_matches(rule: &Rule, words: &[Word], cwd: &str) -> bool {
                             })
                         }))
             }
-            Some((head, rest)) => same_program(basename(head), base) && subsequence(rest),
+            Some((head, rest)) => same(basename(head)) && subsequence(rest),
             None => false,
         },
         RuleKind::Raw(prefix) => {
@@ -378,7 +389,12 @@ pub(crate) fn deny_matches(rule: &Rule, words: &[Word], cwd: &str) -> bool {
                 || full.join(" ").starts_with(prefix.as_str())
         }
         RuleKind::Path(prefix) => path_under(&from_cwd(cwd, &cmd.value), prefix, true),
-    }
+    };
+    let by_module = module.as_ref().and_then(|m| first_denying(rules, m, cwd));
+    // The first rule in the list's order, by either reading.
+    rules
+        .iter()
+        .find(|r| by_module.is_some_and(|m| std::ptr::eq(m, *r)) || matches(r))
 }
 
 /// Could `rule` (the words after the program) be the subcommand path of `args`, in some

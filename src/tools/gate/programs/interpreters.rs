@@ -36,6 +36,10 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
     // The module a Python runs as a registry program (`python3 -m pip list`): the deny rules
     // were matched against its own words (`rule::deny_matches`), so its name is no mention.
     let module_word = module_program(base, args).map(|(_, k)| k - 1);
+    // Each denied name's canonical form once, and each distinct token judged once: a 128 KiB
+    // program repeats its words, and a preset denies some eighty programs.
+    let denied_canonical: Vec<String> = denied.iter().map(|d| canonical(d)).collect();
+    let mut harmless: std::collections::HashSet<String> = std::collections::HashSet::new();
     for (i, w) in args.iter().enumerate() {
         if Some(i) == module_word {
             continue;
@@ -60,6 +64,9 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
             .split(|c: char| !(c.is_alphanumeric() || "_./+-*?[]".contains(c)))
             .filter(|t| !t.is_empty())
         {
+            if harmless.contains(tok) {
+                continue;
+            }
             let b = basename(tok);
             // A pattern with no letter (`*`, `**` in arithmetic) names no program.
             if b.contains(['*', '?', '[']) && b.contains(|c: char| c.is_ascii_alphabetic()) {
@@ -71,13 +78,15 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
                         "`{base}` would run code with a pattern `{b}` that matches `{d}`, which a deny rule forbids; the gate cannot follow it"
                     ));
                 }
+                harmless.insert(tok.to_string());
                 continue;
             }
             let kind = canonical(b);
             let b = kind.as_str();
             if denied
                 .iter()
-                .any(|d| *d == b || canonical(d) == b || same_program(d, b))
+                .zip(&denied_canonical)
+                .any(|(d, c)| *d == b || c == b || same_program(d, b))
             {
                 return Some(format!(
                     "`{base}` would run code mentioning `{b}`, which a deny rule forbids; the gate cannot follow it"
@@ -88,6 +97,7 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
                     "`{base}` would run `{b}`, whose script the deny rules cannot see into"
                 ));
             }
+            harmless.insert(tok.to_string());
         }
     }
     None
