@@ -61,7 +61,7 @@ pub fn run_within(dir: &Path, args: &[&str], limit: Duration) -> Result<String> 
 /// Runs `git -C dir args...` to its end, the time limit, or the next handled signal (then
 /// its process group is killed and the error says which).
 pub fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Output> {
-    let out = spawn(dir, args, limit, None, usize::MAX)?;
+    let out = bounded_within(dir, args, limit, None, usize::MAX)?;
     Ok(Output {
         status: out.status,
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -85,16 +85,6 @@ pub struct Bounded {
 /// Runs git with `input` on its stdin, reading at most `cap` bytes of its stdout: past
 /// them the pipe is closed, so git stops (SIGPIPE) and nothing more enters memory.
 pub fn bounded_within(
-    dir: &Path,
-    args: &[&str],
-    limit: Duration,
-    input: Option<Vec<u8>>,
-    cap: usize,
-) -> Result<Bounded> {
-    spawn(dir, args, limit, input, cap)
-}
-
-fn spawn(
     dir: &Path,
     args: &[&str],
     limit: Duration,

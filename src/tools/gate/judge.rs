@@ -249,9 +249,13 @@ pub(crate) fn judge_program(
             command_word: Some("cd".into()),
             verdict: Verdict::Allow,
             rule: None,
-            reason: format!(
-                "`cd {dir}` changes into a directory inside the work root; the rest is judged as run there"
-            ),
+            reason: if dir.is_empty() {
+                "`cd` to the work root itself; the rest is judged as run there".to_string()
+            } else {
+                format!(
+                    "`cd {dir}` changes into a directory inside the work root; the rest is judged as run there"
+                )
+            },
             hint: None,
             heuristic: false,
         });
