@@ -11,8 +11,11 @@
 //! measure [-n RUNS] [--warmup K] [--cwd DIR] -- COMMAND ARGS...
 //! ```
 //!
-//! Output, one line: `runs=N wall_ms=.. user_ms=.. sys_ms=.. cpu_ms=.. rss_kb=.. rss_max_kb=.. fails=..`
+//! Output, one line: `runs=N wall_ms=.. user_ms=.. sys_ms=.. cpu_ms=.. rss_kb=.. rss_max_kb=.. hwm_kb=.. hwm_max_kb=.. fails=..`
 //! (medians; `rss_max_kb` is the largest over all runs; `fails` counts non-zero exits).
+//! `hwm_kb` is the peak resident set of the started process ALONE (its `VmHWM` in
+//! `/proc/PID/status`, read every 2 ms until it exits), not of the commands it ran: the
+//! harness's own memory where `rss_kb` would show a bigger command's.
 
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -42,7 +45,15 @@ struct Sample {
     user_ms: f64,
     sys_ms: f64,
     rss_kb: i64,
+    hwm_kb: i64,
     ok: bool,
+}
+
+/// The `VmHWM` of `pid` in KiB; `None` once it has exited (a zombie has none).
+fn vm_hwm(pid: u32) -> Option<i64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn ms(t: Timeval) -> f64 {
@@ -66,11 +77,23 @@ fn run_once(argv: &[String], cwd: Option<&str>) -> Sample {
             std::process::exit(2);
         }
     };
+    let pid = child.id();
+    let hwm = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let watch = {
+        let hwm = hwm.clone();
+        std::thread::spawn(move || {
+            while let Some(kb) = vm_hwm(pid) {
+                hwm.fetch_max(kb, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        })
+    };
     let mut status = 0i32;
     let mut ru = Rusage::default();
     // SAFETY: plain syscall on our own child; both out-pointers are valid for the call.
     let rc = unsafe { wait4(child.id() as i32, &mut status, 0, &mut ru) };
     let wall_ms = start.elapsed().as_secs_f64() * 1000.0;
+    let _ = watch.join();
     if rc < 0 {
         eprintln!("measure: wait4 failed");
         std::process::exit(2);
@@ -82,6 +105,7 @@ fn run_once(argv: &[String], cwd: Option<&str>) -> Sample {
         user_ms: ms(ru.utime),
         sys_ms: ms(ru.stime),
         rss_kb: ru.maxrss,
+        hwm_kb: hwm.load(std::sync::atomic::Ordering::Relaxed),
         ok,
     }
 }
@@ -142,7 +166,9 @@ fn main() {
     let cpu = median(samples.iter().map(|s| s.user_ms + s.sys_ms).collect());
     let rss = median(samples.iter().map(|s| s.rss_kb as f64).collect());
     let rss_max = samples.iter().map(|s| s.rss_kb).max().unwrap_or(0);
+    let hwm = median(samples.iter().map(|s| s.hwm_kb as f64).collect());
+    let hwm_max = samples.iter().map(|s| s.hwm_kb).max().unwrap_or(0);
     println!(
-        "runs={runs} wall_ms={wall:.2} user_ms={user:.2} sys_ms={sys:.2} cpu_ms={cpu:.2} rss_kb={rss:.0} rss_max_kb={rss_max} fails={fails}"
+        "runs={runs} wall_ms={wall:.2} user_ms={user:.2} sys_ms={sys:.2} cpu_ms={cpu:.2} rss_kb={rss:.0} rss_max_kb={rss_max} hwm_kb={hwm:.0} hwm_max_kb={hwm_max} fails={fails}"
     );
 }

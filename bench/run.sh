@@ -321,6 +321,33 @@ cargo bench --quiet --bench egress 2>/dev/null | while IFS=$'\t' read -r name va
   printf '%-44s %24s  %s\n' "$name" "$value" "$note"
 done
 
+# A whole `harness once` under network = "allowlist": three rounds, each a curl of 16 MiB
+# from a plain-HTTP server on 127.0.0.2 named by the test hosts file, through the run's
+# proxy. hwm is the harness process alone (proxy thread included), not curl.
+if command -v curl >/dev/null && command -v python3 >/dev/null; then
+  mkdir -p "$WORK/site" && head -c 16777216 /dev/zero >"$WORK/site/big"
+  python3 -m http.server --bind 127.0.0.2 --directory "$WORK/site" 0 >"$WORK/site.out" 2>/dev/null &
+  SITE_PID=$!
+  for _ in $(seq 100); do grep -q 'port' "$WORK/site.out" 2>/dev/null && break; sleep 0.05; done
+  SITE_PORT=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$WORK/site.out" | head -1)
+  fetch="curl -sS -o /dev/null -w %{size_download} http://allowed.test:$SITE_PORT/big"
+  echo "{\"loop\":true,\"steps\":[{\"type\":\"tool_call\",\"id\":\"c1\",\"command\":\"$fetch\"},{\"type\":\"tool_call\",\"id\":\"c2\",\"command\":\"$fetch\"},{\"type\":\"tool_call\",\"id\":\"c3\",\"command\":\"$fetch\"},{\"type\":\"text\",\"content\":\"fetched\"}]}" >"$WORK/egress.json"
+  start_llm "$WORK/egress.json"
+  CFG=$(config egress "$URL" 4 'allow = ["curl *"]
+sandbox = "landlock"
+network = "allowlist"
+[tools.bash.egress]
+allow = ["allowed.test"]
+deny_private = false
+hosts = "hosts"')
+  sed -i 's/^allow = \["echo \*".*$//' "$CFG"
+  echo "127.0.0.2 allowed.test" >"$(dirname "$CFG")/hosts"
+  r=$($MEASURE -n "$RUNS" -- "$HARNESS" once --demo --config "$CFG")
+  [[ $(field fails "$r") == 0 ]] || echo "warning: $(field fails "$r") failed runs for the allowlist turn" >&2
+  printf '%-44s %24s  %s\n' "whole run, allowlist, 3 x 16 MiB via proxy" "harness $(( $(field hwm_max_kb "$r") / 1024 )) MiB" "peak RSS of the harness process (VmHWM, max of $RUNS runs: $(field hwm_max_kb "$r") KiB; median $(field hwm_kb "$r") KiB); wall $(field wall_ms "$r") ms"
+  kill "$SITE_PID" 2>/dev/null || true; wait "$SITE_PID" 2>/dev/null || true
+fi
+
 # --- events + metrics ------------------------------------------------------------------
 echo
 cargo bench --quiet --bench events 2>/dev/null | while IFS=$'\t' read -r name value note; do

@@ -864,8 +864,11 @@ async fn open_session(
 ) -> Result<Option<Opened>, Failure> {
     let issue = taken.issue.as_ref();
     let task = session_task(&taken.task);
+    let reply = taken.task.reply.as_ref().map(|r| r.news.clone());
     let news = |since: Option<u64>, known: &[String]| {
-        issue.and_then(|i| intake::redmine::news(i, since, known))
+        reply
+            .clone()
+            .or_else(|| issue.and_then(|i| intake::redmine::news(i, since, known)))
     };
     let want = session::Want {
         task: &task,
@@ -879,12 +882,14 @@ async fn open_session(
 
 /// The task as its session knows it: an inbox task's identity holds its text's hash, so a
 /// file dropped again under an old name with new text is a new task (a fresh session), not
-/// "nothing new" on the old one. PURE.
+/// "nothing new" on the old one; a reply file continues the session of the text it answers.
+/// PURE.
 fn session_task(task: &Task) -> Task {
     let mut task = task.clone();
-    if task.source == intake::Source::Inbox {
-        let hash = crate::sha256::hex(task.prompt.as_bytes());
-        task.id = format!("{}.{}", task.id, &hash[..12]);
+    if let Some(reply) = &task.reply {
+        task.id = reply.session_id.clone();
+    } else if task.source == intake::Source::Inbox {
+        task.id = intake::reply::session_id(&task.id, &task.prompt);
     }
     task
 }

@@ -226,8 +226,18 @@ fn certificate(dir: &Path) {
 /// `[tools.bash.egress]` keys; the certificate is `work/cert.pem`, the hosts file maps
 /// allowed.test to 127.0.0.2 and other.test to 127.0.0.3.
 fn workspace(llm: &Llm, certs: &Path, egress: &str) -> Workspace {
+    workspace_then(llm, certs, egress, |c| c)
+}
+
+/// [`workspace`], its config then passed through `more`.
+fn workspace_then(
+    llm: &Llm,
+    certs: &Path,
+    egress: &str,
+    more: impl FnOnce(String) -> String,
+) -> Workspace {
     let ws = Workspace::new(&llm.base_url(), |c| {
-        c.replace(
+        more(c.replace(
             "allow = [\"ls *\",",
             "allow = [\"./scripts/**\", \"curl *\", \"git clone *\", \"ls *\",",
         )
@@ -237,7 +247,7 @@ fn workspace(llm: &Llm, certs: &Path, egress: &str) -> Workspace {
             &format!(
                 "deny = [\"rm *\"]\nsandbox = \"landlock\"\nnetwork = \"allowlist\"\n\n[tools.bash.egress]\nhosts = \"hosts\"\n{egress}\n"
             ),
-        )
+        ))
     });
     std::fs::write(
         ws.path().join("hosts"),
@@ -256,6 +266,17 @@ fn workspace(llm: &Llm, certs: &Path, egress: &str) -> Workspace {
     ws
 }
 
+/// The certificate, the site, and its servers: allowed.test on 127.0.0.2 and other.test
+/// on 127.0.0.3, each saying hello from its own name.
+fn two_sites() -> (tempfile::TempDir, Server, Server) {
+    let certs = tempfile::tempdir().unwrap();
+    certificate(certs.path());
+    repository(certs.path());
+    let allowed = server(certs.path(), "127.0.0.2", "hello from allowed");
+    let other = server(certs.path(), "127.0.0.3", "hello from other");
+    (certs, allowed, other)
+}
+
 fn curl(url: &str) -> String {
     format!("curl -sS --max-time 20 --cacert cert.pem {url}")
 }
@@ -265,11 +286,7 @@ fn only_listed_names_are_reached_and_only_through_the_proxy() {
     if !landlock() || !tools() {
         return;
     }
-    let certs = tempfile::tempdir().unwrap();
-    certificate(certs.path());
-    repository(certs.path());
-    let allowed = server(certs.path(), "127.0.0.2", "hello from allowed");
-    let other = server(certs.path(), "127.0.0.3", "hello from other");
+    let (certs, allowed, other) = two_sites();
     let (a, o) = (allowed.1, other.1);
     let llm = Llm::start(&json!([
         tool_call("c1", &curl(&format!("https://allowed.test:{a}/"))),
@@ -389,6 +406,51 @@ fn only_listed_names_are_reached_and_only_through_the_proxy() {
         report.contains(&format!("other.test:{o}: is not in the allowlist")),
         "{report}"
     );
+}
+
+#[test]
+fn the_egress_section_is_in_the_note_read_back_from_the_real_redmine() {
+    let _g = real_redmine!();
+    if !landlock() || !tools() {
+        return;
+    }
+    let (certs, allowed, other) = two_sites();
+    let (a, o) = (allowed.1, other.1);
+    let llm = Llm::start(&json!([
+        tool_call("c1", &curl(&format!("https://allowed.test:{a}/"))),
+        tool_call("c2", &curl(&format!("https://other.test:{o}/"))),
+        text("# Fetched\n\nOne host answered."),
+    ]));
+    let ws = workspace_then(
+        &llm,
+        certs.path(),
+        "allow = [\"allowed.test\"]\ndeny_private = false\nca_file = \"work/cert.pem\"",
+        |c| {
+            redmine::config(
+                c,
+                &format!("{}\n{}", redmine::SCOPE_NEW, redmine::WRITEBACK),
+            )
+        },
+    );
+    let run = redmine::run(&ws, &["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let report = ws.latest();
+    let task: u64 = front(&report, "task_id").as_str().unwrap().parse().unwrap();
+    // Read back through the API, as the people on the issue see it.
+    let notes = redmine::notes(&redmine::issue(task));
+    let note = notes
+        .iter()
+        .find(|n| n.starts_with("[harness-report]"))
+        .unwrap_or_else(|| panic!("{notes:#?}"));
+    assert!(note.contains("One host answered."), "{note}");
+    let egress = note.find("Egress").unwrap_or_else(|| panic!("{note}"));
+    let section = &note[egress..];
+    assert!(section.contains(&format!("allowed.test:{a}")), "{note}");
+    assert!(
+        section.contains(&format!("other.test:{o}: is not in the allowlist")),
+        "{note}"
+    );
+    assert!(!note.contains("hello from other"), "{note}");
 }
 
 #[test]

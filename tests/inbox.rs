@@ -473,3 +473,102 @@ fn a_name_dropped_again_is_a_new_task_and_an_exact_repeat_never_stalls_the_queue
     assert_eq!(front(&ws.latest(), "task_id"), "u");
     assert_eq!(llm.chat_bodies().len(), 3);
 }
+
+fn with_sessions(c: String) -> String {
+    with_inbox(c.replace("[session]\nenabled = false", "[session]\nenabled = true"))
+}
+
+#[test]
+fn a_reply_file_continues_its_task_s_session_after_the_task_has_run() {
+    let llm = Llm::start(&json!([text("Which file?"), text("Done with a.txt.")]));
+    let ws = Workspace::new(&llm.base_url(), with_sessions);
+    std::fs::create_dir(ws.path().join("inbox")).unwrap();
+    put(
+        &ws,
+        "t.md",
+        "---\nclass: code\nsubject: Fix it\n---\nFix the file.\n",
+    );
+    put(&ws, "t.reply.md", "Use a.txt.\n");
+    // The task runs first; its reply waits in the inbox for the run after.
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(names(&ws, ""), ["claimed", "done", "t.reply.md"]);
+    let first = front(&ws.latest(), "session");
+    let first_run = front(&ws.latest(), "run_id");
+
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bodies = llm.chat_bodies();
+    assert_eq!(bodies.len(), 2, "{run:?}");
+    assert_eq!(bodies[1]["model"], "glm-5.2", "the task's class, code");
+    let msgs = bodies[1]["messages"].as_array().unwrap();
+    let contents: Vec<&str> = msgs[1..]
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents,
+        [
+            "Fix the file.",
+            "Which file?",
+            "[harness] A reply to your last run on this task, dropped in the inbox as t.reply.md:\n\nUse a.txt."
+        ]
+    );
+    let report = ws.latest();
+    assert_eq!(front(&report, "task_id"), "t");
+    assert_eq!(front(&report, "subject"), "Fix it");
+    let session = front(&report, "session");
+    assert_eq!(session["key"], first["key"], "the same session");
+    assert_eq!(session["parent_run"], first_run);
+    assert_eq!(
+        names(&ws, "done"),
+        ["t.REPORT.md", "t.md", "t.reply.REPORT.md", "t.reply.md"]
+    );
+}
+
+#[test]
+fn a_reply_with_no_task_to_answer_is_set_aside_and_one_to_a_claimed_task_waits() {
+    let llm = Llm::start(&json!([text("unused")]));
+    let ws = Workspace::new(&llm.base_url(), with_sessions);
+    std::fs::create_dir_all(ws.path().join("inbox/claimed")).unwrap();
+    put(&ws, "nobody.reply.md", "An answer to nothing.\n");
+    // A live run holds task w: its reply waits instead of racing it for the session.
+    std::fs::write(
+        ws.path()
+            .join("inbox/claimed/w--20261202T120000Z-1-abcd.md"),
+        "Work.\n",
+    )
+    .unwrap();
+    put(&ws, "w.reply.md", "More on w.\n");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("no tasks in scope"), "{}", run.stderr);
+    assert!(llm.chat_bodies().is_empty());
+    let why = read(ws.path().join("inbox/failed/nobody.reply.error.txt"));
+    assert!(why.contains("is a reply to task \"nobody\""), "{why}");
+    assert_eq!(names(&ws, ""), ["claimed", "failed", "w.reply.md"]);
+    assert!(
+        run.stderr.contains("waits until task \"w\" has run"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn without_sessions_a_reply_sends_the_task_and_the_reply_together() {
+    let llm = Llm::start(&json!([text("Which file?"), text("Done.")]));
+    let ws = inbox_ws(&llm);
+    put(&ws, "t.md", "Fix the file.\n");
+    assert_eq!(ws.run(&["once"]).code, 0);
+    put(&ws, "t.reply.md", "Use a.txt.\n");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bodies = llm.chat_bodies();
+    let msgs = bodies[1]["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 2, "system and the one user message");
+    assert_eq!(
+        msgs[1]["content"],
+        "Fix the file.\n\n[harness] A reply to your last run on this task, dropped in the inbox as t.reply.md:\n\nUse a.txt."
+    );
+    assert_eq!(front(&ws.latest(), "task_id"), "t");
+}

@@ -11,6 +11,7 @@ pub fn task(demo: &DemoConfig) -> Task {
         subject: crate::bounded::one_line(&demo.subject, super::SUBJECT_MAX),
         class: demo.class.clone(),
         prompt: demo.prompt.clone(),
+        reply: None,
     }
 }
 
@@ -35,6 +36,7 @@ mod tests {
                 subject: "MVP demo".into(),
                 class: Some("primary".into()),
                 prompt: "tell me about yourself".into(),
+                reply: None,
             }
         );
     }

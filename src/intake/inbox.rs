@@ -22,7 +22,7 @@ use tracing::{info, warn};
 
 pub use super::source::Claimed;
 use super::source::{BoxFuture, Claim, Picked, RouteFn, Scoped, Source, Want};
-use super::{Source as Kind, TakeError, Task};
+use super::{reply, Source as Kind, TakeError, Task};
 use crate::beneath::Dir;
 use crate::config::{is_name, InboxConfig};
 
@@ -105,6 +105,7 @@ pub fn parse(stem: &str, text: &str) -> Result<Task, String> {
         subject: crate::bounded::one_line(&subject, super::SUBJECT_MAX),
         class: class.map(|c| crate::bounded::one_line(&c, super::CLASS_MAX)),
         prompt: prompt.to_string(),
+        reply: None,
     })
 }
 
@@ -367,6 +368,74 @@ fn reject_odd(inbox: &Dir, odd: &[(OsString, String)], run_id: &str) -> usize {
     n
 }
 
+/// Whether a reply to task `base` must wait: the task's own file still waits in the inbox,
+/// or a run holds its claim (the reply would race it for the session). It runs after.
+fn reply_waits(inbox: &Dir, waiting: &[(String, String)], base: &str) -> bool {
+    if waiting.iter().any(|(stem, _)| stem == base) {
+        return true;
+    }
+    let Ok(claimed) = inbox.sub(CLAIMED, false) else {
+        return false;
+    };
+    claimed.entries().is_ok_and(|entries| {
+        entries
+            .iter()
+            .any(|(name, _)| name.to_str().is_some_and(|n| reply::is_original(n, base)))
+    })
+}
+
+/// The task a reply to `base` answers: the newest copy of its file in `done/` or `failed/`
+/// (by mtime: the time its last run claimed it), read and parsed; the error is for
+/// `<stem>.error.txt`.
+fn original(inbox: &Dir, base: &str) -> Result<Task, String> {
+    let mut newest: Option<(i64, &str, String)> = None;
+    for sub in [DONE, FAILED] {
+        let dir = match inbox.sub(sub, false) {
+            Ok(d) => d,
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("cannot read {sub}/: {e}")),
+        };
+        let entries = dir
+            .entries()
+            .map_err(|e| format!("cannot read {sub}/: {e}"))?;
+        for (name, kind) in entries {
+            let Some(name) = name
+                .to_str()
+                .filter(|n| kind.is_file() && reply::is_original(n, base))
+            else {
+                continue;
+            };
+            let mtime = dir.stat(name).ok().flatten().map_or(0, |st| st.st_mtime);
+            if newest
+                .as_ref()
+                .is_none_or(|(t, _, n)| (mtime, name) > (*t, n.as_str()))
+            {
+                newest = Some((mtime, sub, name.to_string()));
+            }
+        }
+    }
+    let Some((_, sub, name)) = newest else {
+        return Err(format!(
+            "it is a reply to task {base:?}, and neither done/ nor failed/ holds that task's file ({base}.md) to continue; drop the task itself, or name the reply after a task that ran"
+        ));
+    };
+    let dir = inbox
+        .sub(sub, false)
+        .map_err(|e| format!("cannot read {sub}/: {e}"))?;
+    read_task(&dir, &name)
+        .and_then(|text| parse(base, &text))
+        .map_err(|why| format!("the task it replies to, {sub}/{name}, cannot be read: {why}"))
+}
+
+/// A parsed task file made whole: a reply file (`<base>.reply.md`, named `file` in the
+/// inbox) becomes the task it answers, continued ([`reply::task`]); any other is itself.
+fn complete(inbox: &Dir, stem: &str, file: &str, task: Task) -> Result<Task, String> {
+    match reply::base(stem) {
+        None => Ok(task),
+        Some(base) => Ok(reply::task(&original(inbox, base)?, &task, file)),
+    }
+}
+
 /// The inbox as a task source.
 pub struct Inbox<'a> {
     /// `[inbox]`.
@@ -400,13 +469,21 @@ impl Inbox<'_> {
                 }
             }
         }
-        for (stem, name) in waiting {
+        for (stem, name) in &waiting {
+            let (stem, name) = (stem.clone(), name.clone());
             if want.task_id.is_some_and(|id| id != stem) {
+                continue;
+            }
+            if let Some(base) = reply::base(&stem).filter(|b| reply_waits(&inbox, &waiting, b)) {
+                info!("intake: inbox reply {name:?} waits until task {base:?} has run");
                 continue;
             }
             if !want.claim {
                 // A dry run: read, never move.
-                let Ok(task) = read_task(&inbox, &name).and_then(|t| parse(&stem, &t)) else {
+                let Ok(task) = read_task(&inbox, &name)
+                    .and_then(|t| parse(&stem, &t))
+                    .and_then(|t| complete(&inbox, &stem, &name, t))
+                else {
                     continue;
                 };
                 let route = route(&task).map_err(TakeError::Routing)?;
@@ -423,7 +500,9 @@ impl Inbox<'_> {
             };
             let dir = inbox.sub(CLAIMED, false).map_err(anyhow::Error::from)?;
             let file = claimed.file_name();
-            let parsed = read_task(&dir, &file).and_then(|t| parse(&stem, &t));
+            let parsed = read_task(&dir, &file)
+                .and_then(|t| parse(&stem, &t))
+                .and_then(|t| complete(&inbox, &stem, &name, t));
             let task = match parsed {
                 Ok(task) => task,
                 Err(why) => {
@@ -482,7 +561,10 @@ impl<R> Source<R> for Inbox<'_> {
                 warn!("scope: inbox entry {name:?} is not a task ({why}); the next run moves it to failed/");
             }
             for (stem, name) in waiting {
-                match read_task(&inbox, &name).and_then(|t| parse(&stem, &t)) {
+                let parsed = read_task(&inbox, &name)
+                    .and_then(|t| parse(&stem, &t))
+                    .and_then(|t| complete(&inbox, &stem, &name, t));
+                match parsed {
                     Ok(task) => {
                         let route = route(&task).map_err(|e| format!("{e:#}"));
                         out.push(Scoped { task, route });
@@ -557,6 +639,7 @@ mod tests {
             subject: subject.into(),
             class: class.map(String::from),
             prompt: prompt.into(),
+            reply: None,
         }
     }
 

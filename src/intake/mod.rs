@@ -4,6 +4,7 @@
 pub mod demo;
 pub mod inbox;
 pub mod redmine;
+pub mod reply;
 pub mod source;
 
 use crate::config::{Config, SourceName};
@@ -31,6 +32,17 @@ pub struct Task {
     pub class: Option<String>,
     /// The user message given to the model.
     pub prompt: String,
+    /// An inbox reply file's link to the task it answers (`None` for every other task).
+    pub reply: Option<Reply>,
+}
+
+/// What a reply file (`<stem>.reply.md`, [`reply`]) adds to the task it answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The id of the session it continues: the original task text's.
+    pub session_id: String,
+    /// The message that opens the continued run.
+    pub news: String,
 }
 
 /// A task's source, as shown in narration, the PLAN and the REPORT.

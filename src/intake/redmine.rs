@@ -321,6 +321,7 @@ pub fn task(issue: &Issue, cfg: &RedmineConfig) -> Task {
             super::CLASS_MAX,
         )),
         prompt: prompt(issue),
+        reply: None,
     }
 }
 

@@ -518,6 +518,7 @@ mod tests {
             subject: "s".into(),
             class: None,
             prompt: "What is 2+2?".into(),
+            reply: None,
         }
     }
 

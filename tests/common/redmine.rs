@@ -76,16 +76,20 @@ pub fn status_name(issue: &Value) -> String {
 /// A workspace whose config takes tasks from the real Redmine.
 pub fn workspace(llm: &str, redmine: &str) -> Workspace {
     let redmine = redmine.to_string();
-    Workspace::new(llm, move |c| {
-        let c = c.replace(
-            "[models.classes]\nprimary = \"mopac-primary\"\ncode = \"mopac-code\"",
-            "[models.classes]\nprimary = \"mopac-primary\"\ncode = \"mopac-code\"\nstudy = \"mopac-primary\"\nread = \"mopac-primary\"\nreview = \"mopac-primary\"",
-        );
-        format!(
-            "{c}\n[redmine]\nurl = \"{}\"\nkey_ref = \"env:HARNESS_TEST_REDMINE_KEY\"\nclass_field = \"Class\"\ndefault_class = \"primary\"\ntimeout_secs = 20\n{redmine}\n",
-            var("REDMINE_URL")
-        )
-    })
+    Workspace::new(llm, move |c| config(c, &redmine))
+}
+
+/// The standard config `c` with the seed's classes and a `[redmine]` section for the real
+/// server, followed by `redmine` (scope, claim and write-back keys).
+pub fn config(c: String, redmine: &str) -> String {
+    let c = c.replace(
+        "[models.classes]\nprimary = \"mopac-primary\"\ncode = \"mopac-code\"",
+        "[models.classes]\nprimary = \"mopac-primary\"\ncode = \"mopac-code\"\nstudy = \"mopac-primary\"\nread = \"mopac-primary\"\nreview = \"mopac-primary\"",
+    );
+    format!(
+        "{c}\n[redmine]\nurl = \"{}\"\nkey_ref = \"env:HARNESS_TEST_REDMINE_KEY\"\nclass_field = \"Class\"\ndefault_class = \"primary\"\ntimeout_secs = 20\n{redmine}\n",
+        var("REDMINE_URL")
+    )
 }
 
 pub fn run(ws: &Workspace, args: &[&str]) -> Run {
