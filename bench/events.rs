@@ -55,7 +55,7 @@ fn round(events: &Events, n: u32) {
     });
     let ran = ToolEvent::Ran {
         command: "grep -rn 'fn main' src | head -n 20".into(),
-        ending: "exit 0".into(),
+        ending: harness::tools::bash::Ending::Exited(0),
         output_bytes: 734,
     };
     events.emit(Event::tool_completed(n, &format!("call_{n}"), &ran));

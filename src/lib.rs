@@ -25,6 +25,7 @@ pub mod llm;
 pub mod once;
 pub mod plan;
 pub mod preflight;
+pub mod process;
 pub mod prompt;
 pub mod redmine;
 pub mod report;

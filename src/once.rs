@@ -5,8 +5,9 @@
 //! the decisions live in the stages.
 //!
 //! Everything that can fail without the model fails before an issue is claimed and before
-//! the first token. Between the claim and the turn, [`release_claim`] is the one place a
-//! claim is given up.
+//! the first token ([`setup`]). The part of the run that holds the claim ([`holding`]) ends
+//! in an [`Ended`] that says what becomes of the claim, and [`settle_claim`] is the one
+//! place that acts on it: given back, set aside, or spent by the REPORT's write-back.
 
 use std::path::Path;
 
@@ -36,7 +37,8 @@ use crate::{
     workspace, writeback,
 };
 
-/// Runs `harness once`.
+/// Runs `harness once`: the run's setup (no token, nothing claimed), intake, then the part
+/// that holds the claim, whose end says what becomes of the claim ([`Ended`]).
 pub async fn once(
     args: OnceArgs,
     interrupt: &Interrupt,
@@ -44,10 +46,44 @@ pub async fn once(
     events: &Events,
     spawner: &Spawner,
 ) -> Result<Success, Failure> {
-    let started = events.start_time();
     let run_id = events.run_id();
+    let setup = setup(&args, interrupt, redactor, events).await?;
+    let redmine = setup.redmine.as_ref();
+    let Some(taken) = take_task(&setup.cfg, &args, redmine, &run_id, interrupt).await? else {
+        info!("intake: no tasks in scope; nothing to do");
+        return Ok(Success::Done);
+    };
+    let env = Env {
+        args: &args,
+        interrupt,
+        events,
+        spawner,
+        redmine,
+        run_id: &run_id,
+    };
+    let (cfg, sandbox, backend, replay) = (setup.cfg, setup.sandbox, setup.backend, setup.replay);
+    let ended = holding(&env, cfg, sandbox, backend, replay, &taken, redactor).await;
+    settle_claim(redmine, &taken, &run_id, ended, redactor).await
+}
 
-    // config, and what a turn needs that costs no token
+/// What a run decided before intake: the config, how commands are confined, the reply
+/// source (`None` for a dry run) and the Redmine client.
+struct Setup {
+    cfg: Config,
+    replay: Option<std::path::PathBuf>,
+    sandbox: sandbox::Status,
+    backend: Option<Backend>,
+    redmine: Option<RedmineClient>,
+}
+
+/// The config and everything a turn needs that costs no token, checked before anything is
+/// claimed.
+async fn setup(
+    args: &OnceArgs,
+    interrupt: &Interrupt,
+    redactor: &mut Redactor,
+    events: &Events,
+) -> Result<Setup, Failure> {
     let mut cfg = unless_signalled(interrupt, async {
         config::load(args.config.clone(), redactor).stage(Stage::Config)
     })
@@ -66,24 +102,141 @@ pub async fn once(
     } else {
         Some(unless_arrived(ready_backend(
             &cfg,
-            &args,
+            args,
             replay.as_deref(),
             redactor,
         ))?)
     };
-
-    // intake and routing
-    let redmine = unless_arrived(redmine_client(&cfg, &args, redactor))?;
+    let redmine = unless_arrived(redmine_client(&cfg, args, redactor))?;
     events.mask_with(redactor);
-    let Some(taken) = take_task(&cfg, &args, redmine.as_ref(), &run_id, interrupt).await? else {
-        info!("intake: no tasks in scope; nothing to do");
-        return Ok(Success::Done);
+    Ok(Setup {
+        cfg,
+        replay,
+        sandbox,
+        backend,
+        redmine,
+    })
+}
+
+/// What every stage after intake reads and nobody changes.
+struct Env<'a> {
+    args: &'a OnceArgs,
+    interrupt: &'a Interrupt,
+    events: &'a Events,
+    spawner: &'a Spawner,
+    redmine: Option<&'a RedmineClient>,
+    run_id: &'a str,
+}
+
+/// How the part of a run that holds a claim ended, and so what becomes of the claim.
+enum Ended {
+    /// The claim was spent: the REPORT (and its write-back) carries the task on.
+    Spent(Result<Success, Failure>),
+    /// The run ended before its REPORT counted (a failure before or right after the turn,
+    /// a REPORT that could not be written, a late signal, nothing new): the claim is given
+    /// back with `why`, so the task stays eligible.
+    GiveBack {
+        why: String,
+        result: Result<Success, Failure>,
+    },
+    /// An inbox file whose exact text already ran to its end: put back, it would be claimed
+    /// and put back forever, so it goes to `failed/` with `why`.
+    SetAside { why: String },
+}
+
+impl Ended {
+    /// A failure before the REPORT: the claim goes back, with the failure (masked) as why.
+    fn failed(failure: Failure, redactor: &Redactor) -> Ended {
+        Ended::GiveBack {
+            why: redactor.redact(&format!("{:#}", failure.error)),
+            result: Err(failure),
+        }
+    }
+}
+
+/// The one place a claim ends: given back, set aside, or left to the write-back that spent
+/// it. The note is public on the issue: every `why` is masked before it gets here.
+async fn settle_claim(
+    redmine: Option<&RedmineClient>,
+    taken: &Taken,
+    run_id: &str,
+    ended: Ended,
+    redactor: &Redactor,
+) -> Result<Success, Failure> {
+    match ended {
+        Ended::Spent(result) => result,
+        Ended::GiveBack { why, result } => {
+            release_claim(redmine, taken, run_id, &redactor.redact(&why)).await;
+            result
+        }
+        Ended::SetAside { why } => {
+            if let Some(file) = &taken.inbox {
+                if let Err(e) = intake::inbox::set_aside(file, run_id, &why) {
+                    error!("could not move the inbox task {:?} aside: {e:#}", file.stem);
+                }
+            }
+            Ok(Success::Done)
+        }
+    }
+}
+
+/// The run while it holds the claim: session, worktree, turn, REPORT, write-back.
+async fn holding(
+    env: &Env<'_>,
+    cfg: Config,
+    sandbox: sandbox::Status,
+    backend: Option<Backend>,
+    replay: Option<std::path::PathBuf>,
+    taken: &Taken,
+    redactor: &mut Redactor,
+) -> Ended {
+    let began = match begin(env, &cfg, taken, redactor).await {
+        Ok(opened) => opened,
+        Err(ended) => return ended,
     };
+    let Some(backend) = backend else {
+        return Ended::Spent(dry_run(env, &cfg, taken, replay, sandbox, began, redactor));
+    };
+    if let Some(Opening::NothingNew {
+        run_id: last,
+        stop_reason,
+    }) = began.as_ref().map(|o| &o.opening)
+    {
+        return nothing_new(env, taken, last, stop_reason);
+    }
+    // the task's git worktree, which becomes the work root
+    let (cfg, workspace) = match unless_arrived(with_workspace(cfg, &taken.task)) {
+        Ok(opened) => opened,
+        Err(failure) => return Ended::failed(failure, redactor),
+    };
+    let ready = unless_signalled(env.interrupt, async {
+        let ready = ready_turn(&cfg, backend, &taken.route, sandbox, redactor, env.spawner).await?;
+        checkpoint().await?;
+        Ok(ready)
+    });
+    let ready = match ready.await {
+        Ok(ready) => ready,
+        Err(failure) => return Ended::failed(failure, redactor),
+    };
+    let held = Held {
+        cfg: &cfg,
+        taken,
+        opened: began.as_ref(),
+        sandbox,
+    };
+    turn_and_report(env, held, ready, workspace, redactor).await
+}
+
+/// After the claim: the signal check, the task's narration and events, the session.
+async fn begin(
+    env: &Env<'_>,
+    cfg: &Config,
+    taken: &Taken,
+    redactor: &Redactor,
+) -> Result<Option<Opened>, Ended> {
     // A signal during the claim: the claim is given up, as after any pre-turn failure.
-    if let Err(failure) = unless_signalled(interrupt, checkpoint()).await {
-        let why = redactor.redact(&format!("{:#}", failure.error));
-        release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
-        return Err(failure);
+    if let Err(failure) = unless_signalled(env.interrupt, checkpoint()).await {
+        return Err(Ended::failed(failure, redactor));
     }
     let task = &taken.task;
     info!(
@@ -93,94 +246,89 @@ pub async fn once(
         task.subject,
         route_line(&taken.route)
     );
-    events.emit(Event::TaskTaken {
+    env.events.emit(Event::TaskTaken {
         task_id: task.id.clone(),
         source: task.source.as_str().to_string(),
         subject: task.subject.clone(),
         class: task.class.clone(),
     });
-    events.emit(Event::Route {
+    env.events.emit(Event::Route {
         class: taken.route.class.clone(),
         tier: taken.route.tier.clone(),
         models: taken.route.models.clone(),
     });
-
-    // session
     // A signal while a session attachment downloads: honoured at once, the claim released.
-    let opening = open_session(&cfg, &args, &taken, redmine.as_ref());
-    let opened = match unless_signalled(interrupt, opening).await {
-        Ok(opened) => opened,
-        Err(failure) => {
-            let why = redactor.redact(&format!("{:#}", failure.error));
-            release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
-            return Err(failure);
-        }
-    };
-    let Some(backend) = backend else {
-        let mut plan = plan::plan(&cfg, task, &taken.route, replay.as_deref(), sandbox);
-        if cfg.bash.enabled {
-            plan.sandbox = sandbox.plan_line_with_reads(&cfg.bash, &cfg.work_root);
-        }
-        plan.session = opened.as_ref().map(Opened::plan_line);
-        let text = redactor.redact(&plan::render(&plan));
-        events.result(&text, Some(Event::Plan { text: text.clone() }))?;
-        info!("dry-run complete, no LLM call made");
-        return Ok(Success::Done);
-    };
-    if let Some(Opening::NothingNew {
-        run_id: last,
-        stop_reason,
-    }) = opened.as_ref().map(|o| &o.opening)
-    {
-        let why =
-            format!("nothing new on the task since run {last} ({stop_reason}); no model call");
-        info!("session: {why}");
-        if let Some(cassette) = &args.record {
-            warn!(
-                "--record: nothing recorded to {}: no model call was made (the task's session is finished; add --fresh to record a new conversation)",
-                cassette.display()
-            );
-        }
-        match &taken.inbox {
-            // The same text under the same name already ran to its end: put back, it would
-            // be claimed and put back forever and stall the queue, so it goes to failed/.
-            Some(file) => {
-                let why = format!(
-                    "{why}: this exact task text already ran; drop it again with new text (a new task) to run it"
-                );
-                if let Err(e) = intake::inbox::set_aside(file, &run_id, &why) {
-                    error!("could not move the inbox task {:?} aside: {e:#}", file.stem);
-                }
-            }
-            None => release_claim(redmine.as_ref(), &taken, &run_id, &why).await,
-        }
-        return Ok(Success::Done);
+    let opening = open_session(cfg, env.args, taken, env.redmine);
+    unless_signalled(env.interrupt, opening)
+        .await
+        .map_err(|failure| Ended::failed(failure, redactor))
+}
+
+/// `--dry-run`: the PLAN on stdout, no model call, nothing claimed.
+fn dry_run(
+    env: &Env<'_>,
+    cfg: &Config,
+    taken: &Taken,
+    replay: Option<std::path::PathBuf>,
+    sandbox: sandbox::Status,
+    opened: Option<Opened>,
+    redactor: &Redactor,
+) -> Result<Success, Failure> {
+    let mut plan = plan::plan(cfg, &taken.task, &taken.route, replay.as_deref(), sandbox);
+    if cfg.bash.enabled {
+        plan.sandbox = sandbox.plan_line_with_reads(&cfg.bash, &cfg.work_root);
     }
+    plan.session = opened.as_ref().map(Opened::plan_line);
+    let text = redactor.redact(&plan::render(&plan));
+    env.events
+        .result(&text, Some(Event::Plan { text: text.clone() }))?;
+    info!("dry-run complete, no LLM call made");
+    Ok(Success::Done)
+}
 
-    // the task's git worktree, which becomes the work root
-    let (cfg, workspace) = match unless_arrived(with_workspace(cfg, task)) {
-        Ok(opened) => opened,
-        Err(failure) => {
-            let why = redactor.redact(&format!("{:#}", failure.error));
-            release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
-            return Err(failure);
-        }
-    };
+/// A finished session with nothing new on its task: no model call; an inbox file is set
+/// aside (its exact text already ran), a Redmine claim given back.
+fn nothing_new(env: &Env<'_>, taken: &Taken, last: &str, stop_reason: &str) -> Ended {
+    let why = format!("nothing new on the task since run {last} ({stop_reason}); no model call");
+    info!("session: {why}");
+    if let Some(cassette) = &env.args.record {
+        warn!(
+            "--record: nothing recorded to {}: no model call was made (the task's session is finished; add --fresh to record a new conversation)",
+            cassette.display()
+        );
+    }
+    match &taken.inbox {
+        Some(_) => Ended::SetAside {
+            why: format!(
+                "{why}: this exact task text already ran; drop it again with new text (a new task) to run it"
+            ),
+        },
+        None => Ended::GiveBack {
+            why,
+            result: Ok(Success::Done),
+        },
+    }
+}
 
-    // turn
-    let ready = unless_signalled(interrupt, async {
-        let ready = ready_turn(&cfg, backend, &taken.route, sandbox, redactor, spawner).await?;
-        checkpoint().await?;
-        Ok(ready)
-    });
-    let ready = match ready.await {
-        Ok(ready) => ready,
-        Err(failure) => {
-            let why = redactor.redact(&format!("{:#}", failure.error));
-            release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
-            return Err(failure);
-        }
-    };
+/// What the turn and the REPORT read about the claimed task.
+#[derive(Clone, Copy)]
+struct Held<'a> {
+    cfg: &'a Config,
+    taken: &'a Taken,
+    opened: Option<&'a Opened>,
+    sandbox: sandbox::Status,
+}
+
+/// The turn, the REPORT, the session saved, the write-back.
+async fn turn_and_report(
+    env: &Env<'_>,
+    held: Held<'_>,
+    ready: Ready,
+    workspace: Option<workspace::Workspace>,
+    redactor: &Redactor,
+) -> Ended {
+    let (cfg, taken, task) = (held.cfg, held.taken, &held.taken.task);
+    let started = env.events.start_time();
     let Ready {
         mut backend,
         route,
@@ -203,43 +351,41 @@ pub async fn once(
     let system = prompt::with_skills(system, &inputs.root, &cfg.prompt, redactor);
     let system = turn::check::with_note(system, limits.check.as_ref());
     let system_hash = session::history::fingerprint(&system);
-    let start = session::start(opened.as_ref(), system, &task.prompt);
+    let start = session::start(held.opened, system, &task.prompt);
     let mut turn = turn::run(
         start,
         &route,
         &limits,
         &mut backend,
         bash.as_ref(),
-        interrupt,
-        events,
+        env.interrupt,
+        env.events,
     )
     .await;
     if let Some(failure) = unreached(&turn.outcome, &backend, redactor) {
-        let why = redactor.redact(&format!("{:#}", failure.error));
-        release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
-        return Err(failure);
+        return Ended::failed(failure, redactor);
     }
     let finished = Utc::now();
     turn.skipped.splice(0..0, skipped);
     let workspace = workspace.map(|ws| {
         let name = report::file_name(&cfg.vertical, &task.id, started);
         let patch = format!("{}.patch", name.trim_end_matches(".md"));
-        ws.finish(&task.subject, &run_id, &cfg.report_dir.join(patch))
+        ws.finish(&task.subject, env.run_id, &cfg.report_dir.join(patch))
     });
 
     // report
     let run = RunInfo {
-        run_id: run_id.clone(),
+        run_id: env.run_id.to_string(),
         started,
         finished,
         backend: redactor.redact(&backend.describe()),
-        sandbox: sandbox.describe(),
+        sandbox: held.sandbox.describe(),
     };
-    let session_info = opened.as_ref().map(|o| o.info.clone());
-    let mut report = report_of(&cfg, task, &route, &turn, run, session_info, redactor);
+    let session_info = held.opened.map(|o| o.info.clone());
+    let mut report = report_of(cfg, task, &route, &turn, run, session_info, redactor);
     report.workspace = workspace;
     report.instructions = inputs.record.clone();
-    let set_aside = unborn.set_aside(&run_id);
+    let set_aside = unborn.set_aside(env.run_id);
     if !set_aside.is_empty() {
         let record = report
             .instructions
@@ -263,10 +409,10 @@ pub async fn once(
     let path = match report::write_reports(&cfg.report_dir, &report) {
         Ok(path) => path,
         Err(e) => {
-            let failure = unwritten(&report, e);
-            let why = "the REPORT could not be written; the task stays eligible";
-            release_claim(redmine.as_ref(), &taken, &run_id, why).await;
-            return Err(failure);
+            return Ended::GiveBack {
+                why: "the REPORT could not be written; the task stays eligible".to_string(),
+                result: Err(unwritten(&report, e)),
+            }
         }
     };
     // A signal during the git steps after the turn (the turn itself ended on its own): the
@@ -275,16 +421,19 @@ pub async fn once(
         .filter(|_| !matches!(turn.outcome, turn::TurnOutcome::Interrupted { .. }));
     if let Some(signal) = late {
         let why = format!("interrupted by signal {signal} after the turn");
-        release_claim(redmine.as_ref(), &taken, &run_id, &why).await;
-        return Err(Failure::new(
+        let failure = Failure::new(
             Stage::Interrupted(signal),
             anyhow!(
                 "{why}: the REPORT is on disk at {}; the task stays eligible",
                 path.display()
             ),
-        ));
+        );
+        return Ended::GiveBack {
+            why,
+            result: Err(failure),
+        };
     }
-    let extra = opened.as_ref().and_then(|o| {
+    let extra = held.opened.and_then(|o| {
         let record = session::file::RunRecord {
             run_id: report.run_id.clone(),
             parent_run_id: o.info.parent_run.clone(),
@@ -299,8 +448,23 @@ pub async fn once(
                 .and_then(|i| i.journals.iter().map(|j| j.id).max()),
             started: report.started,
         };
-        save_session(&cfg, o, record, &turn, redactor)
+        save_session(cfg, o, record, &turn, redactor)
     });
+    Ended::Spent(deliver(env, held, &report, &path, &turn, extra, redactor).await)
+}
+
+/// After the REPORT is on disk: its path on stdout, the cassette, the inbox file settled,
+/// the Redmine write-back; the exit of the run.
+async fn deliver(
+    env: &Env<'_>,
+    held: Held<'_>,
+    report: &report::Report,
+    path: &Path,
+    turn: &turn::Turn,
+    extra: Option<writeback::Extra>,
+    redactor: &Redactor,
+) -> Result<Success, Failure> {
+    let (cfg, task) = (held.cfg, &held.taken.task);
     info!(
         "REPORT written: {} (stop reason {}, {} rounds, {} tokens)",
         path.display(),
@@ -308,7 +472,7 @@ pub async fn once(
         turn.rounds,
         turn.usage.total_tokens
     );
-    events.emit(Event::ReportWritten {
+    env.events.emit(Event::ReportWritten {
         path: path.display().to_string(),
         stop_reason: report.stop_reason.clone(),
         rounds: turn.rounds,
@@ -316,7 +480,8 @@ pub async fn once(
         cost_usd: turn.cost_usd,
     });
     // Not printed is not delivered; the write-back still runs, the failure comes at the end.
-    let printed = events
+    let printed = env
+        .events
         .result(&format!("{}\n", path.display()), None)
         .map_err(|f| {
             Failure::new(
@@ -326,7 +491,7 @@ pub async fn once(
             )
         });
     // The cassette comes after the REPORT, so a bad --record path cannot cost the REPORT.
-    if let Some(cassette) = &args.record {
+    if let Some(cassette) = &env.args.record {
         llm::cassette::save(cassette, turn.recorded.clone(), redactor)
             .with_context(|| format!("the REPORT is on disk at {}", path.display()))
             .stage(Stage::Writeback)?;
@@ -338,10 +503,10 @@ pub async fn once(
     }
 
     // writeback
-    if let Some(file) = &taken.inbox {
+    if let Some(file) = &held.taken.inbox {
         let completed = matches!(turn.outcome, turn::TurnOutcome::Completed);
-        let settled = intake::inbox::settle(file, completed, &report::render(&report), &run_id);
-        events.emit(Event::WritebackCompleted {
+        let settled = intake::inbox::settle(file, completed, &report::render(report), env.run_id);
+        env.events.emit(Event::WritebackCompleted {
             target: "inbox".to_string(),
             task_id: task.id.clone(),
             ok: settled.is_ok(),
@@ -353,12 +518,12 @@ pub async fn once(
         info!("inbox: task file moved to {}", moved.display());
     }
     // With both sources configured, only a Redmine task goes back to Redmine.
-    let tracker = redmine
-        .as_ref()
+    let tracker = env
+        .redmine
         .filter(|_| task.source == intake::Source::Redmine);
-    let delivered = write_back(&cfg, tracker, &report, &path, extra).await;
+    let delivered = write_back(cfg, tracker, report, path, extra).await;
     if tracker.is_some() {
-        events.emit(Event::WritebackCompleted {
+        env.events.emit(Event::WritebackCompleted {
             target: "redmine".to_string(),
             task_id: task.id.clone(),
             ok: delivered.is_ok(),

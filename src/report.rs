@@ -309,7 +309,7 @@ mod tests {
                 retries: 0,
                 tools: vec![ToolEvent::Ran {
                     command: "ls".into(),
-                    ending: "exit 0".into(),
+                    ending: crate::tools::bash::Ending::Exited(0),
                     output_bytes: 3,
                 }],
             }],

@@ -80,13 +80,7 @@ impl Interrupt {
 
     /// SIGKILLs the recorded command's process group, if one is running.
     fn kill_child_group(&self) {
-        let pgid = self.child_group.swap(0, Ordering::SeqCst);
-        if pgid > 1 {
-            // SAFETY: killpg only sends a signal; a group that is already gone gives ESRCH.
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
-            }
-        }
+        crate::process::kill_group(self.child_group.swap(0, Ordering::SeqCst));
     }
 
     /// Runs `stage` unless a signal comes first: `Err(signal)` when one was received before

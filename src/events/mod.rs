@@ -209,10 +209,8 @@ impl Event {
                 ..
             } => (
                 Verdict::Allowed,
-                ending
-                    .strip_prefix("exit ")
-                    .and_then(|n| n.trim().parse().ok()),
-                Some(ending.clone()),
+                ending.exit_code(),
+                Some(ending.to_string()),
                 *output_bytes,
                 None,
             ),
@@ -612,7 +610,7 @@ mod tests {
     fn tool_completed_reads_the_exit_status() {
         let ran = ToolEvent::Ran {
             command: "ls".into(),
-            ending: "exit 2".into(),
+            ending: crate::tools::bash::Ending::Exited(2),
             output_bytes: 7,
         };
         assert_eq!(

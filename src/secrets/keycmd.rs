@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use super::{Redactor, Secret};
+use crate::process::kill_group;
 
 /// How long a key program may run: `bw` starts Node.js and decrypts the vault, and `pass`
 /// may wait for gpg-agent; a program that hangs (a prompt with no terminal) is killed.
@@ -196,15 +197,6 @@ fn reader(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<Vec<u8>> {
         });
     }
     rx
-}
-
-fn kill_group(pgid: i32) {
-    if pgid > 1 {
-        // SAFETY: killpg only sends a signal; a group that is already gone gives ESRCH.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
-    }
 }
 
 /// The key in a program's stdout: its first line, without the line end.

@@ -13,6 +13,7 @@ use tokio::io::AsyncReadExt;
 use super::sandbox::exec::{resolve, DEFAULT_PATH};
 use super::sandbox::Landlock;
 use super::spawner::{Child, Job, JobStage, Spawner};
+use crate::process::kill_group;
 use crate::secrets::Redactor;
 use crate::signals::Interrupt;
 
@@ -32,6 +33,36 @@ pub enum Ending {
     TimedOut,
     /// A handled signal to the harness stopped it; the group was killed.
     Interrupted,
+}
+
+impl Ending {
+    /// The exit status, when the command exited: a number, never parsed back from text.
+    pub fn exit_code(self) -> Option<i32> {
+        match self {
+            Ending::Exited(code) => Some(code),
+            Ending::Signaled(_) | Ending::TimedOut | Ending::Interrupted => None,
+        }
+    }
+}
+
+/// `exit N`, `signal N`, `timeout`, `interrupted`: how narration, the REPORT's round log
+/// and the `tool.completed` event's `ending` show it.
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ending::Exited(code) => write!(f, "exit {code}"),
+            Ending::Signaled(signal) => write!(f, "signal {signal}"),
+            Ending::TimedOut => f.write_str("timeout"),
+            Ending::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+/// As its [`Display`](std::fmt::Display) text: the REPORT's round log keeps its shape.
+impl serde::Serialize for Ending {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// A finished command: how it ended and what it printed.
@@ -253,7 +284,7 @@ pub(super) async fn supervise(
                     Ok(last) => last,
                     Err(e) => {
                         // The spawner is gone: what is left of the group goes too.
-                        kill_group(pgid);
+                        kill_group(pgid.unwrap_or(0));
                         return Err(e).context("cannot wait for the command");
                     }
                 };
@@ -263,12 +294,12 @@ pub(super) async fn supervise(
                     (None, None) => Ending::Exited(0),
                 });
                 // Background leftovers of the command die with it and stop holding the pipe.
-                kill_group(pgid);
+                kill_group(pgid.unwrap_or(0));
                 drain_until = deadline.min(tokio::time::Instant::now() + DRAIN_GRACE);
             },
             _ = tokio::time::sleep_until(drain_until) => {
                 if ending.is_none() {
-                    kill_group(pgid);
+                    kill_group(pgid.unwrap_or(0));
                     children.iter().for_each(Child::kill);
                     let _ = wait_all(&mut children).await;
                     ending = Some(Ending::TimedOut);
@@ -279,7 +310,7 @@ pub(super) async fn supervise(
                 }
             },
             _ = interrupt.wait(), if ending.is_none() => {
-                kill_group(pgid);
+                kill_group(pgid.unwrap_or(0));
                 children.iter().for_each(Child::kill);
                 let _ = wait_all(&mut children).await;
                 ending = Some(Ending::Interrupted);
@@ -318,15 +349,6 @@ fn ending_of(status: std::process::ExitStatus) -> Ending {
         (Some(c), _) => Ending::Exited(c),
         (None, Some(s)) => Ending::Signaled(s),
         (None, None) => Ending::Exited(-1),
-    }
-}
-
-fn kill_group(pgid: Option<i32>) {
-    if let Some(pgid) = pgid.filter(|p| *p > 1) {
-        // SAFETY: killpg only sends a signal; a group that is already gone gives ESRCH.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
     }
 }
 

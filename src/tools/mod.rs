@@ -76,8 +76,8 @@ pub enum ToolEvent {
     Ran {
         /// The command as the model sent it.
         command: String,
-        /// `exit 0`, `signal 9`, `timeout`, `interrupted`.
-        ending: String,
+        /// How it ended (shown as `exit 0`, `signal 9`, `timeout`, `interrupted`).
+        ending: bash::Ending,
         /// Bytes the command printed.
         output_bytes: u64,
     },
@@ -160,7 +160,7 @@ impl ToolEvent {
                 output_bytes,
             } => ToolEvent::Ran {
                 command: clip(command, max),
-                ending: clip(ending, max),
+                ending: *ending,
                 output_bytes: *output_bytes,
             },
             ToolEvent::Denied { command, reason } => ToolEvent::Denied {
@@ -192,7 +192,13 @@ impl ToolEvent {
 
     /// Whether the command was interrupted by a signal to the harness.
     pub fn interrupted(&self) -> bool {
-        matches!(self, ToolEvent::Ran { ending, .. } if ending == "interrupted")
+        matches!(
+            self,
+            ToolEvent::Ran {
+                ending: bash::Ending::Interrupted,
+                ..
+            }
+        )
     }
 }
 
@@ -518,12 +524,7 @@ impl BashTool {
         match finished {
             Ok(f) => {
                 let output = f.output.render(&self.redactor);
-                let ending = match f.ending {
-                    bash::Ending::Exited(c) => format!("exit {c}"),
-                    bash::Ending::Signaled(s) => format!("signal {s}"),
-                    bash::Ending::TimedOut => "timeout".to_string(),
-                    bash::Ending::Interrupted => "interrupted".to_string(),
-                };
+                let ending = f.ending;
                 let status_line = match f.ending {
                     bash::Ending::Exited(c) => format!("[exit status: {c}]"),
                     bash::Ending::Signaled(s) => format!("[killed by signal {s}]"),

@@ -103,13 +103,10 @@ pub async fn run(
     };
     let attempt = match finished {
         Ok(f) => {
-            let (exit, ending) = match f.ending {
-                bash::Ending::Exited(c) => (Some(c), format!("exit {c}")),
-                bash::Ending::Signaled(s) => (None, format!("signal {s}")),
-                bash::Ending::TimedOut => {
-                    (None, format!("timeout after {}s", spec.timeout.as_secs()))
-                }
-                bash::Ending::Interrupted => (None, "interrupted".to_string()),
+            let exit = f.ending.exit_code();
+            let ending = match f.ending {
+                bash::Ending::TimedOut => format!("timeout after {}s", spec.timeout.as_secs()),
+                other => other.to_string(),
             };
             Attempt {
                 exit,

@@ -166,10 +166,7 @@ pub fn bounded_within(
         }
         if interrupted.is_some() || Instant::now() >= deadline {
             if let Ok(pgid) = i32::try_from(child.id()) {
-                // SAFETY: killpg only sends a signal to the group git leads.
-                unsafe {
-                    libc::killpg(pgid, libc::SIGKILL);
-                }
+                crate::process::kill_group(pgid);
             }
             let _ = child.wait();
             break None;

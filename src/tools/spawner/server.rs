@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::socket::{recv_frame, send_frame};
 use super::wire::{decode_request, encode_reply, Reply, Request, StageSpec, NO_FD};
+use crate::process::kill_group;
 use crate::tools::sandbox::{self, protect, seccomp};
 
 /// `CLOSE_RANGE_CLOEXEC` (Linux 5.11): mark instead of close.
@@ -426,15 +427,6 @@ fn kill_job(job: &Job, procs: &[Proc]) {
         // still its own.
         unsafe {
             libc::kill(p.pid, libc::SIGKILL);
-        }
-    }
-}
-
-fn kill_group(pgid: libc::pid_t) {
-    if pgid > 1 {
-        // SAFETY: kill only sends a signal; a group that is gone gives ESRCH.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
         }
     }
 }
