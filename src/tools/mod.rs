@@ -242,6 +242,35 @@ fn sweep_dead_temp_dirs(parent: &Path) {
     }
 }
 
+/// One call to a tool of a [`BashTool`] (`bash`, a file tool), read from its JSON once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// `bash`: the command and the directory to run it in (relative, `` for the root).
+    Bash {
+        /// The command as the model sent it.
+        command: String,
+        /// `workdir`, without a trailing `/`.
+        workdir: String,
+    },
+    /// A file tool, whose arguments the file tools read.
+    File {
+        /// `read_file`, `write_file` or `edit_file`.
+        name: String,
+        /// Its JSON arguments.
+        arguments: String,
+    },
+}
+
+impl Request {
+    /// The command of a `bash` call (the `tool.started` event names it).
+    pub fn command(&self) -> Option<&str> {
+        match self {
+            Request::Bash { command, .. } => Some(command),
+            Request::File { .. } => None,
+        }
+    }
+}
+
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BashArgs {
@@ -394,9 +423,8 @@ impl BashTool {
     }
 
     /// Handles one file tool call; its path, result and reason are redacted like bash output.
-    fn dispatch_file(&self, files: &files::FileTools, call: &ToolCall) -> ToolRun {
-        let name = call.function.name.as_str();
-        let done = files.call(name, &call.function.arguments);
+    fn dispatch_file(&self, files: &files::FileTools, name: &str, arguments: &str) -> ToolRun {
+        let done = files.call(name, arguments);
         let (tool, path) = (name.to_string(), self.redactor.redact(&done.path));
         let event = match done.outcome {
             Ok(summary) => ToolEvent::File {
@@ -425,12 +453,22 @@ impl BashTool {
         )
     }
 
-    /// Handles one call: parse, gate, run, render the result.
+    /// Handles one call: read, gate, run, render the result.
     pub async fn dispatch(&self, call: &ToolCall, interrupt: &Interrupt) -> ToolRun {
-        if let Some(files) = &self.files {
-            if files::NAMES.contains(&call.function.name.as_str()) {
-                return self.dispatch_file(files, call);
-            }
+        match self.read(call) {
+            Ok(request) => self.run(request, interrupt).await,
+            Err(reason) => invalid(reason),
+        }
+    }
+
+    /// Reads a call to one of these tools, its JSON parsed once; `Err` is why it cannot run
+    /// (an unknown tool, arguments of the wrong form), for [`invalid`].
+    pub fn read(&self, call: &ToolCall) -> Result<Request, String> {
+        if self.files.is_some() && files::NAMES.contains(&call.function.name.as_str()) {
+            return Ok(Request::File {
+                name: call.function.name.clone(),
+                arguments: call.function.arguments.clone(),
+            });
         }
         if call.function.name != "bash" {
             let reason = if self.files.is_some() {
@@ -445,19 +483,34 @@ impl BashTool {
                     call.function.name
                 )
             };
-            return invalid(reason);
+            return Err(reason);
         }
         let arguments = crate::jsontext::lone_surrogates_replaced(&call.function.arguments);
-        let (command, workdir) = match serde_json::from_str::<BashArgs>(&arguments) {
-            Ok(a) => (a.command, a.workdir.unwrap_or_default()),
-            Err(e) => {
-                let reason = format!(
-                    "the arguments are not valid JSON of the form {{\"command\": \"...\"}} ({e}); the command was not run"
-                );
-                return invalid(reason);
-            }
+        match serde_json::from_str::<BashArgs>(&arguments) {
+            Ok(a) => Ok(Request::Bash {
+                command: a.command,
+                workdir: a
+                    .workdir
+                    .unwrap_or_default()
+                    .trim_end_matches('/')
+                    .to_string(),
+            }),
+            Err(e) => Err(format!(
+                "the arguments are not valid JSON of the form {{\"command\": \"...\"}} ({e}); the command was not run"
+            )),
+        }
+    }
+
+    /// Runs a call [`read`](Self::read) accepted.
+    pub async fn run(&self, request: Request, interrupt: &Interrupt) -> ToolRun {
+        let (command, workdir) = match request {
+            Request::File { name, arguments } => match &self.files {
+                Some(files) => return self.dispatch_file(files, &name, &arguments),
+                None => return invalid(format!("unknown tool {name:?}")),
+            },
+            Request::Bash { command, workdir } => (command, workdir),
         };
-        let workdir = workdir.trim_end_matches('/');
+        let workdir = workdir.as_str();
         let judgement = gate::judge_in(&self.config.policy, workdir, &command);
         // The command as narrated and recorded in the REPORT: a model that echoes a key
         // must not put it into stderr or the round log.
@@ -574,7 +627,8 @@ impl BashTool {
     }
 }
 
-fn invalid(reason: String) -> ToolRun {
+/// The result of a call that could not run: `error: <reason>`.
+pub fn invalid(reason: String) -> ToolRun {
     ToolRun {
         result: format!("error: {reason}"),
         event: ToolEvent::Invalid { reason },

@@ -15,6 +15,7 @@ pub mod finish;
 mod round;
 pub mod rules;
 pub mod step;
+pub mod toolbox;
 
 use std::collections::BTreeMap;
 
@@ -290,7 +291,7 @@ async fn run_on(
     events: &Events,
 ) -> Turn {
     let max_rounds = limits.max_rounds;
-    let tool_specs = bash.map(BashTool::specs).unwrap_or_default();
+    let toolbox = toolbox::Toolbox::new(bash);
     let mut turn = Turn::start(route);
     // Index into the tier's chain; a fallback moves it on for the rest of the turn.
     let mut chain = 0;
@@ -330,7 +331,7 @@ async fn run_on(
             &mut chain,
             round::Prompt {
                 messages,
-                tools: &tool_specs,
+                tools: toolbox.specs(),
             },
             shape,
             interrupt,
@@ -399,7 +400,7 @@ async fn run_on(
         match step::after_reply(shape, calls, turn.reply.is_some(), nudged) {
             step::Next::RunTools => {
                 let handled =
-                    round::run_tools(bash, &reply.tool_calls, shape, interrupt, round, events)
+                    round::run_tools(&toolbox, &reply.tool_calls, shape, interrupt, round, events)
                         .await;
                 for (call, run) in reply.tool_calls.iter().zip(handled.runs) {
                     messages.push(Message::Tool {

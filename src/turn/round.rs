@@ -1,13 +1,14 @@
 //! Turn stage, one round's adapters: the model call ([`ask`]: the chain's current model,
 //! falling back along the chain as [`super::step::after_error`] decides, cut short by a
 //! signal; a forced `finish` the endpoint rejects is asked again without tools), the
-//! bookkeeping of a reply ([`account`]) and the tool calls ([`run_tools`]: `bash`, and
-//! `finish`, after which nothing in the reply runs).
+//! bookkeeping of a reply ([`account`]) and the tool calls ([`run_tools`]: each read once
+//! by the [`Toolbox`], then run; after `finish` nothing in the reply runs).
 
 use tracing::info;
 
 use super::finish::{self, Finish};
 use super::step::{self, OnError, Shape};
+use super::toolbox::{Call, Toolbox};
 use super::{RoundRecord, Turn, TurnOutcome};
 use crate::events::{Event, Events};
 use crate::llm::cassette::Recorded;
@@ -15,7 +16,7 @@ use crate::llm::wire::{Message, ToolCall};
 use crate::llm::{Backend, Reply};
 use crate::routing::Route;
 use crate::signals::Interrupt;
-use crate::tools::{BashTool, ToolEvent, ToolRun};
+use crate::tools::{ToolEvent, ToolRun};
 
 /// What this round sends besides the model: the conversation so far (its last note may be
 /// reworded when a round loses its tools) and the specs of the turn's tools (`finish` is
@@ -160,7 +161,7 @@ pub struct Handled {
 /// exactly one result, even after an interrupt, so the conversation stays well-formed for
 /// the next run.
 pub async fn run_tools(
-    bash: Option<&BashTool>,
+    toolbox: &Toolbox<'_>,
     calls: &[ToolCall],
     shape: Shape,
     interrupt: &Interrupt,
@@ -172,22 +173,20 @@ pub async fn run_tools(
         finish: None,
     };
     for call in calls {
+        let read = toolbox.read(call, shape);
         events.emit(Event::ToolStarted {
             round,
             call_id: call.id.clone(),
             tool: call.function.name.clone(),
-            command: serde_json::from_str::<serde_json::Value>(&call.function.arguments)
-                .ok()
-                .and_then(|a| a.get("command")?.as_str().map(String::from)),
+            command: read.command().map(String::from),
         });
-        let is_finish = shape.offer_finish && call.function.name == finish::NAME;
         let run = if handled.finish.is_some() {
             not_run(finish::AFTER_FINISH)
         } else if interrupt.received().is_some() {
             not_run("not run: the harness was interrupted")
-        } else if is_finish {
-            match finish::parse(&call.function.arguments) {
-                Ok(done) => {
+        } else {
+            match read {
+                Call::Finish(done) => {
                     let run = ToolRun {
                         result: finish::ACCEPTED.to_string(),
                         event: ToolEvent::Finished {
@@ -198,16 +197,9 @@ pub async fn run_tools(
                     handled.finish = Some(done);
                     run
                 }
-                Err(reason) => not_run(&reason),
-            }
-        } else {
-            match bash.filter(|_| shape.offer_bash) {
-                Some(tool) => tool.dispatch(call, interrupt).await,
-                None if shape.offer_finish && shape.last => not_run(finish::NOT_OFFERED),
-                None => not_run(&format!(
-                    "not run: there is no tool {:?} in this turn; call `finish` to end it",
-                    call.function.name
-                )),
+                Call::Tool(request) => toolbox.run(request, interrupt).await,
+                Call::Invalid(reason) => crate::tools::invalid(reason),
+                Call::NotRun(reason) => not_run(&reason),
             }
         };
         info!("round {round}: {}", run.event.narrate());
