@@ -540,15 +540,31 @@ fn a_reply_with_no_task_to_answer_is_set_aside_and_one_to_a_claimed_task_waits()
     )
     .unwrap();
     put(&ws, "w.reply.md", "More on w.\n");
+    // A run holds an earlier reply to v: a later one waits too.
+    std::fs::write(
+        ws.path()
+            .join("inbox/claimed/v.reply--20261202T120000Z-1-abcd.md"),
+        "First answer.\n",
+    )
+    .unwrap();
+    put(&ws, "v.reply.md", "Second answer.\n");
     let run = ws.run(&["once"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stderr.contains("no tasks in scope"), "{}", run.stderr);
     assert!(llm.chat_bodies().is_empty());
     let why = read(ws.path().join("inbox/failed/nobody.reply.error.txt"));
     assert!(why.contains("is a reply to task \"nobody\""), "{why}");
-    assert_eq!(names(&ws, ""), ["claimed", "failed", "w.reply.md"]);
+    assert_eq!(
+        names(&ws, ""),
+        ["claimed", "failed", "v.reply.md", "w.reply.md"]
+    );
     assert!(
         run.stderr.contains("waits until task \"w\" has run"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("waits until task \"v\" has run"),
         "{}",
         run.stderr
     );

@@ -369,7 +369,8 @@ fn reject_odd(inbox: &Dir, odd: &[(OsString, String)], run_id: &str) -> usize {
 }
 
 /// Whether a reply to task `base` must wait: the task's own file still waits in the inbox,
-/// or a run holds its claim (the reply would race it for the session). It runs after.
+/// or a run holds its claim or an earlier reply's (the reply would race that run for the
+/// session). It runs after.
 fn reply_waits(inbox: &Dir, waiting: &[(String, String)], base: &str) -> bool {
     if waiting.iter().any(|(stem, _)| stem == base) {
         return true;
@@ -377,10 +378,12 @@ fn reply_waits(inbox: &Dir, waiting: &[(String, String)], base: &str) -> bool {
     let Ok(claimed) = inbox.sub(CLAIMED, false) else {
         return false;
     };
+    let replies = format!("{base}{}", reply::SUFFIX);
     claimed.entries().is_ok_and(|entries| {
-        entries
-            .iter()
-            .any(|(name, _)| name.to_str().is_some_and(|n| reply::is_original(n, base)))
+        entries.iter().any(|(name, _)| {
+            name.to_str()
+                .is_some_and(|n| reply::is_original(n, base) || reply::is_original(n, &replies))
+        })
     })
 }
 

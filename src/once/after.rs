@@ -1,0 +1,473 @@
+//! `harness once`, from the turn on: the turn, the REPORT (written before the session
+//! records the run: the order of commitments), the session saved, the path on stdout, the
+//! cassette and the write-back (the inbox file settled, the Redmine note).
+
+use std::path::Path;
+
+use anyhow::{anyhow, Context};
+use chrono::Utc;
+use tracing::{error, info, warn};
+
+use super::before::Ready;
+use super::{Ended, Env, Held};
+use crate::config::Config;
+use crate::events::Event;
+use crate::exit::{Failure, Stage, StageExt, Success};
+use crate::intake::Task;
+use crate::llm::Backend;
+use crate::redmine::client::RedmineClient;
+use crate::routing::Route;
+use crate::secrets::Redactor;
+use crate::session::Opened;
+use crate::{intake, llm, prompt, report, session, tools, turn, workspace, writeback};
+
+/// The turn, the REPORT, the session saved, the write-back.
+pub(super) async fn turn_and_report(
+    env: &Env<'_>,
+    held: Held<'_>,
+    ready: Ready,
+    workspace: Option<workspace::Workspace>,
+    redactor: &Redactor,
+) -> Ended {
+    let (cfg, taken, task) = (held.cfg, held.taken, &held.taken.task);
+    let started = env.events.start_time();
+    let Ready {
+        mut backend,
+        route,
+        skipped,
+        bash,
+        limits,
+    } = ready;
+    let world = turn::rules::World::here(started.date_naive());
+    let system = turn::system_prompt(
+        &cfg.vertical,
+        cfg.max_rounds,
+        bash.as_ref(),
+        cfg.finish,
+        world,
+    );
+    // With [workspace], from the base commit: never what a model wrote in the worktree.
+    let inputs = crate::inputs::gather(&cfg.work_root, &cfg.prompt, workspace.as_ref());
+    let unborn = crate::inputs::unborn(&cfg.work_root, &cfg.prompt, workspace.is_some());
+    let system = prompt::with_project_instructions(system, &inputs.root, &cfg.prompt, redactor);
+    let system = prompt::with_skills(system, &inputs.root, &cfg.prompt, redactor);
+    let system = turn::check::with_note(system, limits.check.as_ref());
+    let system_hash = session::history::fingerprint(&system);
+    let start = session::start(held.opened, system, &task.prompt);
+    let mut turn = turn::run(
+        start,
+        &route,
+        &limits,
+        &mut backend,
+        bash.as_ref(),
+        env.interrupt,
+        env.events,
+    )
+    .await;
+    if let Some(failure) = unreached(&turn.outcome, &backend, redactor) {
+        return Ended::failed(failure);
+    }
+    let finished = Utc::now();
+    turn.skipped.splice(0..0, skipped);
+    let workspace = workspace.map(|ws| {
+        let name = report::file_name(&cfg.vertical, &task.id, started);
+        let patch = format!("{}.patch", name.trim_end_matches(".md"));
+        ws.finish(&task.subject, env.run_id, &cfg.report_dir.join(patch))
+    });
+
+    // report
+    let run = RunInfo {
+        run_id: env.run_id.to_string(),
+        started,
+        finished,
+        backend: redactor.redact(&backend.describe()),
+        sandbox: held.sandbox.describe(),
+    };
+    let session_info = held.opened.map(|o| o.info.clone());
+    let mut report = report_of(cfg, task, &route, &turn, run, session_info, redactor);
+    report.workspace = workspace;
+    report.instructions = inputs.record.clone();
+    let set_aside = unborn.set_aside(env.run_id);
+    if !set_aside.is_empty() {
+        let record = report
+            .instructions
+            .get_or_insert_with(|| crate::inputs::InstructionsRecord {
+                source: "work root".to_string(),
+                agents_md: None,
+                skills: Vec::new(),
+                set_aside: Vec::new(),
+            });
+        record.set_aside = set_aside;
+    }
+    report.egress = bash
+        .as_ref()
+        .zip(cfg.bash.egress.as_ref())
+        .and_then(|(b, e)| Some(tools::egress::section(e, &b.egress.as_ref()?.log())))
+        .map(|s| redactor.redact(&s));
+    // The order of commitments (DESIGN.md): the patch (above) and the REPORT are durable
+    // before the session records this run. A REPORT that cannot be written leaves the
+    // session as it was and gives the claim back, so the task stays eligible and the next
+    // run does it again, instead of finding "nothing new" and losing the answer.
+    let path = match report::write_reports(&cfg.report_dir, &report) {
+        Ok(path) => path,
+        Err(e) => {
+            return Ended::GiveBack {
+                why: "the REPORT could not be written; the task stays eligible".to_string(),
+                result: Err(unwritten(&report, e)),
+            }
+        }
+    };
+    // A signal during the git steps after the turn (the turn itself ended on its own): the
+    // REPORT is kept, the claim given back, the session left as it was; exit 128 + N.
+    let late = crate::signals::arrived()
+        .filter(|_| !matches!(turn.outcome, turn::TurnOutcome::Interrupted { .. }));
+    if let Some(signal) = late {
+        let why = format!("interrupted by signal {signal} after the turn");
+        let failure = Failure::new(
+            Stage::Interrupted(signal),
+            anyhow!(
+                "{why}: the REPORT is on disk at {}; the task stays eligible",
+                path.display()
+            ),
+        );
+        return Ended::GiveBack {
+            why,
+            result: Err(failure),
+        };
+    }
+    let extra = held.opened.and_then(|o| {
+        let record = session::file::RunRecord {
+            run_id: report.run_id.clone(),
+            parent_run_id: o.info.parent_run.clone(),
+            model: turn.model.clone(),
+            tier: route.tier.clone(),
+            stop_reason: turn.outcome.stop_reason().to_string(),
+            outcome: turn.finish.as_ref().map(|f| f.status.as_str().to_string()),
+            system_hash,
+            seen_journal: taken
+                .issue
+                .as_ref()
+                .and_then(|i| i.journals.iter().map(|j| j.id).max()),
+            started: report.started,
+        };
+        save_session(cfg, o, record, &turn, redactor)
+    });
+    Ended::Spent(deliver(env, held, &report, &path, &turn, extra, redactor).await)
+}
+
+/// After the REPORT is on disk: its path on stdout, the cassette, the inbox file settled,
+/// the Redmine write-back; the exit of the run.
+pub(super) async fn deliver(
+    env: &Env<'_>,
+    held: Held<'_>,
+    report: &report::Report,
+    path: &Path,
+    turn: &turn::Turn,
+    extra: Option<writeback::Extra>,
+    redactor: &Redactor,
+) -> Result<Success, Failure> {
+    let (cfg, task) = (held.cfg, &held.taken.task);
+    info!(
+        "REPORT written: {} (stop reason {}, {} rounds, {} tokens)",
+        path.display(),
+        report.stop_reason,
+        turn.rounds,
+        turn.usage.total_tokens
+    );
+    env.events.emit(Event::ReportWritten {
+        path: path.display().to_string(),
+        stop_reason: report.stop_reason.clone(),
+        rounds: turn.rounds,
+        total_tokens: turn.usage.total_tokens,
+        cost_usd: turn.cost_usd,
+    });
+    // Not printed is not delivered; the write-back still runs, the failure comes at the end.
+    let printed = env
+        .events
+        .result(&format!("{}\n", path.display()), None)
+        .map_err(|f| {
+            Failure::new(
+                f.stage,
+                f.error
+                    .context(format!("the REPORT is on disk at {}", path.display())),
+            )
+        });
+    // The cassette comes after the REPORT, so a bad --record path cannot cost the REPORT.
+    if let Some(cassette) = &env.args.record {
+        llm::cassette::save(cassette, turn.recorded.clone(), redactor)
+            .with_context(|| format!("the REPORT is on disk at {}", path.display()))
+            .stage(Stage::Writeback)?;
+        info!(
+            "recorded {} replies to {}",
+            turn.recorded.len(),
+            cassette.display()
+        );
+    }
+
+    // writeback
+    if let Some(file) = &held.taken.inbox {
+        let completed = matches!(turn.outcome, turn::TurnOutcome::Completed);
+        let settled = intake::inbox::settle(file, completed, &report::render(report), env.run_id);
+        env.events.emit(Event::WritebackCompleted {
+            target: "inbox".to_string(),
+            task_id: task.id.clone(),
+            ok: settled.is_ok(),
+            error: settled.as_ref().err().map(|e| format!("{e:#}")),
+        });
+        let moved = settled
+            .with_context(|| format!("the REPORT is on disk at {}", path.display()))
+            .stage(Stage::Writeback)?;
+        info!("inbox: task file moved to {}", moved.display());
+    }
+    // With both sources configured, only a Redmine task goes back to Redmine.
+    let tracker = env
+        .redmine
+        .filter(|_| task.source == intake::Source::Redmine);
+    let delivered = write_back(cfg, tracker, report, path, extra).await;
+    if tracker.is_some() {
+        env.events.emit(Event::WritebackCompleted {
+            target: "redmine".to_string(),
+            task_id: task.id.clone(),
+            ok: delivered.is_ok(),
+            error: delivered.as_ref().err().map(|f| format!("{:#}", f.error)),
+        });
+    }
+    if let Some(err) = report.error.as_ref().filter(|_| turn.outcome.is_failure()) {
+        error!("llm: {err}");
+    }
+    let ws_error = report.workspace.as_ref().and_then(|w| w.error.as_ref());
+    if let (Err(_), Some(e)) = (&delivered, ws_error) {
+        error!("workspace: {e}");
+    }
+    delivered?;
+    if let Some(error) = ws_error {
+        return Err(anyhow!(
+            "workspace: {error}\nthe REPORT is on disk at {}",
+            path.display()
+        ))
+        .stage(Stage::Writeback);
+    }
+    if let turn::TurnOutcome::AgentFailed { status } = &turn.outcome {
+        warn!(
+            "task not accomplished (finish: {}); REPORT and write-back done",
+            status.as_str()
+        );
+    }
+    match success_of(&turn.outcome) {
+        Success::Done => printed.map(|()| Success::Done),
+        other => Ok(other),
+    }
+}
+
+/// What the REPORT says about the run itself, beside the task and the turn.
+pub(super) struct RunInfo {
+    pub(super) run_id: String,
+    pub(super) started: chrono::DateTime<Utc>,
+    pub(super) finished: chrono::DateTime<Utc>,
+    pub(super) backend: String,
+    pub(super) sandbox: String,
+}
+
+/// How much of each command (and each reason) the REPORT's round log quotes, in bytes.
+pub(super) const REPORT_QUOTE_MAX: usize = 2048;
+
+/// The REPORT of a finished turn, with every text that may hold a secret masked.
+pub(super) fn report_of(
+    cfg: &Config,
+    task: &Task,
+    route: &Route,
+    turn: &turn::Turn,
+    run: RunInfo,
+    session: Option<session::SessionInfo>,
+    redactor: &Redactor,
+) -> report::Report {
+    let error = match &turn.outcome {
+        turn::TurnOutcome::LlmFailed { error } => Some(redactor.redact(&error.message)),
+        turn::TurnOutcome::Budget { stop } => Some(redactor.redact(&stop.describe())),
+        turn::TurnOutcome::Interrupted { signal } => {
+            Some(format!("interrupted by signal {signal}"))
+        }
+        turn::TurnOutcome::CheckFailed => turn.check.as_ref().map(|c| {
+            format!(
+                "the success check failed: {} of {} attempts, the last ended with {}",
+                c.attempts, c.max_attempts, c.last_ending
+            )
+        }),
+        turn::TurnOutcome::Completed
+        | turn::TurnOutcome::NeedsInput
+        | turn::TurnOutcome::AgentFailed { .. }
+        | turn::TurnOutcome::MaxRounds => turn.noted_error.as_deref().map(|e| redactor.redact(e)),
+    };
+    report::Report {
+        run_id: run.run_id,
+        vertical: cfg.vertical.clone(),
+        task_id: task.id.clone(),
+        source: task.source.as_str().to_string(),
+        subject: task.subject.clone(),
+        class: route.class.clone(),
+        tier: route.tier.clone(),
+        model: turn.model.clone(),
+        models_skipped: turn
+            .skipped
+            .iter()
+            .map(|s| turn::SkippedModel {
+                model: s.model.clone(),
+                reason: redactor.redact(&s.reason),
+            })
+            .collect(),
+        usage: turn.usage,
+        cost_usd: turn.cost_usd,
+        rounds: turn.rounds,
+        max_rounds: cfg.max_rounds,
+        max_total_tokens: cfg.budget.max_total_tokens,
+        max_cost_usd: cfg.budget.max_cost_usd,
+        stop_reason: turn.outcome.stop_reason().to_string(),
+        error,
+        finish: turn.finish.as_ref().map(|f| report::FinishRecord {
+            status: f.status.as_str().to_string(),
+            question: f.question.as_deref().map(|q| redactor.redact(q)),
+        }),
+        session,
+        started: run.started,
+        finished: run.finished,
+        backend: run.backend,
+        sandbox: run.sandbox,
+        round_log: turn
+            .log
+            .iter()
+            .map(|r| turn::RoundRecord {
+                tools: r
+                    .tools
+                    .iter()
+                    .map(|t| t.clipped(REPORT_QUOTE_MAX))
+                    .collect(),
+                ..r.clone()
+            })
+            .collect(),
+        reply: turn.reply.as_deref().map(|r| redactor.redact(r)),
+        check: turn.check.clone(),
+        workspace: None,
+        instructions: None,
+        egress: None,
+    }
+}
+
+/// A turn that failed without reaching any model (a refused connection, a failed TCP or TLS
+/// handshake, a 404 that names no model: see [`llm::client::HttpClient::reached`]) is no
+/// answer: no REPORT, no session, the claim given back, exit 4 with the error on stderr.
+pub(super) fn unreached(
+    outcome: &turn::TurnOutcome,
+    backend: &Backend,
+    redactor: &Redactor,
+) -> Option<Failure> {
+    let turn::TurnOutcome::LlmFailed { error } = outcome else {
+        return None;
+    };
+    if backend.reached() {
+        return None;
+    }
+    Some(Failure::new(
+        Stage::Llm,
+        anyhow!(
+            "no model was reached: {}; no REPORT and no session written, the task stays eligible",
+            redactor.redact(&error.message)
+        ),
+    ))
+}
+
+/// A REPORT that could not be written (a full disk): the tokens are spent, so its text, the
+/// model's reply included, goes to stderr rather than being lost; the run fails (exit 1).
+/// The session was not saved, so the next run works the task again.
+pub(super) fn unwritten(report: &report::Report, e: anyhow::Error) -> Failure {
+    error!(
+        "the REPORT could not be written ({e:#}); here it is, the model's reply included:\n{}",
+        report::render(report)
+    );
+    Failure::new(
+        Stage::Writeback,
+        e.context(
+            "the REPORT could not be written; its text is on stderr above. The session does not record this run, so the task stays eligible: the next run works it again",
+        ),
+    )
+}
+
+/// Posts the written REPORT to its Redmine issue, when the task came from Redmine. A failure
+/// says how to retry the write-back alone.
+pub(super) async fn write_back(
+    cfg: &Config,
+    redmine: Option<&RedmineClient>,
+    report: &report::Report,
+    path: &Path,
+    extra: Option<writeback::Extra>,
+) -> Result<(), Failure> {
+    let (Some(client), Some(rm)) = (redmine, cfg.redmine.as_ref()) else {
+        return Ok(());
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    writeback::write_back(client, rm, &report::render(report), &name, extra)
+        .await
+        .map_err(|e| {
+            anyhow!(
+                "{e:#}\nthe REPORT is on disk at {}; retry the write-back with: harness writeback --config {} {}",
+                path.display(),
+                cfg.path.display(),
+                path.display()
+            )
+        })
+        .stage(Stage::Writeback)
+}
+
+/// Saves the session with this run appended; returns the file to attach to the REPORT
+/// note when the session lives on the issue and fits `[session].max_attachment_bytes`.
+/// A session that cannot be saved costs the next run its history, not this run its REPORT.
+pub(super) fn save_session(
+    cfg: &Config,
+    opened: &Opened,
+    record: session::file::RunRecord,
+    turn: &turn::Turn,
+    redactor: &Redactor,
+) -> Option<writeback::Extra> {
+    let (task_id, run_id) = (opened.stored_task_id(), record.run_id.clone());
+    let added = turn
+        .messages
+        .get(1 + opened.history.len()..)
+        .unwrap_or_default();
+    let bytes = match session::save(opened, record, added, redactor) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            warn!("session {}: not saved: {e:#}", opened.info.key);
+            return None;
+        }
+    };
+    info!(
+        "session {}: saved to {}",
+        opened.info.key,
+        opened.local.display()
+    );
+    let (name, bytes) = session::attachment(cfg, opened.place, &task_id, &run_id, bytes)?;
+    Some(writeback::Extra {
+        name,
+        bytes,
+        content_type: "application/gzip",
+    })
+}
+
+/// The exit of a turn whose REPORT is written. A configured limit is a bounded, expected
+/// stop like max_rounds; the proxy refusing for budget is a failure, since every later run
+/// would be refused too.
+pub(super) fn success_of(outcome: &turn::TurnOutcome) -> Success {
+    if let turn::TurnOutcome::Interrupted { signal } = outcome {
+        Success::Interrupted { signal: *signal }
+    } else if let turn::TurnOutcome::AgentFailed { .. } = outcome {
+        Success::NotAccomplished
+    } else if outcome.is_failure() {
+        Success::LlmFailedAfterReport
+    } else if let turn::TurnOutcome::CheckFailed = outcome {
+        Success::NotAccomplished
+    } else {
+        Success::Done
+    }
+}
