@@ -1,7 +1,7 @@
 //! Property tests of the config loader: `config::parse` returns a `Config` or a list of
 //! problems for ANY text (never a panic), whether the text is arbitrary or a mutation of
 //! `harness.toml.example`, the file that documents every key. (The gate's own never-panics
-//! properties live with it, in `src/tools/gate/`.)
+//! properties live with it, in `crates/gate/src/`.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

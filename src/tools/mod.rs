@@ -8,7 +8,7 @@ pub mod bash;
 pub mod direct;
 pub mod egress;
 pub mod files;
-pub mod gate;
+pub use harness_gate as gate;
 pub mod sandbox;
 pub mod shadows;
 pub mod spawner;
