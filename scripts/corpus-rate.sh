@@ -5,5 +5,5 @@
 # each (the whole corpus is about 19,000 verdicts: a minute or two in a debug build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --test gate_corpus -- --include-ignored --nocapture --test-threads 1 "$@" 2>&1 |
+cargo test --test all -- gate_corpus:: --include-ignored --nocapture --test-threads 1 "$@" 2>&1 |
     grep -v '^\s*\(Compiling\|Finished\|Running\)'

@@ -60,7 +60,8 @@ fi
 skip_log=$(mktemp "${TMPDIR:-/tmp}/harness-test-skips.XXXXXX")
 export HARNESS_TEST_SKIP_LOG=$skip_log
 
-# One test binary at a time keeps the real-server tests from racing each other.
+# The integration tests are one binary (tests/all.rs); two threads, and tests/common's guard
+# lets one real-Redmine test run at a time.
 rc=0
 cargo test --workspace --all-targets --no-fail-fast -- --test-threads="${HARNESS_TEST_THREADS:-2}" || rc=$?
 

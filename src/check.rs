@@ -12,7 +12,7 @@ use crate::llm::client::{ClientOptions, HttpClient};
 use crate::preflight;
 use crate::redmine::client::RedmineClient;
 use crate::secrets::Redactor;
-use crate::tools::gate;
+use harness_gate as gate;
 
 /// How one check went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

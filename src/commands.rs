@@ -8,8 +8,8 @@ use crate::cli::{self, GateArgs};
 use crate::exit::{Failure, Stage, StageExt, Success};
 use crate::redmine::client::RedmineClient;
 use crate::secrets::Redactor;
-use crate::tools::gate;
 use crate::{check, config, emit, writeback};
+use harness_gate as gate;
 
 /// `harness version`.
 pub fn version() -> Result<Success, Failure> {

@@ -6,8 +6,8 @@ use std::path::Path;
 use crate::config::Config;
 use crate::intake::Task;
 use crate::routing::Route;
-use crate::tools::gate;
 use crate::tools::sandbox::Status;
+use harness_gate as gate;
 
 /// What a `--dry-run` shows: the run's plan, nothing executed.
 #[derive(Debug, Clone, PartialEq)]

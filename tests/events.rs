@@ -4,8 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod stub;
+use crate::common;
+use crate::stub;
 
 use std::io::Read;
 use std::time::{Duration, Instant};

@@ -3,8 +3,8 @@
 //! from a tiny HTTP stub (tests/stub) that can delay, or send an endless body.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod stub;
+use crate::common;
+use crate::stub;
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Stdio};

@@ -3,8 +3,8 @@
 //! read as is. Each test names the class it closes; faults come from tests/stub.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod stub;
+use crate::common;
+use crate::stub;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -262,3 +262,336 @@ fn the_checker_sees_a_circle_and_the_arrows_of_a_use_group() {
         ]]
     );
 }
+
+/// Every workspace member's source tree (the root package's `src/` and each `crates/*/src`).
+fn member_sources() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = vec![root.join("src")];
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("src"))
+        .filter(|p| p.is_dir())
+        .collect();
+    crates.sort();
+    out.extend(crates);
+    out
+}
+
+#[test]
+fn no_workspace_crate_has_import_circles() {
+    for src in member_sources() {
+        let found = circles(&graph(&src));
+        assert!(
+            found.is_empty(),
+            "{}: import circles {found:?}",
+            src.display()
+        );
+    }
+}
+
+/// The `path` dependencies (other workspace members) a member's Cargo.toml names, by table.
+fn member_dependencies(manifest: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(manifest).unwrap();
+    let doc: toml::Table = text.parse().unwrap();
+    let mut out = Vec::new();
+    for table in ["dependencies", "dev-dependencies", "build-dependencies"] {
+        let Some(deps) = doc.get(table).and_then(|d| d.as_table()) else {
+            continue;
+        };
+        for (name, spec) in deps {
+            if spec.get("path").is_some() {
+                out.push((table.to_string(), name.clone()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn crate_boundaries_hold() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The gate is pure and knows nothing of the run: it depends on no other member, and no
+    // file of it names harness. The test server is a seam for the tests, not product code.
+    for member in ["gate", "scripted-llm"] {
+        let deps = member_dependencies(&root.join("crates").join(member).join("Cargo.toml"));
+        assert!(
+            deps.is_empty(),
+            "crates/{member} depends on members {deps:?}"
+        );
+    }
+    for src in member_sources().iter().skip(1) {
+        let mut stack = vec![src.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let code = production_code(&std::fs::read_to_string(&path).unwrap());
+                    assert!(
+                        !mentions(&code, "harness::"),
+                        "{} names the harness crate",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
+    // The product uses only the gate; the test server reaches it only as a dev-dependency.
+    let deps = member_dependencies(&root.join("Cargo.toml"));
+    for (table, name) in &deps {
+        assert!(
+            name == "harness-gate" || (table == "dev-dependencies" && name == "scripted-llm"),
+            "harness's {table} names member {name}"
+        );
+    }
+}
+
+/// A function's first line (1-based), name and length in lines, for each `fn` with a body in
+/// `code` (test code already cut off). Strings, chars and comments are skipped when counting
+/// braces, so a `{` in a format string is not a block.
+fn functions(code: &str) -> Vec<(usize, String, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(name) = fn_name(line) else {
+            continue;
+        };
+        if let Some(end) = body_end(&lines[i..]) {
+            out.push((i + 1, name, end + 1));
+        }
+    }
+    out
+}
+
+/// The name when `line` starts a function item (`pub(crate) async fn name`).
+fn fn_name(line: &str) -> Option<String> {
+    let mut rest = line.trim_start();
+    loop {
+        let before = rest;
+        for q in [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "const ",
+            "async ",
+            "unsafe ",
+        ] {
+            rest = rest.strip_prefix(q).unwrap_or(rest);
+        }
+        rest = rest.strip_prefix("extern \"C\" ").unwrap_or(rest);
+        if rest == before {
+            break;
+        }
+    }
+    let rest = rest.strip_prefix("fn ")?;
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// The index of the line that closes the body opened on or after `lines[0]`; `None` for a
+/// declaration without a body. Strings (plain and raw, over several lines), char literals and
+/// line comments are skipped.
+fn body_end(lines: &[&str]) -> Option<usize> {
+    let text: Vec<char> = lines.join("\n").chars().collect();
+    let (mut depth, mut opened, mut line, mut i) = (0i64, false, 0usize, 0usize);
+    let at = |i: usize| text.get(i).copied();
+    while i < text.len() {
+        match text[i] {
+            '\n' => line += 1,
+            '/' if at(i + 1) == Some('/') => {
+                while i + 1 < text.len() && text[i + 1] != '\n' {
+                    i += 1;
+                }
+            }
+            'r' if matches!(at(i + 1), Some('#' | '"'))
+                && !at(i.wrapping_sub(1)).is_some_and(|c| c.is_alphanumeric() || c == '_') =>
+            {
+                let hashes = text[i + 1..].iter().take_while(|c| **c == '#').count();
+                if at(i + 1 + hashes) == Some('"') {
+                    let close: String = std::iter::once('"')
+                        .chain("#".repeat(hashes).chars())
+                        .collect();
+                    let close: Vec<char> = close.chars().collect();
+                    i += 2 + hashes;
+                    while i < text.len() && !text[i..].starts_with(&close) {
+                        line += usize::from(text[i] == '\n');
+                        i += 1;
+                    }
+                    i += close.len() - 1;
+                }
+            }
+            '"' => {
+                i += 1;
+                while i < text.len() && text[i] != '"' {
+                    line += usize::from(text[i] == '\n');
+                    i += if text[i] == '\\' { 2 } else { 1 };
+                }
+            }
+            '\'' if at(i + 1) == Some('\\') => {
+                i += 2;
+                while i < text.len() && text[i] != '\'' {
+                    i += 1;
+                }
+            }
+            '\'' if at(i + 2) == Some('\'') => i += 2,
+            '{' => {
+                depth += 1;
+                opened = true;
+            }
+            '}' => {
+                depth -= 1;
+                if opened && depth == 0 {
+                    return Some(line);
+                }
+            }
+            ';' if !opened => return None,
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The longest a function may be (STYLE.md: about a screen).
+const MAX_FN_LINES: usize = 80;
+
+/// The functions still over [`MAX_FN_LINES`]: (file under the workspace root, function, its
+/// length today). A ratchet: a listed function may shrink but not grow, a new long one fails,
+/// and an entry that is no longer long must be removed. `table` marks a body that is one
+/// lookup table (a `match` of one-line arms), where splitting would scatter one fact.
+const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
+    ("crates/gate/src/programs/git.rs", "git_check", 311),
+    ("crates/gate/src/judge.rs", "judge_invocation", 259),
+    ("crates/gate/src/programs/writes.rs", "writes", 248),
+    ("crates/gate/src/programs/outfiles.rs", "read", 192),
+    ("crates/gate/src/programs/make.rs", "make_override", 190),
+    ("crates/gate/src/programs/wrappers.rs", "inner_command", 182),
+    ("src/turn/mod.rs", "run_on", 177),
+    ("crates/gate/src/programs/tar.rs", "read_tar", 160),
+    ("src/config/validate.rs", "config", 155),
+    ("src/tools/sandbox.rs", "build_with", 153),
+    ("crates/gate/src/programs/sed.rs", "sed_script_ok", 147),
+    ("crates/scripted-llm/src/chat.rs", "serve_step", 126),
+    ("src/once/after.rs", "turn_and_report", 124),
+    ("src/writeback.rs", "write_back", 121),
+    ("src/check.rs", "gate_items", 118),
+    ("src/intake/redmine.rs", "take", 116),
+    ("src/tools/mod.rs", "run", 116),
+    ("crates/gate/src/shell/lex.rs", "run", 114),
+    ("src/tools/direct.rs", "run", 111),
+    ("src/workspace/git.rs", "bounded_within", 110),
+    ("src/config/validate.rs", "bash", 110),
+    ("crates/gate/src/programs/writes.rs", "copies", 109),
+    ("src/tools/egress/proxy.rs", "handle", 106),
+    ("src/tools/sandbox/exec.rs", "exec_set", 106),
+    ("crates/gate/src/programs/shells.rs", "shell_inner", 106),
+    ("src/session/mod.rs", "open", 105),
+    ("crates/gate/src/programs/sed.rs", "sed_args", 105),
+    ("src/plan.rs", "plan", 102),
+    ("src/tools/spawner/server.rs", "handle", 102),
+    ("crates/gate/src/shell/lex.rs", "ansi_c_decode", 99),
+    ("src/once/after.rs", "deliver", 97),
+    ("src/config/egress.rs", "network", 96),
+    ("crates/gate/src/judge.rs", "judge_segment_outcome", 96),
+    ("src/tools/sandbox/reach.rs", "program", 90),
+    ("crates/gate/src/render.rs", "render_human", 89),
+    ("src/tools/sandbox/unix/notify.rs", "program", 88),
+    ("crates/gate/src/judge.rs", "judge_program", 88),
+    ("src/tools/mod.rs", "prepare", 87),
+    ("src/intake/inbox.rs", "take_one", 84),
+    (
+        "crates/gate/src/programs/interpreters.rs",
+        "opaque_mentions",
+        84,
+    ),
+    ("crates/scripted-llm/src/http.rs", "read_request", 84),
+    ("src/events/metrics.rs", "render", 83),
+    ("crates/gate/src/programs/awk.rs", "awk_skeleton", 82),
+    ("crates/gate/src/programs/wrappers.rs", "xargs_inner", 82),
+    ("src/tools/spawner/wire.rs", "decode_request", 81),
+];
+
+#[test]
+fn no_function_is_longer_than_a_screen_beyond_the_ratchet() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut long = Vec::new();
+    for src in member_sources() {
+        let mut stack = vec![src.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let file = path.file_name().unwrap().to_string_lossy().into_owned();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                // Whole files of tests (declared `#[cfg(test)] mod tests;`) are not product code.
+                if !file.ends_with(".rs") || file == "tests.rs" || file == "differential.rs" {
+                    continue;
+                }
+                let code = production_code(&std::fs::read_to_string(&path).unwrap());
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                for (_, name, len) in functions(&code) {
+                    if len > MAX_FN_LINES {
+                        long.push((rel.clone(), name, len));
+                    }
+                }
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for (file, name, len) in &long {
+        match LONG_FUNCTIONS
+            .iter()
+            .find(|(f, n, _)| f == file && n == name)
+        {
+            None => problems.push(format!(
+                "{file}: fn {name} is {len} lines (at most {MAX_FN_LINES})"
+            )),
+            Some((_, _, max)) if len > max => problems.push(format!(
+                "{file}: fn {name} grew to {len} lines (ratchet {max})"
+            )),
+            Some(_) => {}
+        }
+    }
+    for (file, name, max) in LONG_FUNCTIONS {
+        if !long.iter().any(|(f, n, _)| f == file && n == name) {
+            problems.push(format!(
+                "{file}: fn {name} is no longer over {MAX_FN_LINES} lines: remove its entry ({max})"
+            ));
+        }
+    }
+    long.sort_by(|a, b| b.2.cmp(&a.2));
+    let listing: Vec<String> = long
+        .iter()
+        .map(|(f, n, l)| format!("    (\"{f}\", \"{n}\", {l}),"))
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "{}\n\nthe long functions today:\n{}",
+        problems.join("\n"),
+        listing.join("\n")
+    );
+}
+
+#[test]
+fn the_function_scanner_counts_bodies_not_strings() {
+    let code = "pub(crate) async fn a(x: u8) -> u8 {\n    let s = \"{\";\n    let c = '{';\n    // {\n    x\n}\nfn decl();\nfn b<'a>(s: &'a str) {\n}\n\
+                fn c() {\n    let t = r#\"}\"\n}\"#;\n    let u = \"\n}\";\n}\n";
+    assert_eq!(
+        functions(code),
+        vec![
+            (1, "a".to_string(), 6),
+            (8, "b".to_string(), 2),
+            (10, "c".to_string(), 6)
+        ]
+    );
+}

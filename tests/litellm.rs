@@ -12,7 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -107,7 +107,10 @@ fn error_text(report: &str) -> String {
 
 #[test]
 fn without_the_proxy_ci_fails_and_a_plain_run_says_skipped() {
-    assert_skips_loudly("through_a_real_litellm_proxy", "HARNESS_TEST_LITELLM");
+    assert_skips_loudly(
+        "litellm::through_a_real_litellm_proxy",
+        "HARNESS_TEST_LITELLM",
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! time and reset the seeded DB first.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::redmine::*;
 use common::*;
@@ -40,7 +40,7 @@ fn seeded_order(name: &str, params: &str) -> Vec<u64> {
 #[test]
 fn without_the_server_ci_fails_and_a_plain_run_says_skipped() {
     assert_skips_loudly(
-        "full_path_claim_turn_report_note_status",
+        "redmine::full_path_claim_turn_report_note_status",
         "HARNESS_TEST_REDMINE",
     );
 }

@@ -3,7 +3,7 @@
 //! The tests share one server, so they run one at a time and reset the seeded DB first.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::redmine::*;
 use common::*;
@@ -26,7 +26,7 @@ fn finish_step(id: &str, args: Value) -> Value {
 #[test]
 fn without_the_server_ci_fails_and_a_plain_run_says_skipped() {
     assert_skips_loudly(
-        "needs_input_leads_with_the_question_and_failed_exits_5",
+        "redmine_sessions::needs_input_leads_with_the_question_and_failed_exits_5",
         "HARNESS_TEST_REDMINE",
     );
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::secrets::KeyRef;
-use crate::tools::gate::Policy;
+use harness_gate::Policy;
 
 mod code;
 mod egress;

@@ -1,7 +1,7 @@
 //! Unit tests of the config stage: parsing, defaults and every validation message.
 
 use super::*;
-use crate::tools::gate::Verdict;
+use harness_gate::Verdict;
 use pretty_assertions::assert_eq;
 
 const MINIMAL: &str = r#"
@@ -577,7 +577,7 @@ fn a_preset_starts_the_policy_and_the_config_adds_to_it() {
         "{MINIMAL}\n[tools.bash]\npreset = \"python-dev\"\nallow = [\"cargo test *\"]\ndeny = [\"git commit *\"]\n"
     );
     let c = parse(&text, Path::new("/etc/h/harness.toml")).unwrap();
-    let p = crate::tools::gate::presets::preset("python-dev").unwrap();
+    let p = harness_gate::presets::preset("python-dev").unwrap();
     let policy = &c.bash.policy;
     assert_eq!(policy.allow.len(), p.allow_rules().count() + 1);
     assert_eq!(policy.allow.last().unwrap().as_str(), "cargo test *");

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::raw::*;
 use super::*;
 use crate::secrets::KeyRef;
-use crate::tools::gate::{self, Rule, Verdict};
+use harness_gate::{self as gate, Rule, Verdict};
 
 pub(super) struct Validator {
     pub(super) problems: Vec<String>,
@@ -745,7 +745,7 @@ impl Validator {
                     &key,
                     format!("{name:?} is not a plain variable name (letters, digits, `_`)"),
                 );
-            } else if let Some(why) = crate::tools::gate::denied_env(&name) {
+            } else if let Some(why) = harness_gate::denied_env(&name) {
                 self.problem(
                     &key,
                     format!("{name:?} can never be given to a command: {why}"),

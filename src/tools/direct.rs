@@ -1,4 +1,4 @@
-//! Tools adapter: runs an allowed plain pipeline ([`crate::tools::gate::Judgement::plain_argv`])
+//! Tools adapter: runs an allowed plain pipeline ([`harness_gate::Judgement::plain_argv`])
 //! without bash: the very argv the gate judged, each stage `execve`d by harness with the pipes
 //! set up here, under the same environment, work dir, sandbox, process group,
 //! timeout and output capture as `bash -c`. I/O: PATH look-ups, pipes, process spawns.
@@ -318,7 +318,7 @@ mod tests {
     use crate::secrets::Redactor;
     use crate::signals::Interrupt;
     use crate::tools::bash::{self, scrubbed_env, Ending};
-    use crate::tools::gate::{judge, Policy, Rule, Verdict};
+    use harness_gate::{judge, Policy, Rule, Verdict};
     use pretty_assertions::assert_eq;
     use std::time::Duration;
 

@@ -38,7 +38,7 @@ use landlock::{
 };
 
 use crate::config::{BashConfig, NeverRead, SandboxMode};
-use crate::tools::gate::Runs;
+use harness_gate::Runs;
 
 /// The Landlock ABI this code is written and tested against; newer kernels are used at this
 /// level, older ones at theirs (the crate's best-effort mode).

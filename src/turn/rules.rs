@@ -12,7 +12,7 @@
 use chrono::NaiveDate;
 
 use crate::config::BashConfig;
-use crate::tools::gate::{self, Runs, Verdict};
+use harness_gate::{self as gate, Runs, Verdict};
 
 /// The most bytes of the rules part: a policy of thousands of rules is summarised (programs
 /// by name), then cut, to stay under it.

@@ -3,6 +3,7 @@
 //! `harness` binary that never gives it stdin.
 #![allow(dead_code)]
 
+#[macro_use]
 pub mod redmine;
 pub mod runs;
 pub mod stream;

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use anyhow::Context;
 
 use crate::beneath::openat2;
-use crate::tools::gate::{self, Policy};
+use harness_gate::{self as gate, Policy};
 
 /// The work root, held open, and what is protected inside it.
 #[derive(Debug)]

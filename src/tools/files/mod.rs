@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use crate::config::FilesConfig;
 use crate::secrets::Redactor;
-use crate::tools::gate::Policy;
+use harness_gate::Policy;
 use jail::Jail;
 
 /// The names of the file tools, as offered to the model.

@@ -6,7 +6,7 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::tools::gate::{Rule, Verdict};
+use harness_gate::{Rule, Verdict};
 
 struct Setup {
     _dir: tempfile::TempDir,

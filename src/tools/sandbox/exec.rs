@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::BashConfig;
-use crate::tools::gate::{exec_helpers, Runs, Verdict, SYSTEM_DIRS};
+use harness_gate::{exec_helpers, Runs, Verdict, SYSTEM_DIRS};
 
 /// PATH for a command when the harness itself has none.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use super::exec::{self, ExecSet};
 use super::reads::ReadSet;
 use crate::config::{BashConfig, NeverRead};
-use crate::tools::gate::Runs;
+use harness_gate::Runs;
 
 /// At most this many `Permission denied` lines of one output are looked at.
 const MAX_DENIED_LINES: usize = 20;
