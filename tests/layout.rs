@@ -569,7 +569,7 @@ fn no_function_is_longer_than_a_screen_beyond_the_ratchet() {
             ));
         }
     }
-    long.sort_by(|a, b| b.2.cmp(&a.2));
+    long.sort_by_key(|b| std::cmp::Reverse(b.2));
     let listing: Vec<String> = long
         .iter()
         .map(|(f, n, l)| format!("    (\"{f}\", \"{n}\", {l}),"))

@@ -1,5 +1,5 @@
-//! Test support: a temp dir with a config, the scripted OpenAI-compatible server started as
-//! a real process (the same binary the LiteLLM runs use), and a runner for the built
+//! Test support: a temp dir with a config, the scripted OpenAI-compatible server run in
+//! process (crates/scripted-llm's library; the LiteLLM runs start its binary), and a runner for the built
 //! `harness` binary that never gives it stdin.
 #![allow(dead_code)]
 
@@ -11,7 +11,7 @@ pub mod stream;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -19,61 +19,26 @@ use serde_json::Value;
 /// The canary used as the LiteLLM key in tests: it must never appear in any output.
 pub const CANARY: &str = "sk-canary-7f3a9c1e5b2d4f60";
 
-/// The `scripted-llm` binary. It is a workspace member (crates/scripted-llm), not a binary of
-/// this package, so Cargo sets no `CARGO_BIN_EXE_scripted-llm`; it lands in the same
-/// target/<profile>/ as this test's own binary (target/<profile>/deps/<test>-<hash>), and a
-/// plain `cargo build`/`cargo test` at the root builds it (it is a default member).
-pub fn scripted_llm_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap_or_else(|| {
-        panic!(
-            "test binary {} has no target/<profile>/ above it",
-            exe.display()
-        )
-    });
-    let bin = profile_dir.join("scripted-llm");
-    assert!(
-        bin.is_file(),
-        "no scripted-llm binary at {}: build it first with `cargo build -p scripted-llm` \
-         (or run `cargo test` / scripts/test.sh at the repository root, which build it)",
-        bin.display()
-    );
-    bin
-}
-
-/// A running `scripted-llm` process.
+/// The scripted OpenAI-compatible server (crates/scripted-llm), running in this test process
+/// on a thread of its own: the same server the LiteLLM runs start as a binary, without a
+/// process per test. Dropping it closes the port.
 pub struct Llm {
-    child: Child,
+    server: scripted_llm::Server,
     /// `http://127.0.0.1:PORT`
     pub url: String,
-    _dir: tempfile::TempDir,
 }
 
 impl Llm {
     /// Starts the server with a script (a JSON list of steps or a script object).
     pub fn start(script: &Value) -> Llm {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("script.json");
-        std::fs::write(&path, serde_json::to_vec(script).unwrap()).unwrap();
-        let mut child = Command::new(scripted_llm_bin())
-            .args(["--script", path.to_str().unwrap(), "--port", "0"])
-            .args(["--models", "glm-5.3,glm-5.2,glm-4.7-flash,glm-5-turbo"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let line = first_line(&mut child);
-        let url = line
-            .trim()
-            .strip_prefix("LISTENING ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
-        Llm {
-            child,
-            url,
-            _dir: dir,
-        }
+        let models = ["glm-5.3", "glm-5.2", "glm-4.7-flash", "glm-5-turbo"];
+        let server = scripted_llm::Server::start_with_models(
+            &serde_json::to_string(script).unwrap(),
+            models.iter().map(|m| m.to_string()).collect(),
+        )
+        .unwrap_or_else(|e| panic!("scripted-llm did not start: {e}"));
+        let url = server.url().to_string();
+        Llm { server, url }
     }
 
     /// The base URL harness is configured with.
@@ -83,7 +48,10 @@ impl Llm {
 
     /// Every logged request.
     pub fn requests(&self) -> Vec<Value> {
-        serde_json::from_str(&http_get(&format!("{}/_fake/requests", self.url))).unwrap()
+        match self.server.requests() {
+            Value::Array(all) => all,
+            other => panic!("requests: {other}"),
+        }
     }
 
     /// The chat requests' bodies, in order.
@@ -93,14 +61,7 @@ impl Llm {
 
     /// `{pos, steps, requests, connections}`.
     pub fn state(&self) -> Value {
-        serde_json::from_str(&http_get(&format!("{}/_fake/state", self.url))).unwrap()
-    }
-}
-
-impl Drop for Llm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.state()
     }
 }
 

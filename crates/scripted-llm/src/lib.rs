@@ -61,15 +61,18 @@
 //! Layout, along the data flow: `args` (argv -> `Args`), `script` (JSON -> validated steps),
 //! `server` (accept loop, routing, control endpoints), `http` (request in, response head out),
 //! `chat` (one step -> a full or streamed reply, faults included), `state` (position, counters,
-//! request log). The binary (`main.rs`) only calls [`run`].
+//! request log); `in_process` ([`Server`]) serves a script on a thread of the calling
+//! process, which is how the integration tests use it. The binary (`main.rs`) only calls [`run`].
 
 mod args;
 mod chat;
 mod http;
+mod in_process;
 mod script;
 mod server;
 mod state;
 
+pub use in_process::Server;
 pub use server::run;
 
 /// The error type at the edges: every failure is reported as one line and exit code 2.

@@ -37,15 +37,7 @@ pub async fn run(argv: impl Iterator<Item = String>) -> Result<(), BoxError> {
         script.steps.len(),
         args.script.display()
     );
-    let state = Arc::new(Mutex::new(State {
-        script,
-        pos: 0,
-        seq: 0,
-        connections: 0,
-        log: Vec::new(),
-        log_path: args.log,
-        models: args.models,
-    }));
+    let state = Arc::new(Mutex::new(State::new(script, args.log, args.models)));
     {
         let mut out = io::stdout().lock();
         writeln!(out, "LISTENING http://{addr}")?;
@@ -54,6 +46,23 @@ pub async fn run(argv: impl Iterator<Item = String>) -> Result<(), BoxError> {
 
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
+    let stop = async move {
+        tokio::select! {
+            _ = sigterm.recv() => eprintln!("scripted-llm: SIGTERM, exiting"),
+            _ = sigint.recv() => eprintln!("scripted-llm: SIGINT, exiting"),
+        }
+    };
+    serve(listener, state, stop).await;
+    Ok(())
+}
+
+/// Accepts connections and serves each on its own task until `stop` completes.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    state: Arc<Mutex<State>>,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(stop);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -73,11 +82,9 @@ pub async fn run(argv: impl Iterator<Item = String>) -> Result<(), BoxError> {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
-            _ = sigterm.recv() => { eprintln!("scripted-llm: SIGTERM, exiting"); break; }
-            _ = sigint.recv() => { eprintln!("scripted-llm: SIGINT, exiting"); break; }
+            () = &mut stop => break,
         }
     }
-    Ok(())
 }
 
 pub(crate) fn is_control(path: &str) -> bool {

@@ -27,6 +27,19 @@ pub(crate) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 impl State {
+    /// A fresh server's state: at the first step, nothing logged.
+    pub(crate) fn new(script: Script, log_path: Option<PathBuf>, models: Vec<String>) -> State {
+        State {
+            script,
+            pos: 0,
+            seq: 0,
+            connections: 0,
+            log: Vec::new(),
+            log_path,
+            models,
+        }
+    }
+
     /// The step for the next chat request and its index (`None` when exhausted).
     pub(crate) fn next_step(&mut self) -> (Option<usize>, Step) {
         let len = self.script.steps.len();
