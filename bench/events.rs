@@ -36,6 +36,7 @@ fn round(events: &Events, n: u32) {
     });
     events.emit(Event::RoundCompleted {
         round: n,
+        max_rounds: 50,
         model: "glm-5.3".into(),
         usage: Usage {
             prompt_tokens: 1200,
@@ -58,7 +59,7 @@ fn round(events: &Events, n: u32) {
         ending: harness::tools::bash::Ending::Exited(0),
         output_bytes: 734,
     };
-    events.emit(Event::tool_completed(n, &format!("call_{n}"), &ran));
+    events.emit(Event::tool_completed(n, &format!("call_{n}"), "bash", &ran));
 }
 
 fn main() {

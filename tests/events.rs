@@ -386,6 +386,7 @@ fn every_event_type_is_in_the_schema() {
         },
         Event::RoundCompleted {
             round: 1,
+            max_rounds: 2,
             model: s(),
             usage: Usage::default(),
             cost_usd: None,
@@ -402,6 +403,9 @@ fn every_event_type_is_in_the_schema() {
         Event::ToolCompleted {
             round: 1,
             call_id: s(),
+            tool: s(),
+            command: None,
+            path: None,
             verdict: Verdict::Invalid,
             exit: None,
             ending: None,

@@ -1,4 +1,5 @@
-//! Events adapter (a file or stdout): the JSONL stream of `harness once --events PATH`, and
+//! Events adapter (a file or stdout): the JSONL stream of `harness once --events PATH` and,
+//! from the same events, the narration on stderr (`human`); and
 //! the run's tally that the metrics textfile is made from. One [`Events`] handle per run,
 //! created before the config is read and handed to every stage as an argument; it writes
 //! one JSON object per line (`type`, `ts`, `run_id` and the event's fields), masked by the
@@ -21,6 +22,7 @@ use serde_json::Value;
 
 use crate::exit::Failure;
 use crate::llm::wire::Usage;
+pub mod human;
 pub mod metrics;
 
 use crate::secrets::Redactor;
@@ -78,6 +80,8 @@ pub enum Event {
     RoundCompleted {
         /// 1-based round.
         round: u32,
+        /// The cap.
+        max_rounds: u32,
         /// The model that answered.
         model: String,
         /// Tokens of this round.
@@ -110,6 +114,12 @@ pub enum Event {
         round: u32,
         /// The call id.
         call_id: String,
+        /// The tool's name as the model sent it.
+        tool: String,
+        /// The command, for `bash`.
+        command: Option<String>,
+        /// The file, for a file tool.
+        path: Option<String>,
         /// `allowed` (it ran), `denied` (the gate refused it), `invalid` (not understood).
         verdict: Verdict,
         /// The exit status, when the command ran and exited.
@@ -201,7 +211,16 @@ pub enum Verdict {
 
 impl Event {
     /// The `tool.completed` event of a finished call.
-    pub fn tool_completed(round: u32, call_id: &str, event: &ToolEvent) -> Event {
+    pub fn tool_completed(round: u32, call_id: &str, tool: &str, event: &ToolEvent) -> Event {
+        let (command, path) = match event {
+            ToolEvent::Ran { command, .. } | ToolEvent::Denied { command, .. } => {
+                (Some(command.clone()), None)
+            }
+            ToolEvent::File { path, .. } | ToolEvent::FileRefused { path, .. } => {
+                (None, Some(path.clone()))
+            }
+            ToolEvent::Finished { .. } | ToolEvent::Invalid { .. } => (None, None),
+        };
         let (verdict, exit, ending, bytes, reason) = match event {
             ToolEvent::Ran {
                 ending,
@@ -236,6 +255,9 @@ impl Event {
         Event::ToolCompleted {
             round,
             call_id: call_id.to_string(),
+            tool: tool.to_string(),
+            command,
+            path,
             verdict,
             exit,
             ending,
@@ -315,6 +337,8 @@ struct Inner {
     plan_shown: bool,
     metrics: Option<(PathBuf, String)>,
     completed: bool,
+    /// The human renderer: stderr's narration of the same events.
+    narrator: human::Narrator,
 }
 
 /// The run's event sink and tally; cheap to clone (one shared stream per run).
@@ -364,6 +388,7 @@ impl Events {
                 plan_shown: false,
                 metrics: None,
                 completed: false,
+                narrator: human::Narrator::default(),
             })),
         };
         events.emit(Event::RunStarted {
@@ -412,6 +437,10 @@ impl Events {
         let mut inner = self.lock();
         if inner.completed {
             return;
+        }
+        // The human stream is rendered from the same event (stderr, masked by the logger).
+        if let Some(text) = inner.narrator.render(&event) {
+            tracing::info!("{text}");
         }
         inner.tally.book(&event);
         match &event {
@@ -614,10 +643,13 @@ mod tests {
             output_bytes: 7,
         };
         assert_eq!(
-            Event::tool_completed(1, "c", &ran),
+            Event::tool_completed(1, "c", "bash", &ran),
             Event::ToolCompleted {
                 round: 1,
                 call_id: "c".into(),
+                tool: "bash".into(),
+                command: Some("ls".into()),
+                path: None,
                 verdict: Verdict::Allowed,
                 exit: Some(2),
                 ending: Some("exit 2".into()),
@@ -629,7 +661,8 @@ mod tests {
             command: "rm x".into(),
             reason: "no".into(),
         };
-        let Event::ToolCompleted { verdict, exit, .. } = Event::tool_completed(1, "c", &denied)
+        let Event::ToolCompleted { verdict, exit, .. } =
+            Event::tool_completed(1, "c", "bash", &denied)
         else {
             panic!()
         };

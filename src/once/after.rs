@@ -167,13 +167,6 @@ pub(super) async fn deliver(
     redactor: &Redactor,
 ) -> Result<Success, Failure> {
     let (cfg, task) = (held.cfg, &held.taken.task);
-    info!(
-        "REPORT written: {} (stop reason {}, {} rounds, {} tokens)",
-        path.display(),
-        report.stop_reason,
-        turn.rounds,
-        turn.usage.total_tokens
-    );
     env.events.emit(Event::ReportWritten {
         path: path.display().to_string(),
         stop_reason: report.stop_reason.clone(),

@@ -18,7 +18,6 @@ use crate::events::{Event, Events};
 use crate::exit::{Failure, Stage, StageExt, Success};
 use crate::llm::Backend;
 use crate::redmine::client::RedmineClient;
-use crate::routing::Route;
 use crate::secrets::Redactor;
 use crate::session::history::Opening;
 use crate::session::Opened;
@@ -234,13 +233,6 @@ async fn begin(env: &Env<'_>, cfg: &Config, taken: &Taken) -> Result<Option<Open
         return Err(Ended::failed(failure));
     }
     let task = &taken.task;
-    info!(
-        "task {} ({}): {:?} {}",
-        task.id,
-        task.source.as_str(),
-        task.subject,
-        route_line(&taken.route)
-    );
     env.events.emit(Event::TaskTaken {
         task_id: task.id.clone(),
         source: task.source.as_str().to_string(),
@@ -349,14 +341,5 @@ fn interrupted(signal: i32) -> Failure {
     Failure::new(
         Stage::Interrupted(signal),
         anyhow!("interrupted by signal {signal} before the turn: no token spent, no REPORT written, no claim kept"),
-    )
-}
-
-fn route_line(route: &Route) -> String {
-    let class = route.class.as_deref().unwrap_or("(none)");
-    format!(
-        "class={class} -> {} -> {}",
-        route.tier,
-        route.models.join(" | ")
     )
 }

@@ -120,35 +120,6 @@ pub enum ToolEvent {
 }
 
 impl ToolEvent {
-    /// One line for stderr narration.
-    pub fn narrate(&self) -> String {
-        match self {
-            ToolEvent::Ran {
-                command,
-                ending,
-                output_bytes,
-            } => {
-                format!(
-                    "bash {} -> allowed, {ending}, {output_bytes} bytes",
-                    quote(command)
-                )
-            }
-            ToolEvent::Denied { command, reason } => {
-                format!("bash {} -> denied: {reason}", quote(command))
-            }
-            ToolEvent::File {
-                tool,
-                path,
-                summary,
-            } => format!("{tool} {} -> {summary}", quote(path)),
-            ToolEvent::FileRefused { tool, path, reason } => {
-                format!("{tool} {} -> refused: {reason}", quote(path))
-            }
-            ToolEvent::Invalid { reason } => format!("tool call rejected: {reason}"),
-            ToolEvent::Finished { status } => format!("finish -> {status}"),
-        }
-    }
-
     /// The event with its command and reason cut to `max` bytes each (head and tail kept),
     /// as the REPORT quotes it: a huge command makes a bounded REPORT.
     pub fn clipped(&self, max: usize) -> ToolEvent {
@@ -200,16 +171,6 @@ impl ToolEvent {
             }
         )
     }
-}
-
-fn quote(command: &str) -> String {
-    let one_line: String = command.chars().take(200).collect();
-    let more = if command.chars().count() > 200 {
-        "..."
-    } else {
-        ""
-    };
-    format!("{:?}{more}", one_line)
 }
 
 /// Prefix of the commands' private temp dirs: `harness-tmp-<pid>-<random>`.

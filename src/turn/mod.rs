@@ -280,6 +280,17 @@ pub async fn run(
     Turn { messages, ..turn }
 }
 
+/// The note before the last round: call `finish` now, or answer in text.
+fn last_round_note(mode: FinishMode) -> Message {
+    let note = match mode {
+        FinishMode::Tool => finish::LAST_ROUND_NOTE,
+        FinishMode::Message => LAST_ROUND_NOTE,
+    };
+    Message::User {
+        content: note.to_string(),
+    }
+}
+
 /// The loop of [`run`], on the conversation it extends.
 async fn run_on(
     messages: &mut Vec<Message>,
@@ -311,13 +322,7 @@ async fn run_on(
         }
         let shape = step::shape(round, max_rounds, bash.is_some(), limits.finish);
         if shape.last_round_note {
-            let note = match limits.finish {
-                FinishMode::Tool => finish::LAST_ROUND_NOTE,
-                FinishMode::Message => LAST_ROUND_NOTE,
-            };
-            messages.push(Message::User {
-                content: note.to_string(),
-            });
+            messages.push(last_round_note(limits.finish));
         }
         turn.rounds = round;
         events.emit(Event::RoundStarted {
@@ -373,6 +378,7 @@ async fn run_on(
         let mut record = round::account(&mut turn, limits, &model, &reply, shape);
         events.emit(Event::RoundCompleted {
             round,
+            max_rounds,
             model: model.clone(),
             usage: record.usage,
             cost_usd: record.cost_usd,

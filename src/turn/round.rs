@@ -108,8 +108,7 @@ pub async fn ask(
     }
 }
 
-/// Books a reply on the turn (model, tokens, cost, the raw reply for `--record`), narrates
-/// it, and returns the round's record, to which the tool events are added.
+/// Books a reply on the turn (model, tokens, cost, the raw reply for `--record`) and returns the round's record, to which the tool events are added.
 pub fn account(
     turn: &mut Turn,
     limits: &super::Limits,
@@ -126,17 +125,6 @@ pub fn account(
         model: model.to_string(),
         response: reply.raw.clone(),
     });
-    let calls = reply.tool_calls.len();
-    info!(
-        "round {}/{}: {model} answered ({} tokens{}, {:.1}s{}), {calls} tool call{}",
-        shape.round,
-        shape.max_rounds,
-        usage.total_tokens,
-        cost.map_or_else(String::new, |c| format!(", {c} USD")),
-        reply.latency.as_secs_f64(),
-        step::retry_note(reply.retries),
-        if calls == 1 { "" } else { "s" }
-    );
     RoundRecord {
         round: shape.round,
         model: model.to_string(),
@@ -202,8 +190,12 @@ pub async fn run_tools(
                 Call::NotRun(reason) => not_run(&reason),
             }
         };
-        info!("round {round}: {}", run.event.narrate());
-        events.emit(Event::tool_completed(round, &call.id, &run.event));
+        events.emit(Event::tool_completed(
+            round,
+            &call.id,
+            &call.function.name,
+            &run.event,
+        ));
         for refusal in &run.egress_denied {
             events.emit(Event::EgressDenied {
                 round,

@@ -289,15 +289,6 @@ fn round_usd(usd: f64) -> f64 {
     (usd * 1e9).round() / 1e9
 }
 
-/// `, 1 retry` / `, N retries` for narration; empty without retries.
-pub fn retry_note(retries: u32) -> String {
-    match retries {
-        0 => String::new(),
-        1 => ", 1 retry".to_string(),
-        n => format!(", {n} retries"),
-    }
-}
-
 /// Milliseconds, saturating.
 pub fn duration_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -557,9 +548,6 @@ mod tests {
 
     #[test]
     fn narration_helpers() {
-        assert_eq!(retry_note(0), "");
-        assert_eq!(retry_note(1), ", 1 retry");
-        assert_eq!(retry_note(3), ", 3 retries");
         assert_eq!(duration_ms(Duration::from_millis(1500)), 1500);
     }
 }
