@@ -8,37 +8,37 @@
 
 #![deny(clippy::print_stdout)]
 
-pub mod atomic;
-pub mod beneath;
-pub mod bounded;
-pub mod check;
+pub(crate) mod atomic;
+pub(crate) mod beneath;
+pub(crate) mod bounded;
+pub(crate) mod check;
 pub mod cli;
-pub mod commands;
+pub(crate) mod commands;
 pub mod config;
 pub mod events;
-pub mod exit;
-pub mod http;
-pub mod inputs;
-pub mod intake;
-pub mod jsontext;
+pub(crate) mod exit;
+pub(crate) mod http;
+pub(crate) mod inputs;
+pub(crate) mod intake;
+pub(crate) mod jsontext;
 pub mod llm;
-pub mod once;
-pub mod plan;
-pub mod preflight;
-pub mod process;
-pub mod prompt;
-pub mod redmine;
-pub mod report;
-pub mod routing;
-pub mod scope;
+pub(crate) mod once;
+pub(crate) mod plan;
+pub(crate) mod preflight;
+pub(crate) mod process;
+pub(crate) mod prompt;
+pub(crate) mod redmine;
+pub(crate) mod report;
+pub(crate) mod routing;
+pub(crate) mod scope;
 pub mod secrets;
-pub mod session;
-pub mod sha256;
+pub(crate) mod session;
+pub(crate) mod sha256;
 pub mod signals;
 pub mod tools;
 pub mod turn;
-pub mod workspace;
-pub mod writeback;
+pub(crate) mod workspace;
+pub(crate) mod writeback;
 
 use std::sync::Arc;
 

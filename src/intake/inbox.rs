@@ -543,10 +543,6 @@ pub fn skipped() -> u64 {
 }
 
 impl<R> Source<R> for Inbox<'_> {
-    fn name(&self) -> &'static str {
-        "inbox"
-    }
-
     fn take<'a>(
         &'a self,
         want: &'a Want<'a>,

@@ -334,10 +334,6 @@ pub struct RedmineSource<'a> {
 }
 
 impl<R> super::source::Source<R> for RedmineSource<'_> {
-    fn name(&self) -> &'static str {
-        "redmine"
-    }
-
     fn take<'a>(
         &'a self,
         want: &'a super::source::Want<'a>,

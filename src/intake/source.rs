@@ -77,9 +77,6 @@ pub struct Scoped<R> {
 
 /// A task source.
 pub trait Source<R> {
-    /// Its name in `[intake] order` and in messages.
-    fn name(&self) -> &'static str;
-
     /// Chooses this run's task and, with `want.claim`, claims it; `None` when the source
     /// has nothing for this run.
     fn take<'a>(

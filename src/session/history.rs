@@ -18,6 +18,8 @@ pub fn is_final(stop_reason: &str) -> bool {
 /// Makes every tool call answered exactly once, right after the assistant message that made
 /// it: a missing result gets [`INTERRUPTED_RESULT`], a second result for one call and a
 /// result for no call are dropped. Returns the repaired list and how many fixes it made.
+/// (The runs use [`Repairer`] one message at a time; this whole-list form is the tests'.)
+#[cfg(test)]
 pub fn repair(messages: Vec<Stored>) -> (Vec<Stored>, usize) {
     let mut out: Vec<Stored> = Vec::with_capacity(messages.len());
     let mut repairer = Repairer::default();
@@ -111,7 +113,8 @@ pub fn dropped_note(n: usize) -> String {
 
 /// Fits `messages` (repaired) into `max_tokens`: the first message (the task) is kept,
 /// then the oldest rounds are dropped whole, so no tool call loses its result, and a note
-/// marks the place.
+/// marks the place. (The runs use [`Window`] one message at a time; this is the tests'.)
+#[cfg(test)]
 pub fn trim(messages: &[Stored], max_tokens: u64) -> Trimmed {
     let mut window = Window::new(max_tokens, 0);
     for m in messages {

@@ -99,7 +99,8 @@ impl Decoder {
     }
 }
 
-/// Reads a whole gzipped session held in memory (tests, small files).
+/// Reads a whole gzipped session held in memory (the tests; runs stream with `Decoder`).
+#[cfg(test)]
 pub fn decode(bytes: &[u8], key: &str, max_tokens: u64) -> Result<Loaded> {
     let mut d = Decoder::new(key, max_tokens, None, LIMITS);
     d.feed(bytes)?;
