@@ -473,7 +473,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("src/turn/mod.rs", "run_on", 177),
     ("crates/gate/src/programs/tar.rs", "read_tar", 160),
     ("src/config/validate.rs", "config", 155),
-    ("src/tools/sandbox.rs", "build_with", 153),
     ("crates/gate/src/programs/sed.rs", "sed_script_ok", 147),
     ("crates/scripted-llm/src/chat.rs", "serve_step", 126),
     ("src/once/after.rs", "turn_and_report", 124),
@@ -569,7 +568,7 @@ fn no_function_is_longer_than_a_screen_beyond_the_ratchet() {
             ));
         }
     }
-    long.sort_by(|a, b| b.2.cmp(&a.2));
+    long.sort_by_key(|l| std::cmp::Reverse(l.2));
     let listing: Vec<String> = long
         .iter()
         .map(|(f, n, l)| format!("    (\"{f}\", \"{n}\", {l}),"))
