@@ -481,7 +481,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("src/intake/redmine.rs", "take", 116),
     ("src/tools/mod.rs", "run", 116),
     ("crates/gate/src/shell/lex.rs", "run", 114),
-    ("src/workspace/git.rs", "bounded_within", 110),
     ("src/config/validate.rs", "bash", 110),
     ("crates/gate/src/programs/writes.rs", "copies", 109),
     ("src/tools/egress/proxy.rs", "handle", 106),
