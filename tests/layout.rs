@@ -483,7 +483,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("crates/gate/src/shell/lex.rs", "run", 114),
     ("src/config/validate.rs", "bash", 110),
     ("crates/gate/src/programs/writes.rs", "copies", 109),
-    ("src/tools/sandbox/exec.rs", "exec_set", 106),
     ("crates/gate/src/programs/shells.rs", "shell_inner", 106),
     ("src/session/mod.rs", "open", 105),
     ("crates/gate/src/programs/sed.rs", "sed_args", 105),
