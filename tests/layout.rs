@@ -484,7 +484,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("src/config/validate.rs", "bash", 110),
     ("crates/gate/src/programs/writes.rs", "copies", 109),
     ("crates/gate/src/programs/shells.rs", "shell_inner", 106),
-    ("src/session/mod.rs", "open", 105),
     ("crates/gate/src/programs/sed.rs", "sed_args", 105),
     ("src/plan.rs", "plan", 102),
     ("src/tools/spawner/server.rs", "handle", 102),
