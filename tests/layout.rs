@@ -486,7 +486,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("crates/gate/src/programs/shells.rs", "shell_inner", 106),
     ("crates/gate/src/programs/sed.rs", "sed_args", 105),
     ("src/plan.rs", "plan", 102),
-    ("src/tools/spawner/server.rs", "handle", 102),
     ("crates/gate/src/shell/lex.rs", "ansi_c_decode", 99),
     ("src/once/after.rs", "deliver", 97),
     ("src/config/egress.rs", "network", 96),
