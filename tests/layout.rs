@@ -488,7 +488,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("src/plan.rs", "plan", 102),
     ("crates/gate/src/shell/lex.rs", "ansi_c_decode", 99),
     ("src/once/after.rs", "deliver", 97),
-    ("src/config/egress.rs", "network", 96),
     ("crates/gate/src/judge.rs", "judge_segment_outcome", 96),
     ("src/tools/sandbox/reach.rs", "program", 90),
     ("crates/gate/src/render.rs", "render_human", 89),
