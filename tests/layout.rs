@@ -489,7 +489,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("crates/gate/src/shell/lex.rs", "ansi_c_decode", 99),
     ("src/once/after.rs", "deliver", 97),
     ("crates/gate/src/judge.rs", "judge_segment_outcome", 96),
-    ("src/tools/sandbox/reach.rs", "program", 90),
     ("crates/gate/src/render.rs", "render_human", 89),
     ("src/tools/sandbox/unix/notify.rs", "program", 88),
     ("crates/gate/src/judge.rs", "judge_program", 88),
