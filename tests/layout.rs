@@ -490,7 +490,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("src/once/after.rs", "deliver", 97),
     ("crates/gate/src/judge.rs", "judge_segment_outcome", 96),
     ("crates/gate/src/render.rs", "render_human", 89),
-    ("src/tools/sandbox/unix/notify.rs", "program", 88),
     ("crates/gate/src/judge.rs", "judge_program", 88),
     ("src/tools/mod.rs", "prepare", 87),
     ("src/intake/inbox.rs", "take_one", 84),
