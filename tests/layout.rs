@@ -502,7 +502,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("src/events/metrics.rs", "render", 83),
     ("crates/gate/src/programs/awk.rs", "awk_skeleton", 82),
     ("crates/gate/src/programs/wrappers.rs", "xargs_inner", 82),
-    ("src/tools/spawner/wire.rs", "decode_request", 81),
 ];
 
 #[test]
