@@ -499,7 +499,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
         84,
     ),
     ("crates/scripted-llm/src/http.rs", "read_request", 84),
-    ("src/events/metrics.rs", "render", 83),
     ("crates/gate/src/programs/awk.rs", "awk_skeleton", 82),
     ("crates/gate/src/programs/wrappers.rs", "xargs_inner", 82),
 ];
