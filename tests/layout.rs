@@ -474,7 +474,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("crates/gate/src/programs/tar.rs", "read_tar", 160),
     ("src/config/validate.rs", "config", 155),
     ("crates/gate/src/programs/sed.rs", "sed_script_ok", 147),
-    ("crates/scripted-llm/src/chat.rs", "serve_step", 126),
     ("src/once/after.rs", "turn_and_report", 124),
     ("src/writeback.rs", "write_back", 121),
     ("src/check.rs", "gate_items", 118),
