@@ -497,7 +497,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
         "opaque_mentions",
         84,
     ),
-    ("crates/scripted-llm/src/http.rs", "read_request", 84),
     ("crates/gate/src/programs/awk.rs", "awk_skeleton", 82),
     ("crates/gate/src/programs/wrappers.rs", "xargs_inner", 82),
 ];
