@@ -47,20 +47,54 @@ impl Validator {
             }
             return (false, None);
         }
-        let raw = egress.unwrap_or_default();
+        (false, Some(self.egress(egress.unwrap_or_default())))
+    }
+
+    /// `[tools.bash.egress]` under `network = "allowlist"`, every problem by key.
+    fn egress(&mut self, raw: RawEgress) -> EgressConfig {
+        let presets = raw.presets.unwrap_or_default();
+        let allow = self.allow_list(raw.allow.unwrap_or_default(), &presets);
+        let max_bytes = self.int_in(
+            "[tools.bash.egress].max_bytes",
+            raw.max_bytes,
+            DEFAULT_MAX_BYTES,
+            1024,
+            i64::MAX,
+        ) as u64;
+        let hosts = self.optional_path("[tools.bash.egress].hosts", raw.hosts);
+        let ca_file = self.optional_path("[tools.bash.egress].ca_file", raw.ca_file);
+        let upstream = raw.upstream.and_then(|u| match policy::upstream(&u) {
+            Ok(hp) => Some(hp),
+            Err(e) => {
+                self.problem("[tools.bash.egress].upstream", e);
+                None
+            }
+        });
+        EgressConfig {
+            allow,
+            presets,
+            deny_private: raw.deny_private.unwrap_or(true),
+            max_bytes,
+            hosts,
+            ca_file,
+            upstream,
+        }
+    }
+
+    /// The patterns of `allow` and then the hosts of `presets`, each once, in that order.
+    fn allow_list(&mut self, allow_raw: Vec<String>, presets: &[String]) -> Vec<Pattern> {
         let mut allow: Vec<Pattern> = Vec::new();
         fn add(p: Pattern, allow: &mut Vec<Pattern>) {
             if !allow.contains(&p) {
                 allow.push(p);
             }
         }
-        for (i, entry) in raw.allow.unwrap_or_default().into_iter().enumerate() {
+        for (i, entry) in allow_raw.into_iter().enumerate() {
             match policy::parse_pattern(&entry) {
                 Ok(p) => add(p, &mut allow),
                 Err(e) => self.problem(&format!("[tools.bash.egress].allow[{i}]"), e),
             }
         }
-        let presets = raw.presets.unwrap_or_default();
         for (i, name) in presets.iter().enumerate() {
             match policy::preset(name) {
                 Some(hosts) => {
@@ -80,34 +114,7 @@ impl Validator {
                 }
             }
         }
-        let max_bytes = self.int_in(
-            "[tools.bash.egress].max_bytes",
-            raw.max_bytes,
-            DEFAULT_MAX_BYTES,
-            1024,
-            i64::MAX,
-        ) as u64;
-        let hosts = self.optional_path("[tools.bash.egress].hosts", raw.hosts);
-        let ca_file = self.optional_path("[tools.bash.egress].ca_file", raw.ca_file);
-        let upstream = raw.upstream.and_then(|u| match policy::upstream(&u) {
-            Ok(hp) => Some(hp),
-            Err(e) => {
-                self.problem("[tools.bash.egress].upstream", e);
-                None
-            }
-        });
-        (
-            false,
-            Some(EgressConfig {
-                allow,
-                presets,
-                deny_private: raw.deny_private.unwrap_or(true),
-                max_bytes,
-                hosts,
-                ca_file,
-                upstream,
-            }),
-        )
+        allow
     }
 
     /// A path key: resolved against the config's directory; empty is a problem.

@@ -142,7 +142,19 @@ const FAMILIES: &[Family] = &[
 /// The new textfile: the previous file's counters (and last success time) plus this run.
 /// Samples of families harness does not write are dropped; unreadable lines are ignored.
 pub fn render(previous: &str, run: &Run) -> String {
-    let mut samples: BTreeMap<&'static str, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut samples = carried_over(previous);
+    let v = format!("vertical=\"{}\"", escape(run.vertical));
+    count(&mut samples, &v, run);
+    gauge(&mut samples, &v, run);
+    text(&samples)
+}
+
+/// Family name -> labels -> value.
+type Samples = BTreeMap<&'static str, BTreeMap<String, f64>>;
+
+/// The samples of `previous` that carry over: the counters, and the last success time.
+fn carried_over(previous: &str) -> Samples {
+    let mut samples = Samples::new();
     for (name, labels, value) in previous.lines().filter_map(sample) {
         let Some(f) = FAMILIES.iter().find(|f| f.name == name) else {
             continue;
@@ -154,7 +166,11 @@ pub fn render(previous: &str, run: &Run) -> String {
                 .insert(labels.to_string(), value);
         }
     }
-    let v = format!("vertical=\"{}\"", escape(run.vertical));
+    samples
+}
+
+/// Adds this run's counts to the counters of the vertical `v` (its label).
+fn count(samples: &mut Samples, v: &str, run: &Run) {
     let mut add = |name: &'static str, labels: String, by: f64| {
         *samples
             .entry(name)
@@ -168,7 +184,7 @@ pub fn render(previous: &str, run: &Run) -> String {
         format!("{v},outcome=\"{}\"", escape(run.outcome)),
         1.0,
     );
-    add("harness_rounds_total", v.clone(), t.rounds as f64);
+    add("harness_rounds_total", v.to_string(), t.rounds as f64);
     add(
         "harness_tokens_total",
         format!("{v},kind=\"prompt\""),
@@ -179,7 +195,7 @@ pub fn render(previous: &str, run: &Run) -> String {
         format!("{v},kind=\"completion\""),
         t.completion_tokens as f64,
     );
-    add("harness_cost_usd_total", v.clone(), t.cost_usd);
+    add("harness_cost_usd_total", v.to_string(), t.cost_usd);
     for (i, verdict) in VERDICTS.iter().enumerate() {
         add(
             "harness_tool_calls_total",
@@ -189,12 +205,20 @@ pub fn render(previous: &str, run: &Run) -> String {
     }
     add(
         "harness_inbox_skipped_total",
-        v.clone(),
+        v.to_string(),
         t.inbox_skipped as f64,
     );
+}
+
+/// Sets the gauges of the vertical `v` to this run's; the last success time stays unless it
+/// succeeded (0 until one has).
+fn gauge(samples: &mut Samples, v: &str, run: &Run) {
     let now = run.finished.timestamp_millis() as f64 / 1000.0;
     let mut set = |name: &'static str, value: f64| {
-        samples.entry(name).or_default().insert(v.clone(), value);
+        samples
+            .entry(name)
+            .or_default()
+            .insert(v.to_string(), value);
     };
     set("harness_last_run_timestamp_seconds", now);
     set("harness_last_exit_code", f64::from(run.exit_code));
@@ -203,10 +227,15 @@ pub fn render(previous: &str, run: &Run) -> String {
         .entry("harness_last_success_timestamp_seconds")
         .or_default();
     if run.exit_code == 0 {
-        success.insert(v.clone(), now);
+        success.insert(v.to_string(), now);
     } else {
-        success.entry(v.clone()).or_insert(0.0);
+        success.entry(v.to_string()).or_insert(0.0);
     }
+}
+
+/// The textfile of `samples`, family by family in [`FAMILIES`] order, each with its HELP
+/// and TYPE lines.
+fn text(samples: &Samples) -> String {
     let mut out = String::new();
     for f in FAMILIES {
         let Some(rows) = samples.get(f.name) else {

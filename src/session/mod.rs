@@ -202,98 +202,120 @@ pub async fn open(
         return Ok(None);
     }
     let task = want.task;
-    let key = format!("{}/{}/{}", cfg.vertical, task.source.as_str(), task.id);
-    let place = Place::of(cfg.session.store, task.source);
-    let local = store::local_path(
-        &cfg.report_dir,
-        &cfg.vertical,
-        task.source.as_str(),
-        &task.id,
-    );
-    let fresh = |reason: String| Opened {
-        place,
-        local: local.clone(),
-        stored: Session {
-            key: key.clone(),
-            ..Session::default()
-        },
+    let slot = Slot {
+        key: format!("{}/{}/{}", cfg.vertical, task.source.as_str(), task.id),
+        place: Place::of(cfg.session.store, task.source),
+        local: store::local_path(
+            &cfg.report_dir,
+            &cfg.vertical,
+            task.source.as_str(),
+            &task.id,
+        ),
         cap: cfg.session.max_history_tokens,
-        history: Vec::new(),
-        opening: Opening::Send(task.prompt.clone()),
-        info: SessionInfo {
-            key: key.clone(),
-            store: place.as_str().to_string(),
-            parent_run: None,
-            messages_loaded: 0,
-            tokens_loaded: 0,
-            rounds_dropped: 0,
-            repaired: 0,
-            fresh_reason: Some(reason),
-        },
     };
     if want.fresh {
-        return Ok(Some(fresh("--fresh".into())));
+        return Ok(Some(slot.fresh(task, "--fresh".into())));
     }
-    let limits = load::LIMITS;
-    let cap = cfg.session.max_history_tokens;
-    let decoder = load::Decoder::new(&key, cap, want.resume, limits);
-    let (loaded, from) = match read(cfg, place, &local, want.issue, redmine, decoder).await {
+    let decoder = load::Decoder::new(&slot.key, slot.cap, want.resume, load::LIMITS);
+    let read = read(cfg, slot.place, &slot.local, want.issue, redmine, decoder).await;
+    let (loaded, from) = match read {
         Ok(Some(found)) => found,
-        Ok(None) => return fresh_or_resume(want.resume, fresh("no stored session".into())),
-        Err(Unreadable { from: None, error }) => {
-            let reason = format!("the stored session cannot be read: {error:#}");
-            return fresh_or_resume(want.resume, fresh(reason));
+        Ok(None) => {
+            let fresh = slot.fresh(task, "no stored session".into());
+            return fresh_or_resume(want.resume, fresh);
         }
-        Err(Unreadable {
-            from: Some(from),
-            error,
-        }) => {
-            let reason = format!("the stored session ({from}) cannot be read: {error:#}");
-            warn!("session {key}: {reason}; starting fresh");
-            return fresh_or_resume(want.resume, fresh(reason));
+        Err(unreadable) => {
+            let fresh = slot.fresh(task, unreadable.explained(&slot.key));
+            return fresh_or_resume(want.resume, fresh);
         }
     };
     if let Some(run) = want.resume {
         if loaded.session.runs.last().map(|r| r.run_id.as_str()) != Some(run) {
             return Err(anyhow!(
-                "--resume {run}: the session {key} has no run {run}"
+                "--resume {run}: the session {} has no run {run}",
+                slot.key
             ));
         }
     }
-    let repaired = loaded.repaired;
-    if repaired > 0 {
-        info!("session {key}: {repaired} tool call(s) of an interrupted run given a result");
+    Ok(Some(slot.continued(loaded, &from, &want)))
+}
+
+/// Where one task's session lives, and the history cap it is read and saved under.
+struct Slot {
+    /// `<vertical>/<source>/<task_id>`.
+    key: String,
+    place: Place,
+    /// The local file.
+    local: PathBuf,
+    /// `[session].max_history_tokens`.
+    cap: u64,
+}
+
+impl Slot {
+    /// A fresh start for `task` (its prompt opens the run), and why.
+    fn fresh(&self, task: &Task, reason: String) -> Opened {
+        Opened {
+            place: self.place,
+            local: self.local.clone(),
+            stored: Session {
+                key: self.key.clone(),
+                ..Session::default()
+            },
+            cap: self.cap,
+            history: Vec::new(),
+            opening: Opening::Send(task.prompt.clone()),
+            info: SessionInfo {
+                key: self.key.clone(),
+                store: self.place.as_str().to_string(),
+                parent_run: None,
+                messages_loaded: 0,
+                tokens_loaded: 0,
+                rounds_dropped: 0,
+                repaired: 0,
+                fresh_reason: Some(reason),
+            },
+        }
     }
-    let (stored, trimmed) = (loaded.session, loaded.history);
-    let known: Vec<String> = stored.runs.iter().map(|r| r.run_id.clone()).collect();
-    let seen = stored.runs.last().and_then(|r| r.seen_journal);
-    let opening = history::opening(&stored, (want.news)(seen, &known), want.resume.is_some());
-    let parent = stored.runs.last().map(|r| r.run_id.clone());
-    info!(
-        "session {key}: continuing run {} from {from} ({} messages, ~{} tokens, {} rounds dropped)",
-        parent.as_deref().unwrap_or("?"),
-        trimmed.messages.len(),
-        trimmed.tokens,
-        trimmed.rounds_dropped
-    );
-    Ok(Some(Opened {
-        place,
-        local,
-        info: SessionInfo {
-            key,
-            store: place.as_str().to_string(),
-            parent_run: parent,
-            messages_loaded: trimmed.messages.len(),
-            tokens_loaded: trimmed.tokens,
-            rounds_dropped: trimmed.rounds_dropped,
-            repaired,
-            fresh_reason: None,
-        },
-        stored,
-        cap,
-        history: trimmed.messages,
-        opening,
-    }))
+
+    /// The stored session read `from`, continued: its trimmed history, and the opening
+    /// decided from what is new on the task since its last run.
+    fn continued(self, loaded: load::Loaded, from: &str, want: &Want<'_>) -> Opened {
+        let key = self.key;
+        let repaired = loaded.repaired;
+        if repaired > 0 {
+            info!("session {key}: {repaired} tool call(s) of an interrupted run given a result");
+        }
+        let (stored, trimmed) = (loaded.session, loaded.history);
+        let known: Vec<String> = stored.runs.iter().map(|r| r.run_id.clone()).collect();
+        let seen = stored.runs.last().and_then(|r| r.seen_journal);
+        let opening = history::opening(&stored, (want.news)(seen, &known), want.resume.is_some());
+        let parent = stored.runs.last().map(|r| r.run_id.clone());
+        info!(
+            "session {key}: continuing run {} from {from} ({} messages, ~{} tokens, {} rounds dropped)",
+            parent.as_deref().unwrap_or("?"),
+            trimmed.messages.len(),
+            trimmed.tokens,
+            trimmed.rounds_dropped
+        );
+        Opened {
+            place: self.place,
+            local: self.local,
+            info: SessionInfo {
+                key,
+                store: self.place.as_str().to_string(),
+                parent_run: parent,
+                messages_loaded: trimmed.messages.len(),
+                tokens_loaded: trimmed.tokens,
+                rounds_dropped: trimmed.rounds_dropped,
+                repaired,
+                fresh_reason: None,
+            },
+            stored,
+            cap: self.cap,
+            history: trimmed.messages,
+            opening,
+        }
+    }
 }
 
 /// A fresh start, unless `--resume` asked for a run: then there is none to resume.
@@ -312,6 +334,21 @@ fn fresh_or_resume(resume: Option<&str>, opened: Opened) -> Result<Option<Opened
 struct Unreadable {
     from: Option<String>,
     error: anyhow::Error,
+}
+
+impl Unreadable {
+    /// The fresh start's reason; a session found but not read is also a warning for `key`.
+    fn explained(self, key: &str) -> String {
+        let error = self.error;
+        match self.from {
+            None => format!("the stored session cannot be read: {error:#}"),
+            Some(from) => {
+                let reason = format!("the stored session ({from}) cannot be read: {error:#}");
+                warn!("session {key}: {reason}; starting fresh");
+                reason
+            }
+        }
+    }
 }
 
 /// Streams the stored session through `decoder`; `None` when there is no session.

@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 
 use super::bash::{supervise, Capture, Ending, Finished, Setting};
 use super::sandbox::exec::resolve;
-use super::spawner::{Job, JobStage};
+use super::spawner::{Child, Job, JobStage};
 
 /// What harness does for one stage of a pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,83 +178,9 @@ pub async fn run(stages: &[Stage], at: &Setting<'_>) -> Result<Finished> {
             output,
         });
     }
-    let work_root = at.work_root;
     let (reader, writer) = std::io::pipe().context("cannot create the output pipe")?;
-    let mut planned = Vec::with_capacity(stages.len());
-    let mut stdin: Option<OwnedFd> = None;
-    let mut last_failed = None;
-    let pipeline = stages.len() > 1;
-    for (i, stage) in stages.iter().enumerate() {
-        let last = i + 1 == stages.len();
-        let (next_stdin, stdout) = if last {
-            (None, None)
-        } else {
-            let (r, w) = std::io::pipe().context("cannot create a pipe between commands")?;
-            (Some(OwnedFd::from(r)), Some(OwnedFd::from(w)))
-        };
-        let input = stdin.take();
-        stdin = next_stdin;
-        match stage {
-            Stage::Run { path, argv } => planned.push(Planned {
-                path,
-                argv,
-                env: stage_env(at.env, work_root, &argv[0], path, pipeline),
-                stdin: input,
-                stdout,
-                last,
-            }),
-            Stage::Fails { message, code } => {
-                // The pipe holds far more than one line: nobody needs to read it yet.
-                let _ = (&writer).write_all(message.as_bytes());
-                if last {
-                    last_failed = Some(*code);
-                }
-            }
-            // It reads nothing: the stage before it finds its reader gone, as under bash.
-            Stage::Builtin {
-                stdout: bytes,
-                code,
-            } => {
-                let to = match stdout {
-                    Some(pipe) => pipe,
-                    None => {
-                        OwnedFd::from(writer.try_clone().context("cannot share the output pipe")?)
-                    }
-                };
-                feed(to, bytes)?;
-                if last {
-                    last_failed = Some(*code);
-                }
-            }
-        }
-    }
-    drop(stdin);
-    let job = Job {
-        cwd: work_root,
-        timeout: at.timeout,
-        confine: at.landlock,
-        stages: planned
-            .iter()
-            .map(|p| JobStage {
-                program: p.path,
-                argv: p.argv.iter().map(|a| a.as_bytes()).collect(),
-                env: &p.env,
-                stdio: [
-                    p.stdin.as_ref().map(|f| f.as_fd()),
-                    Some(p.stdout.as_ref().map_or(writer.as_fd(), |f| f.as_fd())),
-                    Some(writer.as_fd()),
-                ],
-            })
-            .collect(),
-    };
-    let started = if planned.is_empty() {
-        Vec::new()
-    } else {
-        at.spawner
-            .spawn(job)
-            .await
-            .with_context(|| format!("cannot start {}", planned[0].argv[0]))?
-    };
+    let (planned, mut last_failed) = pipe_stages(stages, at, &writer)?;
+    let started = start(&planned, &writer, at).await?;
     let mut children = Vec::with_capacity(started.len());
     let mut pgid: Option<i32> = None;
     for (p, outcome) in planned.iter().zip(started) {
@@ -281,6 +207,101 @@ pub async fn run(stages: &[Stage], at: &Setting<'_>) -> Result<Finished> {
     drop(planned);
     drop(writer);
     supervise(children, pgid, last_failed, reader, at).await
+}
+
+/// The stages to start, each with its pipe ends, in order; a stage that starts nothing
+/// (`Fails`, `Builtin`) is done here, writing to the output pipe `writer` or the next stage's
+/// pipe. Also the ending when the last stage is one of those.
+fn pipe_stages<'a>(
+    stages: &'a [Stage],
+    at: &Setting<'_>,
+    // `&PipeWriter` writes through a shared reference; `mut` rebinds only that reference.
+    mut writer: &std::io::PipeWriter,
+) -> Result<(Vec<Planned<'a>>, Option<i32>)> {
+    use std::io::Write;
+    let mut planned = Vec::with_capacity(stages.len());
+    let mut stdin: Option<OwnedFd> = None;
+    let mut last_failed = None;
+    let pipeline = stages.len() > 1;
+    for (i, stage) in stages.iter().enumerate() {
+        let last = i + 1 == stages.len();
+        let (next_stdin, stdout) = if last {
+            (None, None)
+        } else {
+            let (r, w) = std::io::pipe().context("cannot create a pipe between commands")?;
+            (Some(OwnedFd::from(r)), Some(OwnedFd::from(w)))
+        };
+        let input = stdin.take();
+        stdin = next_stdin;
+        match stage {
+            Stage::Run { path, argv } => planned.push(Planned {
+                path,
+                argv,
+                env: stage_env(at.env, at.work_root, &argv[0], path, pipeline),
+                stdin: input,
+                stdout,
+                last,
+            }),
+            Stage::Fails { message, code } => {
+                // The pipe holds far more than one line: nobody needs to read it yet.
+                let _ = writer.write_all(message.as_bytes());
+                if last {
+                    last_failed = Some(*code);
+                }
+            }
+            // It reads nothing: the stage before it finds its reader gone, as under bash.
+            Stage::Builtin {
+                stdout: bytes,
+                code,
+            } => {
+                let to = match stdout {
+                    Some(pipe) => pipe,
+                    None => {
+                        OwnedFd::from(writer.try_clone().context("cannot share the output pipe")?)
+                    }
+                };
+                feed(to, bytes)?;
+                if last {
+                    last_failed = Some(*code);
+                }
+            }
+        }
+    }
+    Ok((planned, last_failed))
+}
+
+/// Starts every `planned` stage in one request to the spawner (their stderr, and the last
+/// one's stdout, on `writer`): each stage's child, or why it did not start.
+async fn start(
+    planned: &[Planned<'_>],
+    writer: &std::io::PipeWriter,
+    at: &Setting<'_>,
+) -> Result<Vec<std::io::Result<Child>>> {
+    if planned.is_empty() {
+        return Ok(Vec::new());
+    }
+    let job = Job {
+        cwd: at.work_root,
+        timeout: at.timeout,
+        confine: at.landlock,
+        stages: planned
+            .iter()
+            .map(|p| JobStage {
+                program: p.path,
+                argv: p.argv.iter().map(|a| a.as_bytes()).collect(),
+                env: &p.env,
+                stdio: [
+                    p.stdin.as_ref().map(|f| f.as_fd()),
+                    Some(p.stdout.as_ref().map_or(writer.as_fd(), |f| f.as_fd())),
+                    Some(writer.as_fd()),
+                ],
+            })
+            .collect(),
+    };
+    at.spawner
+        .spawn(job)
+        .await
+        .with_context(|| format!("cannot start {}", planned[0].argv[0]))
 }
 
 /// Writes a builtin's output into its pipe and closes it; more than the pipe surely holds at

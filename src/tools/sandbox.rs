@@ -33,8 +33,8 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
 use landlock::{
-    Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    Scope, ABI,
+    Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, Scope, ABI,
 };
 
 use crate::config::{BashConfig, NeverRead, SandboxMode};
@@ -397,101 +397,20 @@ impl Landlock {
         }
         let read_set = reads::read_set(bash, work_root, Some(tmp))
             .map_err(|problems| anyhow!("{}", problems.join("\n")))?;
-        let protect = protected_writes(bash, work_root)
-            .map_err(|problems| anyhow!("{}", problems.join("\n")))?;
-        let protect = if protect.is_empty() {
-            None
-        } else {
-            Some(Arc::new(
-                protect::Mounts::prepare(&protect)
-                    .context("cannot prepare the read-only mounts of the protected paths")?
-                    .to_bytes(),
-            ))
-        };
+        let protect = prepared_mounts(bash, work_root)?;
         let mut write_roots = vec![work_root.to_path_buf(), tmp.to_path_buf()];
         write_roots.extend(bash.write_roots.iter().cloned());
-        let write = AccessFs::from_write(TARGET_ABI);
-        let read = AccessFs::ReadFile | AccessFs::ReadDir;
         let exec_set = if confine_exec {
             exec::exec_set(bash, work_root, &path_var(), Some(tmp))
         } else {
             None
         };
-        let execute = if exec_set.is_some() {
-            AccessFs::Execute.into()
-        } else {
-            landlock::BitFlags::<AccessFs>::empty()
-        };
-        let mut ruleset = Ruleset::default()
-            .handle_access(write | read | execute)
-            .context("landlock: cannot handle file access")?
-            .scope(Scope::Signal)
-            .context("landlock: cannot scope signals")?;
-        if !bash.network {
-            ruleset = ruleset
-                .handle_access(AccessNet::from_all(TARGET_ABI))
-                .context("landlock: cannot handle network access")?
-                .scope(Scope::AbstractUnixSocket)
-                .context("landlock: cannot scope abstract unix sockets")?;
-        }
-        let mut created = ruleset
-            .create()
-            .context("landlock: cannot create a ruleset")?;
-        for root in &write_roots {
-            let fd = PathFd::new(root)
-                .with_context(|| format!("landlock: cannot open write root {}", root.display()))?;
-            created = created
-                .add_rule(PathBeneath::new(fd, write))
-                .with_context(|| format!("landlock: cannot add write root {}", root.display()))?;
-        }
-        let null =
-            PathFd::new(Path::new("/dev/null")).context("landlock: cannot open /dev/null")?;
-        created = created
-            .add_rule(PathBeneath::new(
-                null,
-                write & AccessFs::from_file(TARGET_ABI),
-            ))
-            .context("landlock: cannot add /dev/null")?;
-        for rule in &read_set.rules {
-            let wanted = match rule.grant {
-                reads::Grant::Tree => read,
-                reads::Grant::ListOnly => AccessFs::ReadDir.into(),
-            };
-            // A file takes only file rights: the kernel refuses directory rights on it.
-            let access = if rule.path.is_dir() {
-                wanted
-            } else {
-                wanted & AccessFs::from_file(TARGET_ABI)
-            };
-            if access.is_empty() {
-                continue;
-            }
-            let fd = PathFd::new(&rule.path).with_context(|| {
-                format!("landlock: cannot open read root {}", rule.path.display())
-            })?;
-            created = created
-                .add_rule(PathBeneath::new(fd, access))
-                .with_context(|| {
-                    format!("landlock: cannot add read root {}", rule.path.display())
-                })?;
-        }
-        for path in exec_set.iter().flat_map(|set| &set.paths) {
-            // EXECUTE is a file right: it fits a file rule and a directory rule alike.
-            let access: landlock::BitFlags<AccessFs> = AccessFs::Execute.into();
-            let fd = PathFd::new(path)
-                .with_context(|| format!("landlock: cannot open exec path {}", path.display()))?;
-            created = created
-                .add_rule(PathBeneath::new(fd, access))
-                .with_context(|| format!("landlock: cannot add exec path {}", path.display()))?;
-        }
+        let ruleset = ruleset(bash, &write_roots, &read_set, exec_set.as_ref())?;
         let reach = Arc::new(reach::Roots {
             read: read_set,
             exec: exec_set.clone(),
             never: reach::never_for_commands(bash),
         });
-        let fd: Option<OwnedFd> = created.into();
-        let ruleset =
-            fd.ok_or_else(|| anyhow!("landlock: this kernel does not enforce rulesets"))?;
         let filter = seccomp::command_filter(seccomp::Refuse {
             sockets: !bash.network,
             unix: bash.unix_sockets.is_empty(),
@@ -503,34 +422,7 @@ impl Landlock {
         let loaders: Vec<PathBuf> = exec_set
             .map(|set| set.loaders.into_iter().collect())
             .unwrap_or_default();
-        // Where the Unix-socket supervisor runs, it is the loader guard too: a process can
-        // hold one seccomp listener only.
-        let mut exec_pass = None;
-        // Under the allowlist the supervisor judges every connect (TCP and Unix alike).
-        let guard = match unix::decide(bash.network, &bash.unix_sockets, kernel_abi().unwrap_or(0))
-        {
-            _ if tcp.is_some() => unix::Guard::Supervisor,
-            guard => guard,
-        };
-        let unix = match guard {
-            unix::Guard::Open | unix::Guard::None => None,
-            unix::Guard::Landlock => Some(UnixSockets::Landlock(Arc::new(
-                unix::resolve_unix_layer(&bash.unix_sockets)?,
-            ))),
-            unix::Guard::Supervisor => {
-                let exec = (!loaders.is_empty()).then(|| {
-                    let pass = loader::pass();
-                    exec_pass = Some(pass);
-                    let ids = loader::ids(&loaders);
-                    let judge: unix::supervisor::ExecJudge =
-                        Arc::new(move |req| loader::decide(req, &ids));
-                    unix::supervisor::ExecGuard { pass, judge }
-                });
-                Some(UnixSockets::Supervisor(Arc::new(
-                    unix::supervisor::Supervisor::start(bash.unix_sockets.clone(), exec, tcp)?,
-                )))
-            }
-        };
+        let (unix, exec_pass) = unix_sockets(bash, tcp, &loaders)?;
         Ok(Landlock {
             ruleset: Arc::new(ruleset),
             filter: Arc::new(filter),
@@ -598,6 +490,142 @@ impl Landlock {
             },
         })
     }
+}
+
+/// The read-only mounts that keep the protected paths inside a write root from commands, as
+/// the spawner receives them; `None` when no protected path lies inside one.
+fn prepared_mounts(bash: &BashConfig, work_root: &Path) -> Result<Option<Arc<Vec<u8>>>> {
+    let protect =
+        protected_writes(bash, work_root).map_err(|problems| anyhow!("{}", problems.join("\n")))?;
+    if protect.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(
+        protect::Mounts::prepare(&protect)
+            .context("cannot prepare the read-only mounts of the protected paths")?
+            .to_bytes(),
+    )))
+}
+
+/// The run's Landlock ruleset as a descriptor: writes beneath `write_roots` and to
+/// `/dev/null`, reads by `read_set`, execution by `exec_set` when there is one, TCP and
+/// abstract Unix sockets scoped without `network`, signals always.
+fn ruleset(
+    bash: &BashConfig,
+    write_roots: &[PathBuf],
+    read_set: &reads::ReadSet,
+    exec_set: Option<&exec::ExecSet>,
+) -> Result<OwnedFd> {
+    let write = AccessFs::from_write(TARGET_ABI);
+    let read = AccessFs::ReadFile | AccessFs::ReadDir;
+    let execute = if exec_set.is_some() {
+        AccessFs::Execute.into()
+    } else {
+        landlock::BitFlags::<AccessFs>::empty()
+    };
+    let mut ruleset = Ruleset::default()
+        .handle_access(write | read | execute)
+        .context("landlock: cannot handle file access")?
+        .scope(Scope::Signal)
+        .context("landlock: cannot scope signals")?;
+    if !bash.network {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(TARGET_ABI))
+            .context("landlock: cannot handle network access")?
+            .scope(Scope::AbstractUnixSocket)
+            .context("landlock: cannot scope abstract unix sockets")?;
+    }
+    let mut created = ruleset
+        .create()
+        .context("landlock: cannot create a ruleset")?;
+    for root in write_roots {
+        created = beneath(created, root, write, "write root")?;
+    }
+    let null = PathFd::new(Path::new("/dev/null")).context("landlock: cannot open /dev/null")?;
+    created = created
+        .add_rule(PathBeneath::new(
+            null,
+            write & AccessFs::from_file(TARGET_ABI),
+        ))
+        .context("landlock: cannot add /dev/null")?;
+    for rule in &read_set.rules {
+        let wanted = match rule.grant {
+            reads::Grant::Tree => read,
+            reads::Grant::ListOnly => AccessFs::ReadDir.into(),
+        };
+        // A file takes only file rights: the kernel refuses directory rights on it.
+        let access = if rule.path.is_dir() {
+            wanted
+        } else {
+            wanted & AccessFs::from_file(TARGET_ABI)
+        };
+        if access.is_empty() {
+            continue;
+        }
+        created = beneath(created, &rule.path, access, "read root")?;
+    }
+    for path in exec_set.iter().flat_map(|set| &set.paths) {
+        // EXECUTE is a file right: it fits a file rule and a directory rule alike.
+        created = beneath(created, path, AccessFs::Execute.into(), "exec path")?;
+    }
+    let fd: Option<OwnedFd> = created.into();
+    fd.ok_or_else(|| anyhow!("landlock: this kernel does not enforce rulesets"))
+}
+
+/// `created` with `access` granted beneath `path` (a `what`: write root, read root, exec
+/// path), or why the path cannot be opened or the rule added.
+fn beneath(
+    created: RulesetCreated,
+    path: &Path,
+    access: landlock::BitFlags<AccessFs>,
+    what: &str,
+) -> Result<RulesetCreated> {
+    let fd = PathFd::new(path)
+        .with_context(|| format!("landlock: cannot open {what} {}", path.display()))?;
+    created
+        .add_rule(PathBeneath::new(fd, access))
+        .with_context(|| format!("landlock: cannot add {what} {}", path.display()))
+}
+
+/// The run-wide Unix-socket guard ([`unix::decide`]; under the allowlist the supervisor, which
+/// judges every connect, TCP and Unix alike) and, when the supervisor also guards the
+/// `loaders`, the spawner's exec pass.
+fn unix_sockets(
+    bash: &BashConfig,
+    tcp: Option<unix::supervisor::TcpGuard>,
+    loaders: &[PathBuf],
+) -> Result<(Option<UnixSockets>, Option<u32>)> {
+    let guard = match unix::decide(bash.network, &bash.unix_sockets, kernel_abi().unwrap_or(0)) {
+        _ if tcp.is_some() => unix::Guard::Supervisor,
+        guard => guard,
+    };
+    Ok(match guard {
+        unix::Guard::Open | unix::Guard::None => (None, None),
+        unix::Guard::Landlock => (
+            Some(UnixSockets::Landlock(Arc::new(unix::resolve_unix_layer(
+                &bash.unix_sockets,
+            )?))),
+            None,
+        ),
+        unix::Guard::Supervisor => {
+            // Where the Unix-socket supervisor runs, it is the loader guard too: a process
+            // can hold one seccomp listener only.
+            let exec = (!loaders.is_empty()).then(|| {
+                let pass = loader::pass();
+                let ids = loader::ids(loaders);
+                let judge: unix::supervisor::ExecJudge =
+                    Arc::new(move |req| loader::decide(req, &ids));
+                unix::supervisor::ExecGuard { pass, judge }
+            });
+            let exec_pass = exec.as_ref().map(|e| e.pass);
+            let supervisor =
+                unix::supervisor::Supervisor::start(bash.unix_sockets.clone(), exec, tcp)?;
+            (
+                Some(UnixSockets::Supervisor(Arc::new(supervisor))),
+                exec_pass,
+            )
+        }
+    })
 }
 
 /// A command's confinement as its child applies it, in raw values (descriptors, programs,

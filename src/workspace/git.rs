@@ -91,29 +91,7 @@ pub fn bounded_within(
     input: Option<Vec<u8>>,
     cap: usize,
 ) -> Result<Bounded> {
-    let mut env = crate::tools::bash::scrubbed_env(std::env::vars());
-    env.extend(std::env::vars().filter(|(k, _)| ENV_EXTRA.contains(&k.as_str())));
-    let mut cmd = Command::new("git");
-    cmd.env_clear()
-        .envs(env)
-        .env("GIT_AUTHOR_NAME", AUTHOR_NAME)
-        .env("GIT_AUTHOR_EMAIL", AUTHOR_EMAIL)
-        .env("GIT_COMMITTER_NAME", AUTHOR_NAME)
-        .env("GIT_COMMITTER_EMAIL", AUTHOR_EMAIL)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .arg("-C")
-        .arg(dir)
-        // The repository's hooks are not the operator's to run with harness's rights.
-        .args(["-c", "core.hooksPath=/dev/null"])
-        .args(args)
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut cmd = command(dir, args, /*piped_stdin*/ input.is_some());
     let what = || format!("git {}", args.join(" "));
     let mut child = cmd
         .spawn()
@@ -124,19 +102,7 @@ pub fn bounded_within(
             let _ = std::io::Write::write_all(&mut pipe, &input);
         });
     }
-    // Both pipes are drained while git runs, so a large diff cannot block it; past `cap`
-    // bytes the pipe is dropped (one more byte is read to know there was more).
-    let drain = |pipe: Option<Box<dyn Read + Send>>, cap: usize| {
-        std::thread::spawn(move || {
-            let mut text = Vec::new();
-            if let Some(p) = pipe {
-                let _ = p
-                    .take(u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1))
-                    .read_to_end(&mut text);
-            }
-            text
-        })
-    };
+    // Both pipes are drained while git runs, so a large diff cannot block it.
     let stdout = drain(
         child
             .stdout
@@ -151,28 +117,7 @@ pub fn bounded_within(
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
         usize::MAX,
     );
-    let deadline = Instant::now() + limit;
-    // This loop blocks the runtime's thread, so the signal task cannot run: the low-level
-    // handler's count is read instead. A signal that came before git started (the turn
-    // was interrupted) lets it run; the next one stops it.
-    let signals = crate::signals::arrivals();
-    let mut interrupted = None;
-    let status = loop {
-        if let Some(status) = child.try_wait().with_context(what)? {
-            break Some(status);
-        }
-        if crate::signals::arrivals() > signals {
-            interrupted = crate::signals::arrived();
-        }
-        if interrupted.is_some() || Instant::now() >= deadline {
-            if let Ok(pgid) = i32::try_from(child.id()) {
-                crate::process::kill_group(pgid);
-            }
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (status, interrupted) = wait(&mut child, limit, &what)?;
     let mut stdout = stdout.join().unwrap_or_default();
     let stderr = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
     let cut = stdout.len() > cap;
@@ -199,6 +144,81 @@ pub fn bounded_within(
             limit.as_secs(),
             stderr.trim()
         ),
+    }
+}
+
+/// `git -C dir args...` with harness's identity, no hooks, the scrubbed environment (plus
+/// [`ENV_EXTRA`]), stdin piped or from /dev/null, stdout and stderr piped, in a process
+/// group of its own.
+fn command(dir: &Path, args: &[&str], piped_stdin: bool) -> Command {
+    let mut env = crate::tools::bash::scrubbed_env(std::env::vars());
+    env.extend(std::env::vars().filter(|(k, _)| ENV_EXTRA.contains(&k.as_str())));
+    let mut cmd = Command::new("git");
+    cmd.env_clear()
+        .envs(env)
+        .env("GIT_AUTHOR_NAME", AUTHOR_NAME)
+        .env("GIT_AUTHOR_EMAIL", AUTHOR_EMAIL)
+        .env("GIT_COMMITTER_NAME", AUTHOR_NAME)
+        .env("GIT_COMMITTER_EMAIL", AUTHOR_EMAIL)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .arg("-C")
+        .arg(dir)
+        // The repository's hooks are not the operator's to run with harness's rights.
+        .args(["-c", "core.hooksPath=/dev/null"])
+        .args(args)
+        .stdin(if piped_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    cmd
+}
+
+/// A thread reading `pipe` to its end or past `cap` bytes: then the pipe is dropped (one
+/// more byte is read to know there was more).
+fn drain(pipe: Option<Box<dyn Read + Send>>, cap: usize) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        if let Some(p) = pipe {
+            let _ = p
+                .take(u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1))
+                .read_to_end(&mut text);
+        }
+        text
+    })
+}
+
+/// Waits for `child` to its end (its status), or kills its group at the `limit` or the next
+/// handled signal (no status; the signal when one stopped it).
+fn wait(
+    child: &mut std::process::Child,
+    limit: Duration,
+    what: &dyn Fn() -> String,
+) -> Result<(Option<ExitStatus>, Option<i32>)> {
+    let deadline = Instant::now() + limit;
+    // This loop blocks the runtime's thread, so the signal task cannot run: the low-level
+    // handler's count is read instead. A signal that came before git started (the turn
+    // was interrupted) lets it run; the next one stops it.
+    let signals = crate::signals::arrivals();
+    let mut interrupted = None;
+    loop {
+        if let Some(status) = child.try_wait().with_context(what)? {
+            return Ok((Some(status), interrupted));
+        }
+        if crate::signals::arrivals() > signals {
+            interrupted = crate::signals::arrived();
+        }
+        if interrupted.is_some() || Instant::now() >= deadline {
+            if let Ok(pgid) = i32::try_from(child.id()) {
+                crate::process::kill_group(pgid);
+            }
+            let _ = child.wait();
+            return Ok((None, interrupted));
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -175,92 +175,126 @@ pub(crate) async fn serve_step<S: AsyncRead + AsyncWrite + Unpin>(
                 send_full(s, 200, "application/json", &opts.headers, body.as_bytes()).await
             }
         }
-        Action::Empty => {
-            let finish = opts.finish_reason.clone().unwrap_or_else(|| "stop".into());
-            if x.stream {
-                let frames = vec![
-                    sse(&chunk(
-                        x,
-                        json!([{"index": 0, "delta": {}, "finish_reason": finish}]),
-                    )),
-                    DONE_FRAME.into(),
-                ];
-                send_stream(s, opts, &frames, /*terminate*/ true).await
-            } else {
-                let empty = Reply {
-                    content: None,
-                    calls: Vec::new(),
-                    reasoning: Map::new(),
-                };
-                let body = completion(x, &empty, opts).to_string();
-                send_full(s, 200, "application/json", &opts.headers, body.as_bytes()).await
-            }
-        }
+        Action::Empty => send_empty(s, x, opts).await,
         Action::Drop {
             reply,
             after_chunks,
-        } => {
-            if x.stream {
-                let mut frames = sse_frames(x, reply, opts);
-                frames.truncate(*after_chunks);
-                send_stream(s, opts, &frames, /*terminate*/ false).await
-            } else {
-                let body = completion(x, reply, opts).to_string();
-                let head = response_head(200, "application/json", &opts.headers, Some(body.len()));
-                s.write_all(head.as_bytes()).await?;
-                s.write_all(&body.as_bytes()[..body.len() / 2]).await?;
-                s.flush().await?;
-                s.shutdown().await
-            }
-        }
-        Action::Malformed(reply) => {
-            if x.stream {
-                let mut frames = sse_frames(x, reply, opts);
-                let at = frames.len().min(1);
-                frames.insert(at, "data: {\"id\": \"broken\", \"choices\": [{\n\n".into());
-                frames.push(DONE_FRAME.into());
-                send_stream(s, opts, &frames, /*terminate*/ true).await
-            } else {
-                let body = completion(x, reply, opts).to_string();
-                let mut cut = body.len() / 2;
-                while !body.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                send_full(
-                    s,
-                    200,
-                    "application/json",
-                    &opts.headers,
-                    &body.as_bytes()[..cut],
-                )
-                .await
-            }
-        }
+        } => send_dropped(s, x, reply, *after_chunks, opts).await,
+        Action::Malformed(reply) => send_malformed(s, x, reply, opts).await,
         Action::StreamError {
             reply,
             after_chunks,
             message,
-        } => {
-            if x.stream {
-                let mut frames = sse_frames(x, reply, opts);
-                frames.truncate(*after_chunks);
-                frames.push(format!(
-                    "data: {}\n\n",
-                    python_json(&stream_error_event(message))
-                ));
-                send_stream(s, opts, &frames, /*terminate*/ true).await
-            } else {
-                let body = json!({"error": {"message": message, "type": "internal_server_error", "param": null, "code": "500"}});
-                send_full(
-                    s,
-                    500,
-                    "application/json",
-                    &opts.headers,
-                    body.to_string().as_bytes(),
-                )
-                .await
-            }
+        } => send_stream_error(s, x, reply, *after_chunks, message, opts).await,
+    }
+}
+
+/// `empty`: a reply with no content and no tool call, finished as `finish_reason` says
+/// (`stop` by default).
+async fn send_empty<S: AsyncWrite + Unpin>(s: &mut S, x: &Exchange, opts: &Opts) -> io::Result<()> {
+    let finish = opts.finish_reason.clone().unwrap_or_else(|| "stop".into());
+    if x.stream {
+        let frames = vec![
+            sse(&chunk(
+                x,
+                json!([{"index": 0, "delta": {}, "finish_reason": finish}]),
+            )),
+            DONE_FRAME.into(),
+        ];
+        send_stream(s, opts, &frames, /*terminate*/ true).await
+    } else {
+        let empty = Reply {
+            content: None,
+            calls: Vec::new(),
+            reasoning: Map::new(),
+        };
+        let body = completion(x, &empty, opts).to_string();
+        send_full(s, 200, "application/json", &opts.headers, body.as_bytes()).await
+    }
+}
+
+/// `drop`: the connection closed mid-reply, after `after_chunks` frames of a stream or half
+/// of a full body.
+async fn send_dropped<S: AsyncWrite + Unpin>(
+    s: &mut S,
+    x: &Exchange,
+    reply: &Reply,
+    after_chunks: usize,
+    opts: &Opts,
+) -> io::Result<()> {
+    if x.stream {
+        let mut frames = sse_frames(x, reply, opts);
+        frames.truncate(after_chunks);
+        send_stream(s, opts, &frames, /*terminate*/ false).await
+    } else {
+        let body = completion(x, reply, opts).to_string();
+        let head = response_head(200, "application/json", &opts.headers, Some(body.len()));
+        s.write_all(head.as_bytes()).await?;
+        s.write_all(&body.as_bytes()[..body.len() / 2]).await?;
+        s.flush().await?;
+        s.shutdown().await
+    }
+}
+
+/// `malformed`: a stream with a broken frame after its first, or the first half of a full
+/// body (cut on a character boundary).
+async fn send_malformed<S: AsyncWrite + Unpin>(
+    s: &mut S,
+    x: &Exchange,
+    reply: &Reply,
+    opts: &Opts,
+) -> io::Result<()> {
+    if x.stream {
+        let mut frames = sse_frames(x, reply, opts);
+        let at = frames.len().min(1);
+        frames.insert(at, "data: {\"id\": \"broken\", \"choices\": [{\n\n".into());
+        frames.push(DONE_FRAME.into());
+        send_stream(s, opts, &frames, /*terminate*/ true).await
+    } else {
+        let body = completion(x, reply, opts).to_string();
+        let mut cut = body.len() / 2;
+        while !body.is_char_boundary(cut) {
+            cut -= 1;
         }
+        send_full(
+            s,
+            200,
+            "application/json",
+            &opts.headers,
+            &body.as_bytes()[..cut],
+        )
+        .await
+    }
+}
+
+/// `stream_error`: LiteLLM's in-band error after the first `after_chunks` frames of the
+/// reply's stream; without a stream, a 500 with the message.
+async fn send_stream_error<S: AsyncWrite + Unpin>(
+    s: &mut S,
+    x: &Exchange,
+    reply: &Reply,
+    after_chunks: usize,
+    message: &str,
+    opts: &Opts,
+) -> io::Result<()> {
+    if x.stream {
+        let mut frames = sse_frames(x, reply, opts);
+        frames.truncate(after_chunks);
+        frames.push(format!(
+            "data: {}\n\n",
+            python_json(&stream_error_event(message))
+        ));
+        send_stream(s, opts, &frames, /*terminate*/ true).await
+    } else {
+        let body = json!({"error": {"message": message, "type": "internal_server_error", "param": null, "code": "500"}});
+        send_full(
+            s,
+            500,
+            "application/json",
+            &opts.headers,
+            body.to_string().as_bytes(),
+        )
+        .await
     }
 }
 

@@ -49,10 +49,39 @@ pub(crate) async fn read_request<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
 ) -> io::Result<Option<Request>> {
     let mut buf = Vec::with_capacity(4096);
+    let Some(head_end) = read_head(s, &mut buf).await? else {
+        return Ok(None);
+    };
+    let head = std::str::from_utf8(&buf[..head_end])
+        .map_err(|_| bad_request("request head is not UTF-8"))?;
+    let mut req = parse_head(head)?;
+    if req.header("transfer-encoding").is_some() {
+        return Err(bad_request(
+            "chunked request bodies are not supported; send Content-Length",
+        ));
+    }
+    let len: usize = match req.header("content-length") {
+        Some(v) => v.parse().map_err(|_| bad_request("bad Content-Length"))?,
+        None => 0,
+    };
+    if len > MAX_BODY_BYTES {
+        return Err(bad_request("request body too large"));
+    }
+    let body = buf.split_off(head_end + 4);
+    req.body = read_body(s, &req, body, len).await?;
+    Ok(Some(req))
+}
+
+/// Reads into `buf` until the head's blank line: the index where it starts; `None` when the
+/// peer closed before sending a byte.
+async fn read_head<S: AsyncRead + Unpin>(
+    s: &mut S,
+    buf: &mut Vec<u8>,
+) -> io::Result<Option<usize>> {
     let mut chunk = [0u8; 8192];
-    let head_end = loop {
+    loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i;
+            return Ok(Some(i));
         }
         if buf.len() > MAX_HEAD_BYTES {
             return Err(bad_request("request head too large"));
@@ -68,9 +97,11 @@ pub(crate) async fn read_request<S: AsyncRead + AsyncWrite + Unpin>(
             ));
         }
         buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = std::str::from_utf8(&buf[..head_end])
-        .map_err(|_| bad_request("request head is not UTF-8"))?;
+    }
+}
+
+/// The request line and headers of `head` (without its blank line), the body still empty.
+fn parse_head(head: &str) -> io::Result<Request> {
     let mut lines = head.split("\r\n");
     let request_line = lines.next().unwrap_or("");
     let mut parts = request_line.split(' ');
@@ -89,25 +120,22 @@ pub(crate) async fn read_request<S: AsyncRead + AsyncWrite + Unpin>(
             .ok_or_else(|| bad_request(&format!("bad header line {line:?}")))?;
         headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
     }
-    let mut req = Request {
+    Ok(Request {
         method,
         target,
         headers,
         body: Vec::new(),
-    };
-    if req.header("transfer-encoding").is_some() {
-        return Err(bad_request(
-            "chunked request bodies are not supported; send Content-Length",
-        ));
-    }
-    let len: usize = match req.header("content-length") {
-        Some(v) => v.parse().map_err(|_| bad_request("bad Content-Length"))?,
-        None => 0,
-    };
-    if len > MAX_BODY_BYTES {
-        return Err(bad_request("request body too large"));
-    }
-    let mut body = buf.split_off(head_end + 4);
+    })
+}
+
+/// The `len` bytes of `req`'s body, starting with those read past its head (`body`); a
+/// `100 Continue` first when the client waits for one.
+async fn read_body<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    req: &Request,
+    mut body: Vec<u8>,
+    len: usize,
+) -> io::Result<Vec<u8>> {
     let expects_continue = req
         .header("expect")
         .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
@@ -115,6 +143,7 @@ pub(crate) async fn read_request<S: AsyncRead + AsyncWrite + Unpin>(
         s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
         s.flush().await?;
     }
+    let mut chunk = [0u8; 8192];
     while body.len() < len {
         let n = s.read(&mut chunk).await?;
         if n == 0 {
@@ -126,8 +155,7 @@ pub(crate) async fn read_request<S: AsyncRead + AsyncWrite + Unpin>(
         body.extend_from_slice(&chunk[..n]);
     }
     body.truncate(len);
-    req.body = body;
-    Ok(Some(req))
+    Ok(body)
 }
 
 pub(crate) fn reason(status: u16) -> &'static str {

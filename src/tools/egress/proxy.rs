@@ -267,32 +267,8 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 /// Serves one client connection: one request, then its tunnel or its one response.
 async fn handle(mut client: TcpStream, shared: &Shared) {
     let mut buf = Vec::with_capacity(1024);
-    let end = match tokio::time::timeout(HEAD_WAIT, read_head(&mut client, &mut buf)).await {
-        Ok(Some(end)) => end,
-        _ => {
-            answer(
-                &mut client,
-                "400 Bad Request",
-                "[harness] network: no request head",
-            )
-            .await;
-            return;
-        }
-    };
-    let request = match policy::parse_head(&buf[..end]) {
-        Ok(r) => r,
-        Err(why) => {
-            let first = String::from_utf8_lossy(&buf[..end.min(200)]).into_owned();
-            let host = first.split(' ').nth(1).unwrap_or("?").to_string();
-            shared.refuse(&host, 0, format!("was refused: {why}"));
-            answer(
-                &mut client,
-                "400 Bad Request",
-                &format!("[harness] network: {why}"),
-            )
-            .await;
-            return;
-        }
+    let Some((request, end)) = read_request(&mut client, shared, &mut buf).await else {
+        return;
     };
     let (host, port) = (request.host.as_str(), request.port);
     let refuse = |reason: String| {
@@ -313,18 +289,7 @@ async fn handle(mut client: TcpStream, shared: &Shared) {
         answer(&mut client, "403 Forbidden", &line).await;
         return;
     }
-    let resolved = resolve(shared, host, port).await;
-    let reached = match (&shared.settings.upstream, resolved) {
-        (_, Err(why @ Unresolved::Private)) | (None, Err(why @ Unresolved::Not)) => {
-            Err(why.reason().to_string())
-        }
-        (None, Ok(addrs)) => connect_any(&addrs)
-            .await
-            .map(|s| (s, Vec::new()))
-            .ok_or_else(|| "could not be reached".to_string()),
-        (Some((uh, up)), _) => through_upstream(uh, *up, host, port).await,
-    };
-    let (mut upstream, from_upstream) = match reached {
+    let (upstream, from_upstream) = match reach(shared, host, port).await {
         Ok(r) => r,
         Err(reason) => {
             let line = refuse(reason);
@@ -339,30 +304,107 @@ async fn handle(mut client: TcpStream, shared: &Shared) {
         .entry(key.clone())
         .or_default()
         .connections += 1;
-    let early = &buf[end..];
-    let sent = match &request.forward {
+    let opened = Opened {
+        key: &key,
+        forward: request.forward.as_deref(),
+        early: &buf[end..],
+        from_upstream: &from_upstream,
+    };
+    relay(shared, client, upstream, &opened).await;
+}
+
+/// The client's request head, read into `buf` within [`HEAD_WAIT`] and parsed, with the
+/// index past it; `None` when there is none or it is refused (the client is answered 400, a
+/// head that does not parse is logged as a refusal).
+async fn read_request(
+    client: &mut TcpStream,
+    shared: &Shared,
+    buf: &mut Vec<u8>,
+) -> Option<(policy::Request, usize)> {
+    let end = match tokio::time::timeout(HEAD_WAIT, read_head(client, buf)).await {
+        Ok(Some(end)) => end,
+        _ => {
+            answer(
+                client,
+                "400 Bad Request",
+                "[harness] network: no request head",
+            )
+            .await;
+            return None;
+        }
+    };
+    match policy::parse_head(&buf[..end]) {
+        Ok(r) => Some((r, end)),
+        Err(why) => {
+            let first = String::from_utf8_lossy(&buf[..end.min(200)]).into_owned();
+            let host = first.split(' ').nth(1).unwrap_or("?").to_string();
+            shared.refuse(&host, 0, format!("was refused: {why}"));
+            answer(
+                client,
+                "400 Bad Request",
+                &format!("[harness] network: {why}"),
+            )
+            .await;
+            None
+        }
+    }
+}
+
+/// A connection to `host:port` (directly, or a tunnel through the upstream proxy) and the
+/// bytes the upstream sent past its answer. Err: the refusal's reason.
+async fn reach(shared: &Shared, host: &str, port: u16) -> Result<(TcpStream, Vec<u8>), String> {
+    let resolved = resolve(shared, host, port).await;
+    match (&shared.settings.upstream, resolved) {
+        (_, Err(why @ Unresolved::Private)) | (None, Err(why @ Unresolved::Not)) => {
+            Err(why.reason().to_string())
+        }
+        (None, Ok(addrs)) => connect_any(&addrs)
+            .await
+            .map(|s| (s, Vec::new()))
+            .ok_or_else(|| "could not be reached".to_string()),
+        (Some((uh, up)), _) => through_upstream(uh, *up, host, port).await,
+    }
+}
+
+/// What an allowed request brings to its relay.
+struct Opened<'a> {
+    /// `host:port`, the key of the log and the budget.
+    key: &'a str,
+    /// The head to send on; `None` for a tunnel (CONNECT).
+    forward: Option<&'a [u8]>,
+    /// What the client sent past its head.
+    early: &'a [u8],
+    /// What the upstream proxy sent past its answer.
+    from_upstream: &'a [u8],
+}
+
+/// Opens the exchange (the tunnel's 200, or the forwarded head) and copies both ways until
+/// either side ends or the budget is spent.
+async fn relay(shared: &Shared, mut client: TcpStream, mut upstream: TcpStream, o: &Opened<'_>) {
+    let key = o.key;
+    let sent = match o.forward {
         None => {
             client
                 .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 .await
         }
         Some(head) => {
-            let mut first = head.clone();
-            first.extend_from_slice(early);
-            pass(shared, &key, &mut upstream, &first).await
+            let mut first = head.to_vec();
+            first.extend_from_slice(o.early);
+            pass(shared, key, &mut upstream, &first).await
         }
     };
     if sent.is_err() {
         return;
     }
-    if request.forward.is_none() && !early.is_empty() {
+    if o.forward.is_none() && !o.early.is_empty() {
         // A client that sent its first TLS bytes before the 200: they go on, counted.
-        if pass(shared, &key, &mut upstream, early).await.is_err() {
+        if pass(shared, key, &mut upstream, o.early).await.is_err() {
             return;
         }
     }
-    if !from_upstream.is_empty()
-        && pass(shared, &key, &mut client, &from_upstream)
+    if !o.from_upstream.is_empty()
+        && pass(shared, key, &mut client, o.from_upstream)
             .await
             .is_err()
     {
@@ -370,7 +412,7 @@ async fn handle(mut client: TcpStream, shared: &Shared) {
     }
     let (cr, cw) = client.into_split();
     let (ur, uw) = upstream.into_split();
-    let _ = tokio::join!(pump(shared, &key, cr, uw), pump(shared, &key, ur, cw));
+    let _ = tokio::join!(pump(shared, key, cr, uw), pump(shared, key, ur, cw));
 }
 
 /// Reads until the head's blank line; the index past it, `None` on EOF or an overlong head.

@@ -78,10 +78,51 @@ pub fn exec_set(
     if unrestricted_reason(bash).is_some() {
         return None;
     }
-    let dirs = path_dirs(path_var, work_root);
+    let search = Search {
+        bash,
+        work_root,
+        path_var,
+        tmp,
+        dirs: path_dirs(path_var, work_root),
+    };
     let mut set = ExecSet::default();
+    let mut programs = allowed_programs(&search, &mut set)?;
+    let mut seen = BTreeSet::new();
+    while let Some(name) = programs.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        programs.extend(add_program(&search, &mut set, name));
+    }
+    for root in &bash.exec_roots {
+        match root.canonicalize() {
+            Ok(real) => set.paths.insert(real),
+            Err(_) => set.missing.insert(root.display().to_string()),
+        };
+    }
+    let loaders: BTreeSet<PathBuf> = set.paths.iter().filter_map(|p| elf_interp(p)).collect();
+    set.paths.extend(loaders.iter().cloned());
+    set.loaders = loaders;
+    Some(set)
+}
+
+/// Where an exec set's programs are looked for, and what it is built for.
+struct Search<'a> {
+    bash: &'a BashConfig,
+    work_root: &'a Path,
+    path_var: &'a str,
+    /// The private TMPDIR of the ruleset being built; `None` for a description.
+    tmp: Option<&'a Path>,
+    /// PATH's directories ([`path_dirs`]).
+    dirs: Vec<PathBuf>,
+}
+
+/// The command words the allow rules run (bash first), to look up on PATH; a path rule's
+/// directory and the interpreters of its scripts go into `set` at once. `None` when a rule
+/// runs anything.
+fn allowed_programs(s: &Search<'_>, set: &mut ExecSet) -> Option<Vec<String>> {
     let mut programs: Vec<String> = vec!["bash".to_string()];
-    for rule in &bash.policy.allow {
+    for rule in &s.bash.policy.allow {
         match rule.runs() {
             Runs::Program(name) => {
                 // The gate lets `/usr/local/bin/NAME` (and `/usr/bin/`, `/bin/`) run under a
@@ -97,7 +138,7 @@ pub fn exec_set(
                 programs.push(name);
             }
             Runs::Prefix(prefix) => {
-                for dir in &dirs {
+                for dir in &s.dirs {
                     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
                         let name = entry.file_name().to_string_lossy().into_owned();
                         if name.starts_with(&prefix) {
@@ -107,10 +148,10 @@ pub fn exec_set(
                 }
             }
             Runs::Under(dir) => {
-                let dir = work_root.join(dir);
+                let dir = s.work_root.join(dir);
                 if let Ok(real) = dir.canonicalize() {
                     for script in scripts_under(&real) {
-                        add_interpreter(&mut set, &script, &dirs);
+                        add_interpreter(set, &script, &s.dirs);
                     }
                     set.paths.insert(real);
                 }
@@ -118,70 +159,66 @@ pub fn exec_set(
             Runs::Anything => return None,
         }
     }
-    let mut seen = BTreeSet::new();
-    while let Some(name) = programs.pop() {
-        if !seen.insert(name.clone()) {
-            continue;
-        }
-        let found = lookup(&name, &dirs, work_root);
-        if found.is_empty() {
-            set.missing.insert(name.clone());
-        }
-        for file in &found {
-            add_file(&mut set, file, &dirs);
-        }
-        let helpers = exec_helpers(base(&name));
-        programs.extend(helpers.programs.iter().map(|p| p.to_string()));
-        // harness runs the query itself, unconfined: never a program the commands could
-        // have written (a relative PATH entry finds files in the work root).
-        let trusted = found.first().filter(|f| {
-            let real = f.canonicalize().unwrap_or_else(|_| f.to_path_buf());
-            let root = work_root
-                .canonicalize()
-                .unwrap_or_else(|_| work_root.to_path_buf());
-            !real.starts_with(root) && !bash.write_roots.iter().any(|w| real.starts_with(w))
-        });
-        if let (Some(args), Some(file)) = (helpers.dir_query, trusted) {
-            if let Some(dir) = query_dir(file, args, path_var) {
-                for d in helper_dirs(&dir, helpers.dir_suffixes) {
-                    // A helper that lives on PATH (clang's `ld` in /usr/bin) must not open
-                    // every program beside it.
-                    if !dirs.iter().any(|p| p.canonicalize().is_ok_and(|p| p == d)) {
-                        set.paths.insert(d);
-                    }
+    Some(programs)
+}
+
+/// Adds what running `name` takes to `set`: its files on PATH (or it to `missing`), its
+/// helper directories, the work root's directories and the TMPDIR it runs built programs
+/// from, and the name itself. Returns the programs it runs by name, to add next.
+fn add_program(s: &Search<'_>, set: &mut ExecSet, name: String) -> Vec<String> {
+    let found = lookup(&name, &s.dirs, s.work_root);
+    if found.is_empty() {
+        set.missing.insert(name.clone());
+    }
+    for file in &found {
+        add_file(set, file, &s.dirs);
+    }
+    let helpers = exec_helpers(base(&name));
+    // harness runs the query itself, unconfined: never a program the commands could
+    // have written (a relative PATH entry finds files in the work root).
+    let trusted = found.first().filter(|f| {
+        let real = f.canonicalize().unwrap_or_else(|_| f.to_path_buf());
+        let root = s
+            .work_root
+            .canonicalize()
+            .unwrap_or_else(|_| s.work_root.to_path_buf());
+        !real.starts_with(root) && !s.bash.write_roots.iter().any(|w| real.starts_with(w))
+    });
+    if let (Some(args), Some(file)) = (helpers.dir_query, trusted) {
+        if let Some(dir) = query_dir(file, args, s.path_var) {
+            for d in helper_dirs(&dir, helpers.dir_suffixes) {
+                // A helper that lives on PATH (clang's `ld` in /usr/bin) must not open
+                // every program beside it.
+                if !s
+                    .dirs
+                    .iter()
+                    .any(|p| p.canonicalize().is_ok_and(|p| p == d))
+                {
+                    set.paths.insert(d);
                 }
             }
         }
-        for rel in helpers.work_dirs {
-            let dir = work_root.join(rel);
-            // The rule needs the directory to exist now; the program would create it anyway.
-            if tmp.is_some() {
-                let _ = std::fs::create_dir_all(&dir);
-            }
-            if let Ok(real) = dir.canonicalize() {
-                set.paths.insert(real);
-            }
+    }
+    for rel in helpers.work_dirs {
+        let dir = s.work_root.join(rel);
+        // The rule needs the directory to exist now; the program would create it anyway.
+        if s.tmp.is_some() {
+            let _ = std::fs::create_dir_all(&dir);
         }
-        if let (true, Some(t)) = (helpers.tmp, tmp) {
-            if let Ok(real) = t.canonicalize() {
-                set.paths.insert(real);
-            }
-        }
-        // A system directory's file of a rule's program is that program, not another name.
-        if !SYSTEM_DIRS.iter().any(|d| name.starts_with(d)) {
-            set.names.insert(name);
+        if let Ok(real) = dir.canonicalize() {
+            set.paths.insert(real);
         }
     }
-    for root in &bash.exec_roots {
-        match root.canonicalize() {
-            Ok(real) => set.paths.insert(real),
-            Err(_) => set.missing.insert(root.display().to_string()),
-        };
+    if let (true, Some(t)) = (helpers.tmp, s.tmp) {
+        if let Ok(real) = t.canonicalize() {
+            set.paths.insert(real);
+        }
     }
-    let loaders: BTreeSet<PathBuf> = set.paths.iter().filter_map(|p| elf_interp(p)).collect();
-    set.paths.extend(loaders.iter().cloned());
-    set.loaders = loaders;
-    Some(set)
+    // A system directory's file of a rule's program is that program, not another name.
+    if !SYSTEM_DIRS.iter().any(|d| name.starts_with(d)) {
+        set.names.insert(name);
+    }
+    helpers.programs.iter().map(|p| p.to_string()).collect()
 }
 
 fn base(name: &str) -> &str {

@@ -354,15 +354,7 @@ fn program(
     };
     let venv = venv_of(file).or_else(|| venv_of(&real));
     let shim_root = shim_root(file);
-    // The venv's base Python (`home =`) and its prefix (`bin`'s parent: `lib/` is there).
-    let base = venv.as_ref().and_then(|v| {
-        let home = venv_home(&v.join("pyvenv.cfg"))?;
-        let prefix = match home.file_name() {
-            Some(n) if n == "bin" => home.parent().map(Path::to_path_buf),
-            _ => None,
-        };
-        Some((prefix.unwrap_or_else(|| home.clone()), home))
-    });
+    let base = venv.as_deref().and_then(venv_base);
     // The root that holds the program's file: its venv when it is a copy inside it, the
     // base Python's prefix when the venv links to it, a shim's manager, else its directory.
     let root = match (&venv, &base, &shim_root) {
@@ -388,48 +380,79 @@ fn program(
             false,
         ));
     }
-    // rustup's proxies (`cargo`, `rustc` as links to `rustup`) run a toolchain below
-    // RUSTUP_HOME, which the commands' environment names (`bash::command_env`).
-    if real.file_name().is_some_and(|n| n == "rustup") && !program.ends_with("rustup") {
-        let home = std::env::var_os("RUSTUP_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".rustup")));
-        if let Some(home) = home.and_then(|h| h.canonicalize().ok()) {
+    if let Some(home) = rustup_home(&real, program) {
+        out.push(need(
+            home.clone(),
+            "rustup's toolchains (RUSTUP_HOME)".to_string(),
+            home,
+            false,
+        ));
+    }
+    if let Some(root) = shim_root {
+        shim_needs(program, &root, path_var, work_root, &need, out);
+    }
+    interpreter(program, &real, path_var, work_root, depth, out);
+}
+
+/// The base Python of the venv `venv` (`home =`, its directory) and its prefix (`bin`'s
+/// parent: `lib/` is there), as (prefix, home).
+fn venv_base(venv: &Path) -> Option<(PathBuf, PathBuf)> {
+    let home = venv_home(&venv.join("pyvenv.cfg"))?;
+    let prefix = match home.file_name() {
+        Some(n) if n == "bin" => home.parent().map(Path::to_path_buf),
+        _ => None,
+    };
+    Some((prefix.unwrap_or_else(|| home.clone()), home))
+}
+
+/// RUSTUP_HOME, resolved, when `real` is rustup run as one of its proxies (`cargo`, `rustc`
+/// as links to `rustup`): they run a toolchain below it, which the commands' environment
+/// names (`bash::command_env`).
+fn rustup_home(real: &Path, program: &str) -> Option<PathBuf> {
+    let proxy = real.file_name().is_some_and(|n| n == "rustup") && !program.ends_with("rustup");
+    if !proxy {
+        return None;
+    }
+    let home = std::env::var_os("RUSTUP_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".rustup")));
+    home.and_then(|h| h.canonicalize().ok())
+}
+
+/// What the shim of `program` in the version manager at `root` needs: the manager's root,
+/// executed, and the system tools its scripts run.
+fn shim_needs(
+    program: &str,
+    root: &Path,
+    path_var: &str,
+    work_root: &Path,
+    need: &dyn Fn(PathBuf, String, PathBuf, bool) -> Need,
+    out: &mut Vec<Need>,
+) {
+    // The shim runs the manager and a toolchain below its root, neither on PATH, and the
+    // manager's scripts run system tools (readlink, basename) no rule names.
+    let direct = shim_target(root, program)
+        .map(|bin| format!("; better, put {} first on PATH", bin.display()))
+        .unwrap_or_default();
+    out.push(need(
+        root.to_path_buf(),
+        format!("the version manager the shim runs{direct}"),
+        root.to_path_buf(),
+        true,
+    ));
+    // pyenv's and rbenv's scripts start with these (an exec set holds neither).
+    for tool in ["readlink", "basename"] {
+        if let Some(real) =
+            exec::resolve(tool, path_var, work_root).and_then(|t| t.canonicalize().ok())
+        {
             out.push(need(
-                home.clone(),
-                "rustup's toolchains (RUSTUP_HOME)".to_string(),
-                home,
-                false,
+                real.clone(),
+                format!("a tool the version manager's scripts run{direct}"),
+                real,
+                true,
             ));
         }
     }
-    if let Some(root) = shim_root {
-        // The shim runs the manager and a toolchain below its root, neither on PATH, and the
-        // manager's scripts run system tools (readlink, basename) no rule names.
-        let direct = shim_target(&root, program)
-            .map(|bin| format!("; better, put {} first on PATH", bin.display()))
-            .unwrap_or_default();
-        out.push(need(
-            root.clone(),
-            format!("the version manager the shim runs{direct}"),
-            root.clone(),
-            true,
-        ));
-        // pyenv's and rbenv's scripts start with these (an exec set holds neither).
-        for tool in ["readlink", "basename"] {
-            if let Some(real) =
-                exec::resolve(tool, path_var, work_root).and_then(|t| t.canonicalize().ok())
-            {
-                out.push(need(
-                    real.clone(),
-                    format!("a tool the version manager's scripts run{direct}"),
-                    real,
-                    true,
-                ));
-            }
-        }
-    }
-    interpreter(program, &real, path_var, work_root, depth, out);
 }
 
 /// The `#!` interpreter of `script` and, for `#!/usr/bin/env NAME`, NAME on PATH.

@@ -264,18 +264,7 @@ impl Spawner {
         match request {
             Request::Pass { pass } => self.exec_pass = Some(pass as libc::c_int),
             Request::Guard { program, pass, to } => {
-                let program = seccomp::from_bytes(&program);
-                if let Some(sock) = passed.get(to as usize) {
-                    // SAFETY: prctl and the seccomp install act on this single-threaded
-                    // process; the program outlives the call. A failure closes the socket
-                    // unanswered (dropped with `passed`): the harness hears why not.
-                    unsafe {
-                        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-                    }
-                    if sandbox::unix::notify::install_and_send(sock.as_raw_fd(), &program).is_ok() {
-                        self.exec_pass = Some(pass as libc::c_int);
-                    }
-                }
+                self.guard(&program, pass, passed.get(to as usize));
             }
             Request::Kill { id } => {
                 if let Some(job) = self.jobs.iter_mut().find(|j| j.id == id) {
@@ -323,48 +312,85 @@ impl Spawner {
                         notify: &notify,
                     },
                 };
-                let mut pgid = 0;
-                let mut pids = Vec::with_capacity(stages.len());
-                for (i, stage) in stages.iter().enumerate() {
-                    let stdio = stage.stdio.map(raw);
-                    let stack = &mut self.stack;
-                    let started = if broken {
-                        Err(libc::EINVAL)
-                    } else {
-                        Prepared::new(stage, &cwd)
-                            .and_then(|p| p.start(&common, pgid, stdio, stack))
-                    };
-                    match started {
-                        Ok(pid) => {
-                            if pgid == 0 {
-                                pgid = pid;
-                            }
-                            self.procs.push(Proc {
-                                pid,
-                                id,
-                                stage: i as u32,
-                            });
-                            pids.push(pid);
-                        }
-                        Err(errno) => pids.push(-errno.max(1)),
-                    }
-                }
+                let (pgid, pids) = self.start_stages(id, &stages, &common, broken, &raw);
                 // The passed descriptors close here: only the commands hold them now, so the
                 // harness sees end-of-file on their output when they end.
                 drop(passed);
-                let live = pids.iter().filter(|p| **p > 0).count();
-                if live > 0 {
-                    self.jobs.push(Job {
-                        id,
-                        pgid,
-                        live,
-                        deadline: now().saturating_add(Duration::from_millis(backstop_ms)),
-                        killed: false,
-                    });
-                }
-                self.reply(&Reply::Started { id, pids });
+                self.started(id, pgid, pids, backstop_ms);
             }
         }
+    }
+
+    /// Installs the notifying `program` on the spawner itself and sends its listener over
+    /// `sock`; from then on each child starts its program through `pass`.
+    fn guard(&mut self, program: &[u8], pass: u32, sock: Option<&OwnedFd>) {
+        let program = seccomp::from_bytes(program);
+        if let Some(sock) = sock {
+            // SAFETY: prctl and the seccomp install act on this single-threaded
+            // process; the program outlives the call. A failure closes the socket
+            // unanswered (dropped with `passed`): the harness hears why not.
+            unsafe {
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+            }
+            if sandbox::unix::notify::install_and_send(sock.as_raw_fd(), &program).is_ok() {
+                self.exec_pass = Some(pass as libc::c_int);
+            }
+        }
+    }
+
+    /// Starts each of spawn `id`'s `stages` in order (none when the mounts were `broken`),
+    /// the first started one leading the group: the group, and per stage its pid or
+    /// `-errno`. `raw`: a passed descriptor's index -> its descriptor.
+    fn start_stages(
+        &mut self,
+        id: u64,
+        stages: &[StageSpec],
+        common: &Common,
+        broken: bool,
+        raw: &dyn Fn(i32) -> RawFd,
+    ) -> (libc::pid_t, Vec<libc::pid_t>) {
+        let mut pgid = 0;
+        let mut pids = Vec::with_capacity(stages.len());
+        for (i, stage) in stages.iter().enumerate() {
+            let stdio = stage.stdio.map(raw);
+            let stack = &mut self.stack;
+            let started = if broken {
+                Err(libc::EINVAL)
+            } else {
+                Prepared::new(stage, common.cwd).and_then(|p| p.start(common, pgid, stdio, stack))
+            };
+            match started {
+                Ok(pid) => {
+                    if pgid == 0 {
+                        pgid = pid;
+                    }
+                    self.procs.push(Proc {
+                        pid,
+                        id,
+                        stage: i as u32,
+                    });
+                    pids.push(pid);
+                }
+                Err(errno) => pids.push(-errno.max(1)),
+            }
+        }
+        (pgid, pids)
+    }
+
+    /// Spawn `id` has started `pids` in group `pgid`: a job to watch (its backstop
+    /// `backstop_ms` from now) while any of them runs, and the reply.
+    fn started(&mut self, id: u64, pgid: libc::pid_t, pids: Vec<libc::pid_t>, backstop_ms: u64) {
+        let live = pids.iter().filter(|p| **p > 0).count();
+        if live > 0 {
+            self.jobs.push(Job {
+                id,
+                pgid,
+                live,
+                deadline: now().saturating_add(Duration::from_millis(backstop_ms)),
+                killed: false,
+            });
+        }
+        self.reply(&Reply::Started { id, pids });
     }
 
     /// The harness is gone (or the protocol broke): every group that still holds a process of

@@ -238,55 +238,7 @@ pub fn decode_request(body: &[u8], fds: usize) -> Result<Request, WireError> {
         }
     };
     let request = match r.u32()? {
-        SPAWN => {
-            let id = r.u64()?;
-            let backstop_ms = r.u64()?;
-            let cwd = r.text("work dir")?;
-            let ruleset = fd(r.i32()?)?;
-            let filter = r.bytes()?.to_vec();
-            if filter.len() % 8 != 0 {
-                return Err(WireError::Malformed("filter length"));
-            }
-            let mounts = r.bytes()?.to_vec();
-            let unix_layer = fd(r.i32()?)?;
-            let listener_to = fd(r.i32()?)?;
-            let notify = r.bytes()?.to_vec();
-            if notify.len() % 8 != 0 {
-                return Err(WireError::Malformed("notify filter length"));
-            }
-            let n = r.u32()? as usize;
-            if n > MAX_STAGES {
-                return Err(WireError::TooMany("stages"));
-            }
-            let mut stages = Vec::with_capacity(n);
-            for _ in 0..n {
-                let program = r.text("program path")?;
-                let stdio = [fd(r.i32()?)?, fd(r.i32()?)?, fd(r.i32()?)?];
-                let argv = r.list("arguments")?;
-                if argv.is_empty() {
-                    return Err(WireError::Malformed("empty argv"));
-                }
-                let env = r.list("environment")?;
-                stages.push(StageSpec {
-                    program,
-                    argv,
-                    env,
-                    stdio,
-                });
-            }
-            Request::Spawn {
-                id,
-                backstop_ms,
-                cwd,
-                ruleset,
-                filter,
-                mounts,
-                unix_layer,
-                listener_to,
-                notify,
-                stages,
-            }
-        }
+        SPAWN => decode_spawn(&mut r, &fd)?,
         KILL => Request::Kill { id: r.u64()? },
         PASS => Request::Pass { pass: r.u32()? },
         GUARD => {
@@ -305,6 +257,66 @@ pub fn decode_request(body: &[u8], fds: usize) -> Result<Request, WireError> {
     };
     r.end()?;
     Ok(request)
+}
+
+/// A descriptor index read from a request -> itself when it was passed (or is [`NO_FD`]).
+type FdCheck<'a> = dyn Fn(i32) -> Result<i32, WireError> + 'a;
+
+/// The fields of a [`Request::Spawn`], after its kind; `fd` checks each descriptor index.
+fn decode_spawn(r: &mut Reader<'_>, fd: &FdCheck<'_>) -> Result<Request, WireError> {
+    let id = r.u64()?;
+    let backstop_ms = r.u64()?;
+    let cwd = r.text("work dir")?;
+    let ruleset = fd(r.i32()?)?;
+    let filter = r.bytes()?.to_vec();
+    if filter.len() % 8 != 0 {
+        return Err(WireError::Malformed("filter length"));
+    }
+    let mounts = r.bytes()?.to_vec();
+    let unix_layer = fd(r.i32()?)?;
+    let listener_to = fd(r.i32()?)?;
+    let notify = r.bytes()?.to_vec();
+    if notify.len() % 8 != 0 {
+        return Err(WireError::Malformed("notify filter length"));
+    }
+    let n = r.u32()? as usize;
+    if n > MAX_STAGES {
+        return Err(WireError::TooMany("stages"));
+    }
+    let mut stages = Vec::with_capacity(n);
+    for _ in 0..n {
+        stages.push(decode_stage(r, fd)?);
+    }
+    Ok(Request::Spawn {
+        id,
+        backstop_ms,
+        cwd,
+        ruleset,
+        filter,
+        mounts,
+        unix_layer,
+        listener_to,
+        notify,
+        stages,
+    })
+}
+
+/// One stage of a spawn: its program, stdio (each index checked by `fd`), argv (never empty)
+/// and environment.
+fn decode_stage(r: &mut Reader<'_>, fd: &FdCheck<'_>) -> Result<StageSpec, WireError> {
+    let program = r.text("program path")?;
+    let stdio = [fd(r.i32()?)?, fd(r.i32()?)?, fd(r.i32()?)?];
+    let argv = r.list("arguments")?;
+    if argv.is_empty() {
+        return Err(WireError::Malformed("empty argv"));
+    }
+    let env = r.list("environment")?;
+    Ok(StageSpec {
+        program,
+        argv,
+        env,
+        stdio,
+    })
 }
 
 /// `reply` as a frame (header included).

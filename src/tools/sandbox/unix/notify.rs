@@ -154,15 +154,32 @@ const MSG_FASTOPEN: u32 = 0x2000_0000;
 pub(crate) fn program(unix: bool, tcp: bool, exec_pass: Option<u32>) -> Vec<libc::sock_filter> {
     let deny = RET_ERRNO | libc::EACCES as u32;
     let mut ops = prelude();
+    ops.extend(by_call(unix, tcp, exec_pass));
+    ops.extend(by_argument(/*sockets*/ unix || tcp, tcp, exec_pass));
+    ops.extend([
+        Op::Label("deny"),
+        Op::Ret(deny),
+        Op::Label("allow"),
+        Op::Ret(RET_ALLOW),
+        Op::Label("notify"),
+        Op::Ret(libc::SECCOMP_RET_USER_NOTIF),
+    ]);
+    assemble(&ops)
+}
+
+/// The first half of [`program`], on the call number loaded by [`prelude`]: each call it
+/// judges goes to its label (`notify`, or a check of its arguments in [`by_argument`]),
+/// the x32 numbers of those calls to `deny`, and every other call is allowed.
+fn by_call(unix: bool, tcp: bool, exec_pass: Option<u32>) -> Vec<Op> {
+    let mut ops = Vec::new();
     let mut x32: Vec<i64> = Vec::new();
-    let sockets = unix || tcp;
     if exec_pass.is_some() {
         ops.push(Op::Jeq(libc::SYS_execve as u32, "notify", None));
         ops.push(Op::Jeq(libc::SYS_execveat as u32, "at", None));
         // x32's own execve and execveat numbers.
         x32.extend([520, 545]);
     }
-    if sockets {
+    if unix || tcp {
         ops.extend([
             Op::Jeq(libc::SYS_connect as u32, "notify", None),
             Op::Jeq(libc::SYS_socket as u32, "family", None),
@@ -190,6 +207,14 @@ pub(crate) fn program(unix: bool, tcp: bool, exec_pass: Option<u32>) -> Vec<libc
         }
     }
     ops.push(Op::Ret(RET_ALLOW));
+    ops
+}
+
+/// The second half of [`program`]: the labels [`by_call`] jumps to that read an argument
+/// (`execveat`'s descriptor, a socket's family, type and protocol, a send's flags), each
+/// ending in `allow`, `deny` or `notify`.
+fn by_argument(sockets: bool, tcp: bool, exec_pass: Option<u32>) -> Vec<Op> {
+    let mut ops = Vec::new();
     if let Some(pass) = exec_pass {
         ops.extend([
             Op::Label("at"),
@@ -234,15 +259,7 @@ pub(crate) fn program(unix: bool, tcp: bool, exec_pass: Option<u32>) -> Vec<libc
             Op::Jeq(0, "allow", Some("deny")),
         ]);
     }
-    ops.extend([
-        Op::Label("deny"),
-        Op::Ret(deny),
-        Op::Label("allow"),
-        Op::Ret(RET_ALLOW),
-        Op::Label("notify"),
-        Op::Ret(libc::SECCOMP_RET_USER_NOTIF),
-    ]);
-    assemble(&ops)
+    ops
 }
 
 /// The child's end of the socketpair the listener travels over, and the filter to install.
