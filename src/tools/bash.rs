@@ -10,10 +10,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::io::AsyncReadExt;
 
-use super::sandbox::exec::{resolve, DEFAULT_PATH};
 use super::sandbox::Landlock;
 use super::spawner::{Child, Job, JobStage, Spawner};
 use crate::process::kill_group;
+use crate::process::{path_in, resolve, DEFAULT_PATH};
 use crate::secrets::Redactor;
 use crate::signals::Interrupt;
 
@@ -215,11 +215,7 @@ pub async fn run(command: &str, at: &Setting<'_>) -> Result<Finished> {
     let (reader, writer) = std::io::pipe().context("cannot create the output pipe")?;
     let cannot = || format!("cannot start bash in {}", at.work_root.display());
     // Found on the commands' own PATH, as an exec of `bash` by name would.
-    let path = at
-        .env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map_or(DEFAULT_PATH, |(_, v)| v.as_str());
+    let path = path_in(at.env);
     let bash = resolve("bash", path, at.work_root)
         .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
         .with_context(cannot)?;

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::bash::{supervise, Capture, Ending, Finished, Setting};
-use super::sandbox::exec::resolve;
 use super::spawner::{Child, Job, JobStage};
+use crate::process::{on_path, resolve};
 
 /// What harness does for one stage of a pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,18 +100,6 @@ pub fn plan(argvs: &[Vec<String>], path_var: &str, work_root: &Path) -> Option<V
             }
         })
         .collect()
-}
-
-/// Does any PATH directory hold an entry `name` (executable or not: bash then says why)?
-fn on_path(name: &str, path_var: &str, work_root: &Path) -> bool {
-    path_var.split(':').any(|d| {
-        let dir = if d.is_empty() {
-            work_root.to_path_buf()
-        } else {
-            work_root.join(d)
-        };
-        dir.join(name).symlink_metadata().is_ok()
-    })
 }
 
 /// Is `path` a program the kernel starts itself: an ELF file or a `#!` script?

@@ -408,10 +408,7 @@ impl BashTool {
 
     /// The PATH the commands get.
     fn path_var(&self) -> String {
-        self.env.iter().find(|(k, _)| k == "PATH").map_or_else(
-            || sandbox::exec::DEFAULT_PATH.to_string(),
-            |(_, v)| v.clone(),
-        )
+        crate::process::path_in(&self.env).to_string()
     }
 
     /// Handles one call: read, gate, run, render the result.

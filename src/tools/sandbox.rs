@@ -274,7 +274,7 @@ fn probe(plan: &protect::Plan) -> Result<(), String> {
 
 /// The PATH commands run with: the harness's own, or the default the scrubbed env gets.
 pub fn path_var() -> String {
-    std::env::var("PATH").unwrap_or_else(|_| exec::DEFAULT_PATH.to_string())
+    crate::process::own_path()
 }
 
 /// The running kernel's Landlock ABI version, or why there is none.

@@ -34,6 +34,7 @@ mod tests;
 
 pub use judge::{judge, judge_in};
 pub use lint::lint;
+pub use pipeline::MAX_STAGES;
 pub use programs::registry::{denied_env, exec_helpers, ExecHelpers};
 pub use redirect::write_refusal;
 pub use render::render_human;

@@ -10,8 +10,9 @@ use crate::rule::{Judgement, Verdict};
 use crate::shell::lex::{Dialect, Lexer, Word};
 use crate::shell::words::{is_assignment, RESERVED};
 
-/// Pipelines longer than this go to bash.
-const MAX_STAGES: usize = 32;
+/// Pipelines longer than this go to bash. THE stage limit: the spawner's wire accepts exactly
+/// this many stages per spawn.
+pub const MAX_STAGES: usize = 32;
 
 /// bash 5's builtins (`compgen -b`): they are not executables (or, like `echo`, behave
 /// differently from the executable of the same name), so commands naming them go to bash.

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::BashConfig;
+use crate::process::{executables as lookup, is_executable, path_dirs};
+pub use crate::process::{resolve, DEFAULT_PATH};
 use harness_gate::{exec_helpers, Runs, Verdict, SYSTEM_DIRS};
 
-/// PATH for a command when the harness itself has none.
-pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// How long a helper-directory query (`git --exec-path`) may take.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// At most this many files of a path rule's directory are read for `#!` lines.
@@ -223,51 +223,6 @@ fn add_program(s: &Search<'_>, set: &mut ExecSet, name: String) -> Vec<String> {
 
 fn base(name: &str) -> &str {
     name.rsplit('/').next().unwrap_or(name)
-}
-
-/// PATH's directories as bash searches them (an empty entry is the current directory).
-fn path_dirs(path_var: &str, work_root: &Path) -> Vec<PathBuf> {
-    path_var
-        .split(':')
-        .map(|d| {
-            if d.is_empty() {
-                work_root.to_path_buf()
-            } else {
-                work_root.join(d)
-            }
-        })
-        .collect()
-}
-
-/// Every executable file `name` can mean: a path (against the work root), or each PATH
-/// directory's entry of that name.
-fn lookup(name: &str, dirs: &[PathBuf], work_root: &Path) -> Vec<PathBuf> {
-    if name.contains('/') {
-        let p = work_root.join(name);
-        return if is_executable(&p) { vec![p] } else { vec![] };
-    }
-    dirs.iter()
-        .map(|d| d.join(name))
-        .filter(|p| is_executable(p))
-        .collect()
-}
-
-/// Where `name` runs from for bash: the first executable regular file on PATH, or the path
-/// itself when it holds a `/`. PURE but for the file system look-ups.
-pub fn resolve(name: &str, path_var: &str, work_root: &Path) -> Option<PathBuf> {
-    if name.contains('/') {
-        return lookup(name, &[], work_root).into_iter().next();
-    }
-    // The first hit ends the search (each miss is a stat, once per command).
-    path_dirs(path_var, work_root)
-        .iter()
-        .map(|d| d.join(name))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Adds a program (resolved) and the interpreter its `#!` line names.

@@ -11,8 +11,9 @@ use std::fmt;
 
 /// The largest frame either side accepts (4 MiB: far beyond any command the gate reads).
 pub const MAX_MESSAGE: usize = 4 << 20;
-/// The most stages one spawn may hold.
-pub const MAX_STAGES: usize = 64;
+/// The most stages one spawn may hold: the longest pipeline the gate hands to the direct
+/// path (`plain_argv`); a longer one runs under bash, which needs one stage.
+pub const MAX_STAGES: usize = harness_gate::MAX_STAGES;
 /// The most descriptors one spawn may pass: each stage's three stdio ends, the ruleset, the
 /// Unix-socket layer and the supervisor's socketpair end.
 pub const MAX_FDS: usize = 3 * MAX_STAGES + 3;
