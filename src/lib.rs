@@ -29,6 +29,7 @@ pub mod process;
 pub mod prompt;
 pub mod redmine;
 pub mod report;
+pub mod result_schema;
 pub mod routing;
 pub mod scope;
 pub mod secrets;

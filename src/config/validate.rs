@@ -249,6 +249,8 @@ impl Validator {
             max_rounds,
             max_tool_calls,
             finish,
+            // `[finish]` is read after the rest (`parse_reading`): it reads a file.
+            result_schema: None,
             session,
             redmine,
             litellm,
@@ -904,6 +906,7 @@ impl Validator {
                 500,
                 1_000_000,
             ) as usize,
+            result_fields: self.result_fields(raw.result_fields),
         }
     }
 
