@@ -514,9 +514,7 @@ fn stop_reason(ending: &Ending, report: Option<&(String, String)>, plan_shown: b
 /// One JSONL line: the event's fields, `ts` and `run_id`, every string masked.
 pub fn line(event: &Event, run_id: &str, ts: DateTime<Utc>, redactor: &Redactor) -> String {
     let mut value = serde_json::to_value(event).unwrap_or(Value::Null);
-    if !redactor.is_empty() {
-        mask(&mut value, redactor);
-    }
+    redactor.redact_json(&mut value);
     if let Value::Object(map) = &mut value {
         map.insert(
             "ts".into(),
@@ -527,17 +525,6 @@ pub fn line(event: &Event, run_id: &str, ts: DateTime<Utc>, redactor: &Redactor)
     let mut text = value.to_string();
     text.push('\n');
     text
-}
-
-/// Masks every string in a JSON value, before it is escaped (a secret holding a quote or a
-/// backslash would not be found in the escaped text).
-fn mask(value: &mut Value, redactor: &Redactor) {
-    match value {
-        Value::String(s) => *s = redactor.redact(s),
-        Value::Array(items) => items.iter_mut().for_each(|v| mask(v, redactor)),
-        Value::Object(map) => map.values_mut().for_each(|v| mask(v, redactor)),
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
-    }
 }
 
 /// A run id unique across hosts and processes: time, pid and random bits.

@@ -293,6 +293,11 @@ pub(super) fn report_of(
                 c.attempts, c.max_attempts, c.last_ending
             )
         }),
+        turn::TurnOutcome::ResultInvalid { errors } => Some(format!(
+            "the last round's `finish` result does not match [finish].result_schema ({} {}; see result_errors)",
+            errors.len(),
+            if errors.len() == 1 { "error" } else { "errors" }
+        )),
         turn::TurnOutcome::Completed
         | turn::TurnOutcome::NeedsInput
         | turn::TurnOutcome::AgentFailed { .. }
@@ -349,7 +354,31 @@ pub(super) fn report_of(
         workspace: None,
         instructions: None,
         egress: None,
+        result: cfg
+            .result_schema
+            .as_ref()
+            .map(|_| result_record(turn, redactor)),
     }
+}
+
+/// The REPORT's `result:`: the accepted result with every string masked (keys too: a key
+/// is model text like any other), or the errors of a `result_invalid` turn, masked.
+fn result_record(turn: &turn::Turn, redactor: &Redactor) -> report::ResultRecord {
+    let errors = if let turn::TurnOutcome::ResultInvalid { errors } = &turn.outcome {
+        errors.iter().map(|e| redactor.redact(e)).collect()
+    } else {
+        Vec::new()
+    };
+    let value = turn
+        .finish
+        .as_ref()
+        .filter(|_| errors.is_empty())
+        .and_then(|f| f.result.clone())
+        .map(|mut v| {
+            redactor.redact_json(&mut v);
+            v
+        });
+    report::ResultRecord { value, errors }
 }
 
 /// A turn that failed without reaching any model (a refused connection, a failed TCP or TLS
@@ -465,7 +494,8 @@ pub(super) fn success_of(outcome: &turn::TurnOutcome) -> Success {
         Success::NotAccomplished
     } else if outcome.is_failure() {
         Success::LlmFailedAfterReport
-    } else if let turn::TurnOutcome::CheckFailed = outcome {
+    } else if let turn::TurnOutcome::CheckFailed | turn::TurnOutcome::ResultInvalid { .. } = outcome
+    {
         Success::NotAccomplished
     } else {
         Success::Done

@@ -66,6 +66,12 @@ pub enum TurnOutcome {
     /// The model said it was done but the success check failed, with no attempt or round
     /// left: the task is not accomplished (exit 5).
     CheckFailed,
+    /// The last round's `finish` gave no `result` with `done`, or one that does not match
+    /// `[finish] result_schema`: a program reading the result gets none (exit 5).
+    ResultInvalid {
+        /// What is wrong with it, as [`crate::result_schema::ResultSchema::check`] lists it.
+        errors: Vec<String>,
+    },
 }
 
 impl TurnOutcome {
@@ -81,6 +87,7 @@ impl TurnOutcome {
             | TurnOutcome::AgentFailed { .. }
             | TurnOutcome::MaxRounds
             | TurnOutcome::CheckFailed
+            | TurnOutcome::ResultInvalid { .. }
             | TurnOutcome::Interrupted { .. }
             | TurnOutcome::Budget {
                 stop: BudgetStop::Tokens { .. } | BudgetStop::Cost { .. },
@@ -99,6 +106,7 @@ impl TurnOutcome {
             TurnOutcome::LlmFailed { .. } => "llm_error",
             TurnOutcome::Interrupted { .. } => "interrupted",
             TurnOutcome::CheckFailed => "check_failed",
+            TurnOutcome::ResultInvalid { .. } => "result_invalid",
         }
     }
 }
@@ -159,6 +167,8 @@ pub struct Limits {
     pub check: Option<CheckSpec>,
     /// How the model ends the turn: the `finish` tool or a reply without a tool call.
     pub finish: FinishMode,
+    /// `[finish] result_schema`: what a `finish` call's `result` must match.
+    pub result: Option<crate::result_schema::ResultSchema>,
 }
 
 /// One LLM round trip and the tool calls it asked for.
@@ -291,7 +301,7 @@ async fn run_on(
     events: &Events,
 ) -> Turn {
     let max_rounds = limits.max_rounds;
-    let toolbox = toolbox::Toolbox::new(bash);
+    let toolbox = toolbox::Toolbox::new(bash, limits.result.as_ref());
     let mut turn = Turn::start(route);
     // Index into the tier's chain; a fallback moves it on for the rest of the turn.
     let mut chain = 0;
@@ -311,13 +321,11 @@ async fn run_on(
         }
         let shape = step::shape(round, max_rounds, bash.is_some(), limits.finish);
         if shape.last_round_note {
-            let note = match limits.finish {
-                FinishMode::Tool => finish::LAST_ROUND_NOTE,
-                FinishMode::Message => LAST_ROUND_NOTE,
+            let content = match limits.finish {
+                FinishMode::Tool => finish::last_round_note(limits.result.is_some()),
+                FinishMode::Message => LAST_ROUND_NOTE.to_string(),
             };
-            messages.push(Message::User {
-                content: note.to_string(),
-            });
+            messages.push(Message::User { content });
         }
         turn.rounds = round;
         events.emit(Event::RoundStarted {
@@ -332,6 +340,7 @@ async fn run_on(
             round::Prompt {
                 messages,
                 tools: toolbox.specs(),
+                finish: toolbox.finish_spec(),
             },
             shape,
             interrupt,
@@ -414,7 +423,10 @@ async fn run_on(
                 }
                 turn.log.push(record);
                 if let Some(done) = handled.finish {
-                    let outcome = step::finished(done.status);
+                    let outcome = match handled.result_errors {
+                        errors if errors.is_empty() => step::finished(done.status),
+                        errors => TurnOutcome::ResultInvalid { errors },
+                    };
                     turn.reply = Some(done.summary.clone());
                     turn.finish = Some(done);
                     match verify(outcome, limits, bash, interrupt, &mut turn, round).await {
@@ -539,6 +551,7 @@ mod tests {
             prices: BTreeMap::new(),
             check: None,
             finish: FinishMode::Message,
+            result: None,
         }
     }
 

@@ -26,6 +26,8 @@ pub struct Prompt<'a> {
     pub messages: &'a mut [Message],
     /// The specs of the bash tool set (bash, and the file tools when on).
     pub tools: &'a [serde_json::Value],
+    /// The `finish` spec (with the result schema, when there is one).
+    pub finish: &'a serde_json::Value,
 }
 
 /// A model's reply to this round's request, with the model that gave it.
@@ -53,7 +55,7 @@ pub async fn ask(
     let (round, max_rounds) = (shape.round, shape.max_rounds);
     let mut shape = shape;
     loop {
-        let tools = step::tools(shape, prompt.tools);
+        let tools = step::tools(shape, prompt.tools, prompt.finish);
         let model = route.models.get(*chain).cloned().unwrap_or_default();
         let request = step::request(&model, prompt.messages, shape, &tools);
         let result = tokio::select! {
@@ -77,7 +79,7 @@ pub async fn ask(
             shape = shape.without_tools();
             // The note before this round promised `finish`; the round has no tools now.
             if let Some(Message::User { content }) = prompt.messages.last_mut() {
-                if content == finish::LAST_ROUND_NOTE {
+                if content.starts_with(finish::LAST_ROUND_NOTE) {
                     *content = super::LAST_ROUND_NOTE.to_string();
                 }
             }
@@ -154,6 +156,9 @@ pub struct Handled {
     pub runs: Vec<ToolRun>,
     /// The accepted `finish` call, if the reply made one.
     pub finish: Option<Finish>,
+    /// What is wrong with the result of the last round's `finish`, which ended the turn
+    /// all the same (empty: nothing, or no such call).
+    pub result_errors: Vec<String>,
 }
 
 /// Handles the tool calls in order, one result each: `bash` runs through the tool, a valid
@@ -171,6 +176,7 @@ pub async fn run_tools(
     let mut handled = Handled {
         runs: Vec::with_capacity(calls.len()),
         finish: None,
+        result_errors: Vec::new(),
     };
     for call in calls {
         let read = toolbox.read(call, shape);
@@ -195,6 +201,18 @@ pub async fn run_tools(
                         egress_denied: Vec::new(),
                     };
                     handled.finish = Some(done);
+                    run
+                }
+                Call::ResultInvalid { finish, errors } => {
+                    let run = ToolRun {
+                        result: finish::RESULT_INVALID.to_string(),
+                        event: ToolEvent::Finished {
+                            status: finish.status.as_str().to_string(),
+                        },
+                        egress_denied: Vec::new(),
+                    };
+                    handled.finish = Some(finish);
+                    handled.result_errors = errors;
                     run
                 }
                 Call::Tool(request) => toolbox.run(request, interrupt).await,
