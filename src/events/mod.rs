@@ -315,6 +315,8 @@ struct Inner {
     plan_shown: bool,
     metrics: Option<(PathBuf, String)>,
     completed: bool,
+    /// What the REPORT said, for `--output json`.
+    delivered: Option<crate::output::Delivered>,
 }
 
 /// The run's event sink and tally; cheap to clone (one shared stream per run).
@@ -364,6 +366,7 @@ impl Events {
                 plan_shown: false,
                 metrics: None,
                 completed: false,
+                delivered: None,
             })),
         };
         events.emit(Event::RunStarted {
@@ -452,6 +455,26 @@ impl Events {
         } else {
             crate::emit(text)
         }
+    }
+
+    /// Books what the written REPORT says, for [`summary`](Self::summary).
+    pub fn delivered(&self, delivered: crate::output::Delivered) {
+        self.lock().delivered = Some(delivered);
+    }
+
+    /// The `--output json` object of a run that ends as `ending` says, masked: the outcome
+    /// is the one `run.completed` carries.
+    pub fn summary(&self, ending: &Ending) -> String {
+        let inner = self.lock();
+        let outcome = stop_reason(ending, inner.report.as_ref(), inner.plan_shown);
+        crate::output::Summary::new(
+            &inner.run_id,
+            &outcome,
+            ending.exit_code,
+            ending.error.as_deref(),
+            inner.delivered.as_ref(),
+        )
+        .render(&inner.redactor)
     }
 
     /// Ends the run: writes the metrics textfile (when configured) and then `run.completed`,

@@ -181,17 +181,26 @@ pub(super) async fn deliver(
         total_tokens: turn.usage.total_tokens,
         cost_usd: turn.cost_usd,
     });
+    env.events.delivered(crate::output::Delivered {
+        stop_reason: report.stop_reason.clone(),
+        report: path.display().to_string(),
+        usage: turn.usage,
+        cost_usd: turn.cost_usd,
+        result: report.result.as_ref().and_then(|r| r.value.clone()),
+    });
     // Not printed is not delivered; the write-back still runs, the failure comes at the end.
-    let printed = env
-        .events
-        .result(&format!("{}\n", path.display()), None)
-        .map_err(|f| {
-            Failure::new(
-                f.stage,
-                f.error
-                    .context(format!("the REPORT is on disk at {}", path.display())),
-            )
-        });
+    // With `--output json` the object goes out when the run's exit is known (lib).
+    let printed = match env.args.output {
+        crate::cli::Output::Json => Ok(()),
+        crate::cli::Output::Path => env.events.result(&format!("{}\n", path.display()), None),
+    };
+    let printed = printed.map_err(|f| {
+        Failure::new(
+            f.stage,
+            f.error
+                .context(format!("the REPORT is on disk at {}", path.display())),
+        )
+    });
     // The cassette comes after the REPORT, so a bad --record path cannot cost the REPORT.
     if let Some(cassette) = &env.args.record {
         llm::cassette::save(cassette, turn.recorded.clone(), redactor)
