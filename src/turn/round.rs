@@ -161,6 +161,28 @@ pub struct Handled {
     pub result_errors: Vec<String>,
 }
 
+impl Handled {
+    /// Takes the `finish` that ends the turn (`errors`: what is wrong with the last round's
+    /// result, which ends it all the same); its run says so to the model.
+    fn accept(&mut self, finish: Finish, errors: Vec<String>) -> ToolRun {
+        let result = if errors.is_empty() {
+            finish::ACCEPTED
+        } else {
+            finish::RESULT_INVALID
+        };
+        let run = ToolRun {
+            result: result.to_string(),
+            event: ToolEvent::Finished {
+                status: finish.status.as_str().to_string(),
+            },
+            egress_denied: Vec::new(),
+        };
+        self.finish = Some(finish);
+        self.result_errors = errors;
+        run
+    }
+}
+
 /// Handles the tool calls in order, one result each: `bash` runs through the tool, a valid
 /// `finish` is accepted and every later call of the reply is not run. Every call gets
 /// exactly one result, even after an interrupt, so the conversation stays well-formed for
@@ -192,29 +214,8 @@ pub async fn run_tools(
             not_run("not run: the harness was interrupted")
         } else {
             match read {
-                Call::Finish(done) => {
-                    let run = ToolRun {
-                        result: finish::ACCEPTED.to_string(),
-                        event: ToolEvent::Finished {
-                            status: done.status.as_str().to_string(),
-                        },
-                        egress_denied: Vec::new(),
-                    };
-                    handled.finish = Some(done);
-                    run
-                }
-                Call::ResultInvalid { finish, errors } => {
-                    let run = ToolRun {
-                        result: finish::RESULT_INVALID.to_string(),
-                        event: ToolEvent::Finished {
-                            status: finish.status.as_str().to_string(),
-                        },
-                        egress_denied: Vec::new(),
-                    };
-                    handled.finish = Some(finish);
-                    handled.result_errors = errors;
-                    run
-                }
+                Call::Finish(done) => handled.accept(done, Vec::new()),
+                Call::ResultInvalid { finish, errors } => handled.accept(finish, errors),
                 Call::Tool(request) => toolbox.run(request, interrupt).await,
                 Call::Invalid(reason) => crate::tools::invalid(reason),
                 Call::NotRun(reason) => not_run(&reason),
