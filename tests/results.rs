@@ -93,6 +93,18 @@ fn a_valid_result_is_in_the_report_and_the_model_sees_the_schema() {
         .as_str()
         .unwrap()
         .contains("required with status done"));
+    // The PLAN says so too.
+    let plan = ws.run(&["once", "--demo", "--dry-run"]);
+    assert_eq!(plan.code, 0, "{plan:?}");
+    let schema = ws.path().join("schemas/result.json");
+    assert!(
+        plan.stdout.contains(&format!(
+            "\n  result: a `finish` result matching {} (draft 2020-12; required with done)\n",
+            schema.display()
+        )),
+        "{}",
+        plan.stdout
+    );
 }
 
 #[test]
