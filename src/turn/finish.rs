@@ -82,6 +82,10 @@ impl Rejected {
 /// The error of a `done` call without a `result` when a schema is set.
 pub const RESULT_MISSING: &str = "`result` is missing: with status `done` it is required";
 
+/// Bytes of JSON a `result` may take: it goes into the REPORT's front matter, `--output
+/// json` and Redmine fields whole, so a larger one is refused like an invalid one.
+pub const MAX_RESULT_BYTES: usize = 64 * 1024;
+
 /// The tool's name.
 pub const NAME: &str = "finish";
 
@@ -210,7 +214,12 @@ pub fn parse(arguments: &str, schema: Option<&ResultSchema>) -> Result<Finish, R
         (None, FinishStatus::NeedsInput | FinishStatus::Blocked | FinishStatus::Failed) => {
             Vec::new()
         }
-        (Some(result), _) => schema.check(result),
+        (Some(result), _) => match result.to_string().len() {
+            n if n > MAX_RESULT_BYTES => vec![format!(
+                "`result` is {n} bytes of JSON, more than {MAX_RESULT_BYTES}: keep it to what a program needs"
+            )],
+            _ => schema.check(result),
+        },
     };
     if errors.is_empty() {
         Ok(Finish {
@@ -324,6 +333,13 @@ mod tests {
                 "{message}"
             );
         }
+        let big = serde_json::json!({"status": "done", "summary": "s",
+            "result": {"n": 1, "pad": "x".repeat(MAX_RESULT_BYTES)}});
+        let e = read(&big.to_string()).unwrap_err();
+        assert!(
+            matches!(&e, Rejected::Result { errors, .. } if errors[0].contains("bytes of JSON, more than 65536")),
+            "{e:?}"
+        );
         // A bad call is a call error first, whatever its result.
         assert!(matches!(
             read(r#"{"status":"done","summary":"","result":{"n":"x"}}"#),
