@@ -134,6 +134,13 @@ async fn run_once(
     }
     let events = Events::open(args.events.as_deref(), "once").stage(Stage::Usage)?;
     let last_words = events.clone();
+    // One object, whichever end prints it first: a second signal can come while (or after)
+    // the run's own end prints.
+    let printed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let first = |printed: &std::sync::atomic::AtomicBool| {
+        !printed.swap(true, std::sync::atomic::Ordering::SeqCst)
+    };
+    let hard_printed = printed.clone();
     interrupt.on_hard_exit(Box::new(move |signal| {
         let ending = Ending {
             exit_code: Success::Interrupted { signal }.code(),
@@ -141,7 +148,7 @@ async fn run_once(
             interrupted: true,
             error: Some(format!("exited at once on a second signal {signal}")),
         };
-        if json {
+        if json && first(&hard_printed) {
             // The exit is the signal's whatever stdout does.
             let _ = emit(&last_words.summary(&ending));
         }
@@ -150,7 +157,7 @@ async fn run_once(
     let result = once::once(args, &interrupt, &mut redactor, &events, &spawner).await;
     let mut result = masked(result, &redactor);
     events.mask_with(&redactor);
-    if json {
+    if json && first(&printed) {
         // The one object of `--output json`, on every way the run ends; a result that
         // cannot be delivered fails a run that would have succeeded (as the path does).
         if let (Err(failure), Ok(Success::Done)) =

@@ -447,3 +447,41 @@ fn result_fields_set_the_issues_custom_fields_once() {
     assert_eq!(redmine.puts().len(), puts.len(), "{:?}", redmine.puts());
     assert!(!run.stdout.contains("rm-results-canary"));
 }
+
+#[test]
+fn output_json_after_a_signal_and_a_second_signals_hard_exit() {
+    for (signals, sleep) in [
+        (&[libc::SIGTERM][..], "31.25"),
+        (&[libc::SIGINT, libc::SIGTERM][..], "31.5"),
+    ] {
+        let llm = Llm::start(&json!([
+            {"type": "tool_call", "id": "c1", "command": format!("sleep {sleep}")},
+            text("never reached"),
+        ]));
+        let ws = Workspace::new(&llm.base_url(), |c| {
+            c.replacen("allow = [", "allow = [\"sleep *\", ", 1)
+        });
+        let child = ws
+            .command(&["once", "--demo", "--output", "json"])
+            .spawn()
+            .unwrap();
+        wait_for_process(&format!("sleep {sleep}"));
+        for signal in signals {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe {
+                libc::kill(child.id() as i32, *signal);
+            }
+        }
+        let run = Run::from(child.wait_with_output().unwrap());
+        // One signal: the partial REPORT, 143. Two at once: 143 at once, or the graceful 130
+        // when the second came after the run ended; one object either way, with that code.
+        assert!(run.code == 143 || run.code == 130, "{run:?}");
+        let out = object(&run);
+        assert_eq!(out["exit_code"], run.code, "{out}");
+        assert_eq!(out["outcome"], "interrupted", "{out}");
+        if signals.len() == 1 {
+            assert_eq!(out["stop_reason"], "interrupted", "{out}");
+            assert!(out["report"].is_string(), "{out}");
+        }
+    }
+}
