@@ -184,7 +184,8 @@ fn serve(conn: TcpStream, handler: &Handler, log: &Mutex<Vec<String>>, sent: &At
 
 /// A Redmine with one open issue, #7, enough for intake and the claim: the current user,
 /// the scope list, the statuses, the issue with its journals, and `PUT` of notes, status and
-/// assignee (applied and kept as journals). `notes()` reads the journals back.
+/// assignee (applied and kept as journals) and custom fields (kept, shown on the issue).
+/// `notes()` reads the journals back, `puts()` every PUT body.
 pub struct MiniRedmine {
     pub stub: Stub,
     journals: Arc<Mutex<Vec<String>>>,
