@@ -111,6 +111,16 @@ ActiveRecord::Base.transaction do
   cf.tracker_ids  = trackers.map(&:id)
   cf.save!
 
+  # [redmine.writeback] result_fields (tests/redmine.rs): a `finish` result's key is written
+  # to this field; for every project and tracker, editable by the bot's role.
+  rf = IssueCustomField.find_by_name('Result category') || IssueCustomField.new(:name => 'Result category')
+  rf.field_format = 'string'
+  rf.is_for_all   = true
+  rf.visible      = true
+  rf.is_required  = false
+  rf.tracker_ids  = trackers.map(&:id)
+  rf.save!
+
   projects = {}
   [['mopac', 'Redmine integration-test project'],
    ['sandbox', 'Second project: its New issue must never be in the mopac scope']].each do |ident, desc|
@@ -243,6 +253,7 @@ ActiveRecord::Base.transaction do
   emit['REDMINE_OTHER_PROJECT_ID', projects['sandbox'].id]
   emit['REDMINE_CLASS_FIELD', cf.name]
   emit['REDMINE_CLASS_CF_ID', cf.id]
+  emit['REDMINE_RESULT_CF_ID', rf.id]
   emit['REDMINE_QUERY_ID', gq.id]
   emit['REDMINE_QUERY_ORDER', gq_order.join(',')]
   emit['REDMINE_PROJECT_QUERY_ID', pq.id]

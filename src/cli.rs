@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 const AFTER_HELP: &str = "\
 Flags for `harness once`:
@@ -20,6 +20,9 @@ Flags for `harness once`:
   --resume RUN_ID  continue the task's session from that run (unknown run: exit 2)
   --events PATH    append the run's JSONL event stream to PATH (`-`: stdout, which then
                    carries only events; the REPORT path is in the last one, run.completed)
+  --output FORMAT  path (default): the REPORT path on stdout; json: one JSON object on every
+                   way the run ends (run_id, outcome, exit_code, report, result, pr_url,
+                   tokens, cost_usd); not with --dry-run or --events -
   (the single-dash spellings -config, -dry-run, -demo, -task-id are accepted too)
 
 Exit codes:
@@ -31,7 +34,8 @@ Exit codes:
   2  intake error (also --resume with an unknown run)
   3  `gate`: command denied
   4  llm / turn error (a partial REPORT is written when the model was reached)
-  5  task not accomplished: finish blocked/failed, or the success check never passed;
+  5  task not accomplished: finish blocked/failed, the success check never passed, or the
+     last round's finish result did not match [finish] result_schema (result_invalid);
      the REPORT and the write-back are done
   129, 130, 131, 143  interrupted by SIGHUP / SIGINT / SIGQUIT / SIGTERM: during the turn a
      partial REPORT is written; before the turn nothing is claimed, posted or written
@@ -140,6 +144,26 @@ pub struct OnceArgs {
     /// Append the JSONL event stream to PATH (`-`: stdout, which then carries only events).
     #[arg(long, value_name = "PATH")]
     pub events: Option<PathBuf>,
+    /// What stdout carries: `path` (the REPORT path) or `json` (one JSON object: run id,
+    /// outcome, exit code, REPORT path, result, PR URL, tokens, cost).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        default_value_t,
+        conflicts_with = "dry_run"
+    )]
+    pub output: Output,
+}
+
+/// `harness once --output`: what stdout carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Output {
+    /// The REPORT path (none when no REPORT is written).
+    #[default]
+    Path,
+    /// One JSON object, on every way the run ends ([`crate::output`]).
+    Json,
 }
 
 /// Flags of `harness gate`.

@@ -23,12 +23,14 @@ pub(crate) mod intake;
 pub(crate) mod jsontext;
 pub mod llm;
 pub(crate) mod once;
+pub(crate) mod output;
 pub(crate) mod plan;
 pub(crate) mod preflight;
 pub(crate) mod process;
 pub(crate) mod prompt;
 pub(crate) mod redmine;
 pub(crate) mod report;
+pub(crate) mod result_schema;
 pub(crate) mod routing;
 pub(crate) mod scope;
 pub mod secrets;
@@ -123,20 +125,54 @@ async fn run_once(
             .stage(Stage::Usage);
         }
     }
+    let json = args.output == cli::Output::Json;
+    if json && args.events.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+        return Err(anyhow!(
+            "--output json and --events -: both would write stdout; send the events to a file"
+        ))
+        .stage(Stage::Usage);
+    }
     let events = Events::open(args.events.as_deref(), "once").stage(Stage::Usage)?;
     let last_words = events.clone();
+    // One object, whichever end prints it first: a second signal can come while (or after)
+    // the run's own end prints.
+    let printed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let first = |printed: &std::sync::atomic::AtomicBool| {
+        !printed.swap(true, std::sync::atomic::Ordering::SeqCst)
+    };
+    let hard_printed = printed.clone();
     interrupt.on_hard_exit(Box::new(move |signal| {
-        last_words.finish(&Ending {
+        let ending = Ending {
             exit_code: Success::Interrupted { signal }.code(),
             failed_stage: None,
             interrupted: true,
             error: Some(format!("exited at once on a second signal {signal}")),
-        })
+        };
+        if json && first(&hard_printed) {
+            // The exit is the signal's whatever stdout does.
+            let _ = emit(&last_words.summary(&ending));
+        }
+        last_words.finish(&ending)
     }));
     let result = once::once(args, &interrupt, &mut redactor, &events, &spawner).await;
-    let result = masked(result, &redactor);
+    let mut result = masked(result, &redactor);
     events.mask_with(&redactor);
-    events.finish(&match &result {
+    if json && first(&printed) {
+        // The one object of `--output json`, on every way the run ends; a result that
+        // cannot be delivered fails a run that would have succeeded (as the path does).
+        if let (Err(failure), Ok(Success::Done)) =
+            (emit(&events.summary(&ending(&result))), &result)
+        {
+            result = Err(failure);
+        }
+    }
+    events.finish(&ending(&result));
+    result
+}
+
+/// How `harness once` ended, for `run.completed`, the metrics and `--output json`.
+fn ending(result: &Result<Success, Failure>) -> Ending {
+    match result {
         Ok(success) => Ending {
             exit_code: success.code(),
             failed_stage: None,
@@ -152,8 +188,7 @@ async fn run_once(
             interrupted: matches!(failure.stage, Stage::Interrupted(_)),
             error: Some(format!("{:#}", failure.error)),
         },
-    });
-    result
+    }
 }
 
 /// A command line clap refused: exit 1, and when it named `--events`, a stream that says so

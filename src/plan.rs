@@ -40,6 +40,8 @@ pub struct Plan {
     pub session: Option<String>,
     /// `network = "allowlist"`: the names commands may reach through the proxy.
     pub egress: Option<String>,
+    /// `[finish] result_schema`: the schema file the `finish` result must match.
+    pub result: Option<String>,
 }
 
 /// Renders the PLAN block printed by `--dry-run`.
@@ -66,6 +68,9 @@ pub fn render(p: &Plan) -> String {
     }
     if let Some(egress) = &p.egress {
         out.push_str(&format!("  egress: {egress}\n"));
+    }
+    if let Some(result) = &p.result {
+        out.push_str(&format!("  result: {result}\n"));
     }
     out
 }
@@ -171,6 +176,12 @@ pub fn plan(
             .as_ref()
             .filter(|_| cfg.bash.enabled)
             .map(crate::tools::egress::describe),
+        result: cfg.result_schema.as_ref().map(|r| {
+            format!(
+                "a `finish` result matching {} (draft 2020-12; required with done)",
+                r.path.display()
+            )
+        }),
     }
 }
 
@@ -196,6 +207,7 @@ mod tests {
             workspace: None,
             egress: None,
             session: None,
+            result: None,
         };
         assert_eq!(
             render(&p),

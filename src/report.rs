@@ -81,6 +81,20 @@ pub struct Report {
     /// `network = "allowlist"`: the **Egress** section (hosts reached and refused, bytes),
     /// rendered and masked ([`crate::tools::egress::section`]).
     pub egress: Option<String>,
+    /// With `[finish] result_schema`: the `finish` call's `result` (masked) or why there is
+    /// none; `None` without a schema (then the front matter has no `result:` line).
+    pub result: Option<ResultRecord>,
+}
+
+/// The `result:` (and `result_errors:`) front matter of a run with a result schema.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResultRecord {
+    /// The accepted result, valid against the schema (its strings masked after the check);
+    /// `None` when the run has none (no `finish`, a status other than `done` without one,
+    /// or `result_invalid`).
+    pub value: Option<serde_json::Value>,
+    /// `result_invalid`: what was wrong with the last round's result (bounded).
+    pub errors: Vec<String>,
 }
 
 /// The `finish:` front matter: what the model said about the task.
@@ -132,9 +146,14 @@ pub fn render(r: &Report) -> String {
         ("harness_version", json(&env!("CARGO_PKG_VERSION"))),
         ("round_log", json(&r.round_log)),
     ];
-    // Only runs that have a check or a workspace carry these lines.
+    // Only runs that have a result schema, a check or a workspace carry these lines.
+    let result = r.result.as_ref();
     let fields = fields.into_iter().chain(
         [
+            result.map(|x| ("result", json(&x.value))),
+            result
+                .filter(|x| !x.errors.is_empty())
+                .map(|x| ("result_errors", json(&x.errors))),
             r.check.as_ref().map(|c| ("check", json(c))),
             r.workspace.as_ref().map(|w| ("workspace", json(w))),
             r.instructions.as_ref().map(|i| ("instructions", json(i))),
@@ -317,6 +336,7 @@ mod tests {
             workspace: None,
             instructions: None,
             egress: None,
+            result: None,
             reply: Some("# Done\n\nAll good.".into()),
         }
     }
@@ -481,6 +501,7 @@ pub const STOP_REASONS: &[&str] = &[
     "llm_error",
     "interrupted",
     "check_failed",
+    "result_invalid",
 ];
 
 /// Parses a REPORT rendered by [`render`] (CRLF line ends and a leading byte-order mark
@@ -640,6 +661,7 @@ mod parse_tests {
             workspace: None,
             instructions: None,
             egress: None,
+            result: None,
             reply: Some("hello\n---\nworld".into()),
         };
         let p = parse(&render(&r)).unwrap();
@@ -667,7 +689,7 @@ mod parse_tests {
   run_id: must be a non-empty string, not \"\"
   cost_usd: must be a number or null, not \"free\"
   rounds: must be a whole number, 0 or more, not -1
-  stop_reason: \"done\" is not one of completed, needs_input, agent_failed, max_rounds, budget, llm_error, interrupted, check_failed"
+  stop_reason: \"done\" is not one of completed, needs_input, agent_failed, max_rounds, budget, llm_error, interrupted, check_failed, result_invalid"
         );
     }
 
@@ -693,6 +715,7 @@ mod parse_tests {
             T::AgentFailed {
                 status: crate::turn::finish::FinishStatus::Failed,
             },
+            T::ResultInvalid { errors: Vec::new() },
         ];
         for o in &outcomes {
             // Naming every variant: a new way to end a turn does not compile until it is
@@ -705,7 +728,8 @@ mod parse_tests {
                 | T::Interrupted { .. }
                 | T::CheckFailed
                 | T::NeedsInput
-                | T::AgentFailed { .. } => o.stop_reason(),
+                | T::AgentFailed { .. }
+                | T::ResultInvalid { .. } => o.stop_reason(),
             };
             assert!(STOP_REASONS.contains(&reason), "{reason}");
         }

@@ -292,6 +292,30 @@ impl Redactor {
         }
     }
 
+    /// Masks every string of a JSON value in place, object keys included, before it is
+    /// escaped (a secret holding a quote or a backslash would not be found in the escaped
+    /// text). Keys that become equal once masked keep the last value.
+    pub fn redact_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        if self.is_empty() {
+            return;
+        }
+        match value {
+            Value::String(s) => *s = self.redact(s),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
+            Value::Object(map) => {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(k, mut v)| {
+                        self.redact_json(&mut v);
+                        (self.redact(&k), v)
+                    })
+                    .collect();
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+
     /// Length of the longest suffix of `text` that is a proper prefix of some secret: text
     /// that a cut could leave as the first half of a secret. Linear in the secrets' length
     /// (KMP), whatever their shape.

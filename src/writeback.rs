@@ -1,7 +1,12 @@
 //! Writeback stage, Redmine side: a REPORT file's text in, a note (and optionally an
-//! attachment) and a status change on the issue out, each verified by reading the issue back.
-//! Idempotent: the run id in the note is the marker, so a retry never posts twice.
-//! [`render_note`] is PURE; [`write_back`] is the adapter.
+//! attachment), a status change and the result's custom fields on the issue out, each
+//! verified by reading the issue back. Idempotent: the run id in the note is the marker, so
+//! a retry never posts twice. [`render_note`] and [`custom_fields`] are PURE; [`write_back`]
+//! is the adapter.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
 
 use anyhow::{anyhow, bail, Context, Result};
 use tracing::{info, warn};
@@ -9,7 +14,7 @@ use tracing::{info, warn};
 use crate::config::RedmineConfig;
 use crate::redmine::attachments;
 use crate::redmine::client::RedmineClient;
-use crate::redmine::issue::Issue;
+use crate::redmine::issue::{CustomField, Issue};
 use crate::redmine::notes::{marker_run, status_before_claim, REPORT_MARKER};
 use crate::report::Parsed;
 
@@ -47,6 +52,13 @@ pub fn render_note(report: &Parsed, max_chars: usize, attached: Option<&str>) ->
     note.push('\n');
     if !report.str("error").is_empty() {
         note.push_str(&format!("**Error:** {}\n", report.str("error")));
+    }
+    if let Some(errors) = f.get("result_errors").and_then(Value::as_array) {
+        // `result_invalid`: what a reader of the issue must know the result lacked.
+        note.push_str("**Result refused** (it does not match [finish].result_schema):\n");
+        for e in errors.iter().filter_map(Value::as_str) {
+            note.push_str(&format!("- {e}\n"));
+        }
     }
     if let Some(ws) = f.get("workspace").filter(|w| w.is_object()) {
         note.push_str(&workspace_line(ws));
@@ -92,6 +104,42 @@ fn workspace_line(ws: &serde_json::Value) -> String {
         line.push_str(&format!("**Workspace error:** {}\n", s("error")));
     }
     line
+}
+
+/// `[redmine.writeback] result_fields` applied to a REPORT's `result`: the `custom_fields`
+/// of the write-back's PUT, one `{"id", "value"}` per mapped key the result has, left out
+/// where the issue's field already holds that value (a retry sets nothing twice). A key the
+/// result lacks leaves its field alone.
+pub fn custom_fields(
+    map: &BTreeMap<String, u64>,
+    result: Option<&Value>,
+    current: &[CustomField],
+) -> Vec<Value> {
+    let Some(result) = result.and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    map.iter()
+        .filter_map(|(key, id)| {
+            let value = field_value(result.get(key)?);
+            let held = current.iter().any(|f| f.id == *id && f.value == value);
+            (!held).then(|| serde_json::json!({"id": id, "value": value}))
+        })
+        .collect()
+}
+
+/// A result value as Redmine keeps a custom field's: text (a number or a boolean as its
+/// JSON text, null as empty, an object as compact JSON), a list of texts for a list (a
+/// multi-value field).
+fn field_value(value: &Value) -> Value {
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::Bool(_) | Value::Number(_) | Value::Array(_) | Value::Object(_) => v.to_string(),
+    };
+    match value {
+        Value::Array(items) => Value::Array(items.iter().map(|v| Value::String(text(v))).collect()),
+        other => Value::String(text(other)),
+    }
 }
 
 /// Whether a REPORT's reply must go as an attachment.
@@ -146,16 +194,8 @@ pub struct Extra {
     pub content_type: &'static str,
 }
 
-/// Posts the REPORT to its issue and moves the issue; safe to repeat. `extra` (the
-/// session) is attached in the same update as the note, so a note never lacks it.
-pub async fn write_back(
-    client: &RedmineClient,
-    cfg: &RedmineConfig,
-    report_text: &str,
-    file_name: &str,
-    extra: Option<Extra>,
-) -> Result<()> {
-    let report = crate::report::parse(report_text)?;
+/// The issue a REPORT goes back to and the run that wrote it, or why it cannot go back.
+fn issue_and_run(report: &Parsed) -> Result<(u64, String)> {
     if report.str("source") != "redmine" {
         bail!(
             "this REPORT is from source {:?}, not a Redmine issue",
@@ -172,6 +212,88 @@ pub async fn write_back(
     if run_id.is_empty() {
         bail!("the REPORT has no run_id");
     }
+    Ok((issue_id, run_id))
+}
+
+/// The note of the update and its uploads (the whole REPORT when the note is cut, the
+/// session): they go into `fields`.
+async fn note_fields(
+    client: &RedmineClient,
+    report: &Parsed,
+    report_text: &str,
+    file_name: &str,
+    extra: Option<Extra>,
+    max: usize,
+    fields: &mut serde_json::Map<String, Value>,
+) -> Result<()> {
+    let mut uploads = Vec::new();
+    let attached = if needs_attachment(report, max) {
+        let up = attachments::upload(client, report_text.as_bytes().to_vec(), file_name)
+            .await
+            .context("attaching the REPORT")?;
+        uploads.extend(up.as_array().cloned().unwrap_or_default());
+        Some(file_name)
+    } else {
+        None
+    };
+    if let Some(extra) = extra {
+        let up = attachments::upload_as(client, extra.bytes, &extra.name, extra.content_type)
+            .await
+            .with_context(|| format!("attaching {}", extra.name))?;
+        uploads.extend(up.as_array().cloned().unwrap_or_default());
+    }
+    if !uploads.is_empty() {
+        fields.insert("uploads".into(), uploads.into());
+    }
+    fields.insert("notes".into(), render_note(report, max, attached).into());
+    Ok(())
+}
+
+/// Redmine answers 204 and may keep less than it was sent: the note (the bot's role needs
+/// "Add notes") and each custom field (enabled for the project and tracker, editable by
+/// the role) are read back from `after`, as the status is.
+fn note_and_fields_applied(
+    cfg: &RedmineConfig,
+    report: &Parsed,
+    fields: &serde_json::Map<String, Value>,
+    after: &Issue,
+    issue_id: u64,
+    run_id: &str,
+) -> Result<()> {
+    if fields.contains_key("notes")
+        && !after
+            .journals
+            .iter()
+            .any(|j| marker_run(&j.notes, REPORT_MARKER).as_deref() == Some(run_id))
+    {
+        bail!("Redmine accepted the note for issue #{issue_id} but did not save it (the bot's role needs \"Add notes\")");
+    }
+    let unapplied = custom_fields(
+        &cfg.writeback.result_fields,
+        report.fields.get("result"),
+        &after.custom_fields,
+    );
+    if !unapplied.is_empty() {
+        let ids: Vec<String> = unapplied.iter().map(|f| f["id"].to_string()).collect();
+        bail!(
+            "Redmine did not apply the custom field(s) {} of [redmine.writeback].result_fields on issue #{issue_id}: each must be enabled for the issue's project and tracker and editable by the bot's role",
+            ids.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Posts the REPORT to its issue and moves the issue; safe to repeat. `extra` (the
+/// session) is attached in the same update as the note, so a note never lacks it.
+pub async fn write_back(
+    client: &RedmineClient,
+    cfg: &RedmineConfig,
+    report_text: &str,
+    file_name: &str,
+    extra: Option<Extra>,
+) -> Result<()> {
+    let report = crate::report::parse(report_text)?;
+    let (issue_id, run_id) = issue_and_run(&report)?;
     let path = format!("/issues/{issue_id}.json");
     let before = client.issue(issue_id).await?;
     let posted = before
@@ -191,26 +313,16 @@ pub async fn write_back(
     let mut fields = serde_json::Map::new();
     if cfg.writeback.enabled && !posted {
         let max = cfg.writeback.max_note_chars;
-        let mut uploads = Vec::new();
-        let attached = if needs_attachment(&report, max) {
-            let up = attachments::upload(client, report_text.as_bytes().to_vec(), file_name)
-                .await
-                .context("attaching the REPORT")?;
-            uploads.extend(up.as_array().cloned().unwrap_or_default());
-            Some(file_name)
-        } else {
-            None
-        };
-        if let Some(extra) = extra {
-            let up = attachments::upload_as(client, extra.bytes, &extra.name, extra.content_type)
-                .await
-                .with_context(|| format!("attaching {}", extra.name))?;
-            uploads.extend(up.as_array().cloned().unwrap_or_default());
-        }
-        if !uploads.is_empty() {
-            fields.insert("uploads".into(), uploads.into());
-        }
-        fields.insert("notes".into(), render_note(&report, max, attached).into());
+        note_fields(
+            client,
+            &report,
+            report_text,
+            file_name,
+            extra,
+            max,
+            &mut fields,
+        )
+        .await?;
     } else if posted {
         info!("writeback: issue #{issue_id} already has the note of run {run_id}; not posting it again");
     }
@@ -218,6 +330,14 @@ pub async fn write_back(
         if before.status.id != *id {
             fields.insert("status_id".into(), (*id).into());
         }
+    }
+    let custom = custom_fields(
+        &cfg.writeback.result_fields,
+        report.fields.get("result"),
+        &before.custom_fields,
+    );
+    if !custom.is_empty() {
+        fields.insert("custom_fields".into(), Value::Array(custom));
     }
     // The assignee goes in an update of its own, after the note: Redmine refuses a whole
     // update (422) over an assignee it will not take, and the note must not be lost to it.
@@ -236,14 +356,7 @@ pub async fn write_back(
         .await
         .with_context(|| format!("writing back to issue #{issue_id}"))?;
     let after = client.issue(issue_id).await?;
-    if fields.contains_key("notes")
-        && !after
-            .journals
-            .iter()
-            .any(|j| marker_run(&j.notes, REPORT_MARKER).as_deref() == Some(run_id.as_str()))
-    {
-        bail!("Redmine accepted the note for issue #{issue_id} but did not save it (the bot's role needs \"Add notes\")");
-    }
+    note_and_fields_applied(cfg, &report, &fields, &after, issue_id, &run_id)?;
     if let Some((name, id)) = &target {
         if after.status.id != *id && restoring {
             // Best effort: the REPORT is posted; a workflow without the way back only
@@ -331,6 +444,49 @@ mod tests {
             render_note(&p, 100, None),
             "[harness-report] run=r-2 stop=needs_input\n**Question:** Which page size?\n\n**harness REPORT**: model `m` (tier `t`), 1 tokens, 1 rounds, stop reason `needs_input`\n\nI looked at the pager.\n"
         );
+    }
+
+    #[test]
+    fn result_fields_become_custom_fields_not_set_twice() {
+        let map: BTreeMap<String, u64> = [
+            ("category".to_string(), 5),
+            ("hours".to_string(), 6),
+            ("labels".to_string(), 7),
+            ("absent".to_string(), 8),
+            ("meta".to_string(), 9),
+        ]
+        .into();
+        let result = serde_json::json!({"category": "bug", "hours": 2.5, "labels": ["a", 1],
+            "meta": {"k": null}, "unmapped": "x"});
+        assert_eq!(
+            custom_fields(&map, Some(&result), &[]),
+            vec![
+                serde_json::json!({"id": 5, "value": "bug"}),
+                serde_json::json!({"id": 6, "value": "2.5"}),
+                serde_json::json!({"id": 7, "value": ["a", "1"]}),
+                serde_json::json!({"id": 9, "value": "{\"k\":null}"}),
+            ]
+        );
+        let held = |id, value: Value| CustomField {
+            id,
+            name: String::new(),
+            value,
+        };
+        let current = [
+            held(5, "bug".into()),
+            held(6, "1".into()),
+            held(7, serde_json::json!(["a", "1"])),
+        ];
+        assert_eq!(
+            custom_fields(&map, Some(&result), &current),
+            vec![
+                serde_json::json!({"id": 6, "value": "2.5"}),
+                serde_json::json!({"id": 9, "value": "{\"k\":null}"}),
+            ]
+        );
+        assert!(custom_fields(&map, None, &[]).is_empty());
+        assert!(custom_fields(&map, Some(&Value::Null), &[]).is_empty());
+        assert!(custom_fields(&BTreeMap::new(), Some(&result), &[]).is_empty());
     }
 
     #[test]

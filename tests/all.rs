@@ -40,6 +40,7 @@ mod readme;
 mod redmine;
 mod redmine_sessions;
 mod reliability;
+mod results;
 mod sandbox;
 mod scope;
 mod secrets;

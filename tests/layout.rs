@@ -486,7 +486,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("crates/gate/src/programs/sed.rs", "sed_args", 105),
     ("src/plan.rs", "plan", 102),
     ("crates/gate/src/shell/lex.rs", "ansi_c_decode", 99),
-    ("src/once/after.rs", "deliver", 97),
     ("crates/gate/src/judge.rs", "judge_segment_outcome", 96),
     ("crates/gate/src/render.rs", "render_human", 89),
     ("crates/gate/src/judge.rs", "judge_program", 88),

@@ -564,3 +564,53 @@ fn scope_lists_the_saved_query_routed_and_claims_nothing() {
     assert_eq!(before, after, "scope writes nothing");
     assert_eq!(status_name(&issue(order[0])), "New", "scope claims nothing");
 }
+
+#[test]
+fn result_fields_are_read_back_from_the_issue() {
+    // Needs the seed's "Result category" field (scripts/redmine-seed.rb, REDMINE_RESULT_CF_ID).
+    let _g = real_redmine!();
+    let cf: u64 = var("REDMINE_RESULT_CF_ID").parse().unwrap();
+    let llm = Llm::start(
+        &json!([{"type": "tool_call", "calls": [{"id": "f1", "name": "finish",
+        "arguments": {"status": "done", "summary": "Triaged.", "result": {"category": "bug"}}}]}]),
+    );
+    let redmine = format!("{SCOPE_NEW}\n{WRITEBACK}result_fields = {{ category = {cf} }}\n");
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        let c = c.replace("finish = \"message\"", "finish = \"tool\"");
+        format!(
+            "{}\n[finish]\nresult_schema = \"result.json\"\n",
+            config(c, &redmine)
+        )
+    });
+    std::fs::write(
+        ws.path().join("result.json"),
+        r#"{"type": "object", "properties": {"category": {"type": "string"}}, "required": ["category"]}"#,
+    )
+    .unwrap();
+    let r = run(&ws, &["once", "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let out: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(out["result"], json!({"category": "bug"}));
+    let top = id("CODE2");
+    let field = |i: &Value| {
+        i["custom_fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"].as_u64() == Some(cf))
+            .map(|f| f["value"].clone())
+    };
+    let i = issue(top);
+    assert_eq!(field(&i), Some(json!("bug")), "{i}");
+    assert_eq!(status_name(&i), "Resolved");
+    // The retry is idempotent: the note is not posted again, the field stays.
+    let again = run(&ws, &["writeback", out["report"].as_str().unwrap()]);
+    assert_eq!(again.code, 0, "{again:?}");
+    let i = issue(top);
+    assert_eq!(field(&i), Some(json!("bug")));
+    let reports = notes(&i)
+        .into_iter()
+        .filter(|n| n.starts_with("[harness-report]"))
+        .count();
+    assert_eq!(reports, 1);
+}

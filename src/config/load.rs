@@ -1,6 +1,7 @@
 //! Config stage, the file read (filesystem adapter): which file (`--config`, else
 //! `$HARNESS_CONFIG`, else `./harness.toml`) and its text (a regular file of at most
-//! [`crate::bounded::CONFIG_MAX`]), handed to the PURE [`super::parse`].
+//! [`crate::bounded::CONFIG_MAX`]), handed to the PURE [`super::parse_reading`] with a reader
+//! for the files it names (the result schema, at most [`crate::result_schema::SCHEMA_MAX`]).
 
 use std::path::PathBuf;
 
@@ -26,7 +27,9 @@ pub fn load(flag: Option<PathBuf>, redactor: &mut Redactor) -> anyhow::Result<Co
             path.display()
         )
     })?;
-    let cfg = super::parse(&text, &path)?;
+    // The result schema is read here, bounded, so the validation stays pure.
+    let read = |p: &std::path::Path| crate::bounded::read_text(p, crate::result_schema::SCHEMA_MAX);
+    let cfg = super::parse_reading(&text, &path, &read)?;
     for url in cfg
         .litellm
         .base_url

@@ -14,12 +14,17 @@ use harness_gate::Policy;
 
 mod code;
 mod egress;
+mod finish;
 mod load;
 mod raw;
 mod schema;
 mod validate;
 
 pub use load::{config_path, load};
+
+/// How the config reads a file it names (`[finish] result_schema`): [`load`] reads it
+/// bounded from disk; [`parse`] reads none; tests pass a map.
+pub type ReadFile<'a> = &'a dyn Fn(&Path) -> anyhow::Result<String>;
 
 use raw::RawConfig;
 use validate::Validator;
@@ -43,6 +48,9 @@ pub struct Config {
     pub max_tool_calls: u32,
     /// `[loop].finish`: how the model ends a turn (default `tool`).
     pub finish: FinishMode,
+    /// `[finish] result_schema`: the schema a `finish` call's `result` must match, compiled
+    /// at load (default none: `finish` takes no `result`).
+    pub result_schema: Option<crate::result_schema::ResultSchema>,
     /// `[session]`: the conversation carried across runs of one task.
     pub session: SessionConfig,
     /// The Redmine task source, when configured.
@@ -570,6 +578,9 @@ pub struct WritebackConfig {
     /// Replies longer than this (characters) are attached as a file, with a summary in the
     /// note (default 20000).
     pub max_note_chars: usize,
+    /// `result_fields`: a `finish` result's key -> the id of the Redmine custom field the
+    /// write-back sets to its value (default none; needs `[finish] result_schema`).
+    pub result_fields: BTreeMap<String, u64>,
 }
 
 impl Default for WritebackConfig {
@@ -581,6 +592,7 @@ impl Default for WritebackConfig {
             status_needs_input: None,
             assign_needs_input_to_author: false,
             max_note_chars: 20_000,
+            result_fields: BTreeMap::new(),
         }
     }
 }
@@ -634,8 +646,18 @@ impl std::error::Error for ConfigErrors {}
 const MAX_PROBLEM_LINE: usize = 240;
 
 /// Parses and validates config text. `path` is used for messages, its parent directory to
-/// resolve relative paths and `file:` key refs.
+/// resolve relative paths and `file:` key refs. Reads no file: a config naming a
+/// `[finish] result_schema` is refused here ([`parse_reading`] reads it).
 pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
+    parse_reading(text, path, &|_| {
+        Err(anyhow::anyhow!(
+            "not read: this caller reads no file (config::load does)"
+        ))
+    })
+}
+
+/// [`parse`], with the files the config names (the result schema) read through `read`.
+pub fn parse_reading(text: &str, path: &Path, read: ReadFile) -> Result<Config, ConfigErrors> {
     let fail = |problems: Vec<String>| ConfigErrors {
         path: path.to_path_buf(),
         problems,
@@ -663,7 +685,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
         problems: unknown,
         dir,
     };
-    let config = v.config(raw, path);
+    let mut raw = raw;
+    let finish = raw.finish.take();
+    let mut config = v.config(raw, path);
+    v.finish(finish.unwrap_or_default(), read, &mut config);
     if v.problems.is_empty() {
         Ok(config)
     } else {

@@ -13,6 +13,7 @@ pub(super) struct RawConfig {
     pub(super) report_dir: Option<String>,
     #[serde(rename = "loop")]
     pub(super) loop_: Option<RawLoop>,
+    pub(super) finish: Option<RawFinish>,
     pub(super) redmine: Option<RawRedmine>,
     pub(super) litellm: Option<RawLitellm>,
     pub(super) models: Option<RawModels>,
@@ -101,6 +102,11 @@ pub(super) struct RawLoop {
 }
 
 #[derive(Debug, Default, Deserialize)]
+pub(super) struct RawFinish {
+    pub(super) result_schema: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
 pub(super) struct RawRedmine {
     pub(super) url: Option<String>,
     pub(super) key_ref: Option<String>,
@@ -132,6 +138,7 @@ pub(super) struct RawWriteback {
     pub(super) status_needs_input: Option<String>,
     pub(super) assign_needs_input: Option<String>,
     pub(super) max_note_chars: Option<i64>,
+    pub(super) result_fields: Option<BTreeMap<String, i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

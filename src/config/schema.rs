@@ -19,6 +19,8 @@ enum Ty {
     StrList,
     /// A table of string values (`[models.classes]`).
     StrMap,
+    /// A table of whole-number values (`[redmine.writeback].result_fields`).
+    IntMap,
     /// A model name or a fallback list of them (a tier of `[models]`).
     Tier,
     /// Checked by the validator, key by key (`[models].prices`).
@@ -44,6 +46,7 @@ const ROOT: &[(&str, Ty)] = &[
             ("finish", Str),
         ]),
     ),
+    ("finish", Table(&[("result_schema", Str)])),
     (
         "redmine",
         Table(&[
@@ -75,6 +78,7 @@ const ROOT: &[(&str, Ty)] = &[
                     ("status_needs_input", Str),
                     ("assign_needs_input", Str),
                     ("max_note_chars", Int),
+                    ("result_fields", IntMap),
                 ]),
             ),
         ]),
@@ -323,10 +327,11 @@ fn fits(
             ok
         }
         (Tier, v) => wrong(problems, "a model name or a list of model names", v),
-        (StrMap | Table(_) | Models(_) | TableMap(_), Value::Table(t)) => {
+        (StrMap | IntMap | Table(_) | Models(_) | TableMap(_), Value::Table(t)) => {
             let inner: Vec<&str> = section.iter().copied().chain([name]).collect();
             match ty {
                 StrMap => table(t, &[], Some(Str), &inner, problems),
+                IntMap => table(t, &[], Some(Int), &inner, problems),
                 Table(keys) => table(t, keys, None, &inner, problems),
                 Models(keys) => table(t, keys, Some(Tier), &inner, problems),
                 TableMap(keys) => table(t, &[], Some(Table(keys)), &inner, problems),
@@ -335,7 +340,7 @@ fn fits(
             // A table keeps its good keys; it is in error only through them.
             true
         }
-        (StrMap | Table(_) | Models(_) | TableMap(_), v) => {
+        (StrMap | IntMap | Table(_) | Models(_) | TableMap(_), v) => {
             let dotted: Vec<&str> = section.iter().copied().chain([name]).collect();
             wrong(problems, &format!("a table ([{}])", dotted.join(".")), v)
         }
@@ -475,6 +480,10 @@ prompt = 2026-01-01
                     StrMap => Value::Table(toml::Table::from_iter([(
                         "k".to_string(),
                         Value::String("v".into()),
+                    )])),
+                    IntMap => Value::Table(toml::Table::from_iter([(
+                        "k".to_string(),
+                        Value::Integer(1),
                     )])),
                     Tier | Any => Value::String("proxy".into()),
                     Table(inner) | Models(inner) => Value::Table(sample(inner)),

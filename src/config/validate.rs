@@ -106,8 +106,9 @@ impl Validator {
         Some(parts.join("/"))
     }
 
-    pub(super) fn config(&mut self, raw: RawConfig, path: &Path) -> Config {
-        let vertical = match raw.vertical {
+    /// `vertical`: required, a name.
+    fn vertical(&mut self, raw: Option<String>) -> String {
+        match raw {
             None => {
                 self.problem(
                     "vertical",
@@ -123,7 +124,11 @@ impl Validator {
                 );
                 v
             }
-        };
+        }
+    }
+
+    pub(super) fn config(&mut self, raw: RawConfig, path: &Path) -> Config {
+        let vertical = self.vertical(raw.vertical);
         let work_root = self.path(raw.work_root, ".");
         if raw
             .report_dir
@@ -249,6 +254,8 @@ impl Validator {
             max_rounds,
             max_tool_calls,
             finish,
+            // `[finish]` is read after the rest (`parse_reading`): it reads a file.
+            result_schema: None,
             session,
             redmine,
             litellm,
@@ -904,6 +911,7 @@ impl Validator {
                 500,
                 1_000_000,
             ) as usize,
+            result_fields: self.result_fields(raw.result_fields),
         }
     }
 

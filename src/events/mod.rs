@@ -339,6 +339,8 @@ struct Inner {
     completed: bool,
     /// The human renderer: stderr's narration of the same events.
     narrator: human::Narrator,
+    /// What the REPORT said, for `--output json`.
+    delivered: Option<crate::output::Delivered>,
 }
 
 /// The run's event sink and tally; cheap to clone (one shared stream per run).
@@ -389,6 +391,7 @@ impl Events {
                 metrics: None,
                 completed: false,
                 narrator: human::Narrator::default(),
+                delivered: None,
             })),
         };
         events.emit(Event::RunStarted {
@@ -483,6 +486,26 @@ impl Events {
         }
     }
 
+    /// Books what the written REPORT says, for [`summary`](Self::summary).
+    pub fn delivered(&self, delivered: crate::output::Delivered) {
+        self.lock().delivered = Some(delivered);
+    }
+
+    /// The `--output json` object of a run that ends as `ending` says, masked: the outcome
+    /// is the one `run.completed` carries.
+    pub fn summary(&self, ending: &Ending) -> String {
+        let inner = self.lock();
+        let outcome = stop_reason(ending, inner.report.as_ref(), inner.plan_shown);
+        crate::output::Summary::new(
+            &inner.run_id,
+            &outcome,
+            ending.exit_code,
+            ending.error.as_deref(),
+            inner.delivered.as_ref(),
+        )
+        .render(&inner.redactor)
+    }
+
     /// Ends the run: writes the metrics textfile (when configured) and then `run.completed`,
     /// the last line. Only the first call does anything.
     pub fn finish(&self, ending: &Ending) {
@@ -543,9 +566,7 @@ fn stop_reason(ending: &Ending, report: Option<&(String, String)>, plan_shown: b
 /// One JSONL line: the event's fields, `ts` and `run_id`, every string masked.
 pub fn line(event: &Event, run_id: &str, ts: DateTime<Utc>, redactor: &Redactor) -> String {
     let mut value = serde_json::to_value(event).unwrap_or(Value::Null);
-    if !redactor.is_empty() {
-        mask(&mut value, redactor);
-    }
+    redactor.redact_json(&mut value);
     if let Value::Object(map) = &mut value {
         map.insert(
             "ts".into(),
@@ -556,17 +577,6 @@ pub fn line(event: &Event, run_id: &str, ts: DateTime<Utc>, redactor: &Redactor)
     let mut text = value.to_string();
     text.push('\n');
     text
-}
-
-/// Masks every string in a JSON value, before it is escaped (a secret holding a quote or a
-/// backslash would not be found in the escaped text).
-fn mask(value: &mut Value, redactor: &Redactor) {
-    match value {
-        Value::String(s) => *s = redactor.redact(s),
-        Value::Array(items) => items.iter_mut().for_each(|v| mask(v, redactor)),
-        Value::Object(map) => map.values_mut().for_each(|v| mask(v, redactor)),
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
-    }
 }
 
 /// A run id unique across hosts and processes: time, pid and random bits.

@@ -155,6 +155,44 @@ pub(super) async fn turn_and_report(
     Ended::Spent(deliver(env, held, &report, &path, &turn, extra, redactor).await)
 }
 
+/// The REPORT is on disk: `report.written`, the `--output json` object's facts, and the path
+/// on stdout (with `--output path`). A print that failed is returned, not raised: the
+/// write-back still runs.
+fn announce(
+    env: &Env<'_>,
+    report: &report::Report,
+    path: &Path,
+    turn: &turn::Turn,
+) -> Result<(), Failure> {
+    env.events.emit(Event::ReportWritten {
+        path: path.display().to_string(),
+        stop_reason: report.stop_reason.clone(),
+        rounds: turn.rounds,
+        total_tokens: turn.usage.total_tokens,
+        cost_usd: turn.cost_usd,
+    });
+    env.events.delivered(crate::output::Delivered {
+        stop_reason: report.stop_reason.clone(),
+        report: path.display().to_string(),
+        usage: turn.usage,
+        cost_usd: turn.cost_usd,
+        result: report.result.as_ref().and_then(|r| r.value.clone()),
+    });
+    // Not printed is not delivered; the write-back still runs, the failure comes at the end.
+    // With `--output json` the object goes out when the run's exit is known (lib).
+    let printed = match env.args.output {
+        crate::cli::Output::Json => Ok(()),
+        crate::cli::Output::Path => env.events.result(&format!("{}\n", path.display()), None),
+    };
+    printed.map_err(|f| {
+        Failure::new(
+            f.stage,
+            f.error
+                .context(format!("the REPORT is on disk at {}", path.display())),
+        )
+    })
+}
+
 /// After the REPORT is on disk: its path on stdout, the cassette, the inbox file settled,
 /// the Redmine write-back; the exit of the run.
 pub(super) async fn deliver(
@@ -167,24 +205,7 @@ pub(super) async fn deliver(
     redactor: &Redactor,
 ) -> Result<Success, Failure> {
     let (cfg, task) = (held.cfg, &held.taken.task);
-    env.events.emit(Event::ReportWritten {
-        path: path.display().to_string(),
-        stop_reason: report.stop_reason.clone(),
-        rounds: turn.rounds,
-        total_tokens: turn.usage.total_tokens,
-        cost_usd: turn.cost_usd,
-    });
-    // Not printed is not delivered; the write-back still runs, the failure comes at the end.
-    let printed = env
-        .events
-        .result(&format!("{}\n", path.display()), None)
-        .map_err(|f| {
-            Failure::new(
-                f.stage,
-                f.error
-                    .context(format!("the REPORT is on disk at {}", path.display())),
-            )
-        });
+    let printed = announce(env, report, path, turn);
     // The cassette comes after the REPORT, so a bad --record path cannot cost the REPORT.
     if let Some(cassette) = &env.args.record {
         llm::cassette::save(cassette, turn.recorded.clone(), redactor)
@@ -261,6 +282,32 @@ pub(super) struct RunInfo {
     pub(super) sandbox: String,
 }
 
+/// The REPORT's `error:` for how the turn ended (masked), or none.
+fn turn_error(turn: &turn::Turn, redactor: &Redactor) -> Option<String> {
+    match &turn.outcome {
+        turn::TurnOutcome::LlmFailed { error } => Some(redactor.redact(&error.message)),
+        turn::TurnOutcome::Budget { stop } => Some(redactor.redact(&stop.describe())),
+        turn::TurnOutcome::Interrupted { signal } => {
+            Some(format!("interrupted by signal {signal}"))
+        }
+        turn::TurnOutcome::CheckFailed => turn.check.as_ref().map(|c| {
+            format!(
+                "the success check failed: {} of {} attempts, the last ended with {}",
+                c.attempts, c.max_attempts, c.last_ending
+            )
+        }),
+        turn::TurnOutcome::ResultInvalid { errors } => Some(format!(
+            "the last round's `finish` result does not match [finish].result_schema ({} {}; see result_errors)",
+            errors.len(),
+            if errors.len() == 1 { "error" } else { "errors" }
+        )),
+        turn::TurnOutcome::Completed
+        | turn::TurnOutcome::NeedsInput
+        | turn::TurnOutcome::AgentFailed { .. }
+        | turn::TurnOutcome::MaxRounds => turn.noted_error.as_deref().map(|e| redactor.redact(e)),
+    }
+}
+
 /// How much of each command (and each reason) the REPORT's round log quotes, in bytes.
 pub(super) const REPORT_QUOTE_MAX: usize = 2048;
 
@@ -274,23 +321,7 @@ pub(super) fn report_of(
     session: Option<session::SessionInfo>,
     redactor: &Redactor,
 ) -> report::Report {
-    let error = match &turn.outcome {
-        turn::TurnOutcome::LlmFailed { error } => Some(redactor.redact(&error.message)),
-        turn::TurnOutcome::Budget { stop } => Some(redactor.redact(&stop.describe())),
-        turn::TurnOutcome::Interrupted { signal } => {
-            Some(format!("interrupted by signal {signal}"))
-        }
-        turn::TurnOutcome::CheckFailed => turn.check.as_ref().map(|c| {
-            format!(
-                "the success check failed: {} of {} attempts, the last ended with {}",
-                c.attempts, c.max_attempts, c.last_ending
-            )
-        }),
-        turn::TurnOutcome::Completed
-        | turn::TurnOutcome::NeedsInput
-        | turn::TurnOutcome::AgentFailed { .. }
-        | turn::TurnOutcome::MaxRounds => turn.noted_error.as_deref().map(|e| redactor.redact(e)),
-    };
+    let error = turn_error(turn, redactor);
     report::Report {
         run_id: run.run_id,
         vertical: cfg.vertical.clone(),
@@ -342,7 +373,31 @@ pub(super) fn report_of(
         workspace: None,
         instructions: None,
         egress: None,
+        result: cfg
+            .result_schema
+            .as_ref()
+            .map(|_| result_record(turn, redactor)),
     }
+}
+
+/// The REPORT's `result:`: the accepted result with every string masked (keys too: a key
+/// is model text like any other), or the errors of a `result_invalid` turn, masked.
+fn result_record(turn: &turn::Turn, redactor: &Redactor) -> report::ResultRecord {
+    let errors = if let turn::TurnOutcome::ResultInvalid { errors } = &turn.outcome {
+        errors.iter().map(|e| redactor.redact(e)).collect()
+    } else {
+        Vec::new()
+    };
+    let value = turn
+        .finish
+        .as_ref()
+        .filter(|_| errors.is_empty())
+        .and_then(|f| f.result.clone())
+        .map(|mut v| {
+            redactor.redact_json(&mut v);
+            v
+        });
+    report::ResultRecord { value, errors }
 }
 
 /// A turn that failed without reaching any model (a refused connection, a failed TCP or TLS
@@ -458,7 +513,8 @@ pub(super) fn success_of(outcome: &turn::TurnOutcome) -> Success {
         Success::NotAccomplished
     } else if outcome.is_failure() {
         Success::LlmFailedAfterReport
-    } else if let turn::TurnOutcome::CheckFailed = outcome {
+    } else if let turn::TurnOutcome::CheckFailed | turn::TurnOutcome::ResultInvalid { .. } = outcome
+    {
         Success::NotAccomplished
     } else {
         Success::Done

@@ -243,6 +243,7 @@ pub(super) async fn ready_turn(
             prices,
             check,
             finish: cfg.finish,
+            result: cfg.result_schema.clone(),
         },
     })
 }

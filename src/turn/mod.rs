@@ -66,6 +66,12 @@ pub enum TurnOutcome {
     /// The model said it was done but the success check failed, with no attempt or round
     /// left: the task is not accomplished (exit 5).
     CheckFailed,
+    /// The last round's `finish` gave no `result` with `done`, or one that does not match
+    /// `[finish] result_schema`: a program reading the result gets none (exit 5).
+    ResultInvalid {
+        /// What is wrong with it, as [`crate::result_schema::ResultSchema::check`] lists it.
+        errors: Vec<String>,
+    },
 }
 
 impl TurnOutcome {
@@ -81,6 +87,7 @@ impl TurnOutcome {
             | TurnOutcome::AgentFailed { .. }
             | TurnOutcome::MaxRounds
             | TurnOutcome::CheckFailed
+            | TurnOutcome::ResultInvalid { .. }
             | TurnOutcome::Interrupted { .. }
             | TurnOutcome::Budget {
                 stop: BudgetStop::Tokens { .. } | BudgetStop::Cost { .. },
@@ -99,6 +106,7 @@ impl TurnOutcome {
             TurnOutcome::LlmFailed { .. } => "llm_error",
             TurnOutcome::Interrupted { .. } => "interrupted",
             TurnOutcome::CheckFailed => "check_failed",
+            TurnOutcome::ResultInvalid { .. } => "result_invalid",
         }
     }
 }
@@ -159,6 +167,8 @@ pub struct Limits {
     pub check: Option<CheckSpec>,
     /// How the model ends the turn: the `finish` tool or a reply without a tool call.
     pub finish: FinishMode,
+    /// `[finish] result_schema`: what a `finish` call's `result` must match.
+    pub result: Option<crate::result_schema::ResultSchema>,
 }
 
 /// One LLM round trip and the tool calls it asked for.
@@ -281,14 +291,12 @@ pub async fn run(
 }
 
 /// The note before the last round: call `finish` now, or answer in text.
-fn last_round_note(mode: FinishMode) -> Message {
-    let note = match mode {
-        FinishMode::Tool => finish::LAST_ROUND_NOTE,
-        FinishMode::Message => LAST_ROUND_NOTE,
+fn last_round_note(mode: FinishMode, with_result: bool) -> Message {
+    let content = match mode {
+        FinishMode::Tool => finish::last_round_note(with_result),
+        FinishMode::Message => LAST_ROUND_NOTE.to_string(),
     };
-    Message::User {
-        content: note.to_string(),
-    }
+    Message::User { content }
 }
 
 /// The loop of [`run`], on the conversation it extends.
@@ -302,7 +310,7 @@ async fn run_on(
     events: &Events,
 ) -> Turn {
     let max_rounds = limits.max_rounds;
-    let toolbox = toolbox::Toolbox::new(bash);
+    let toolbox = toolbox::Toolbox::new(bash, limits.result.as_ref());
     let mut turn = Turn::start(route);
     // Index into the tier's chain; a fallback moves it on for the rest of the turn.
     let mut chain = 0;
@@ -322,7 +330,7 @@ async fn run_on(
         }
         let shape = step::shape(round, max_rounds, bash.is_some(), limits.finish);
         if shape.last_round_note {
-            messages.push(last_round_note(limits.finish));
+            messages.push(last_round_note(limits.finish, limits.result.is_some()));
         }
         turn.rounds = round;
         events.emit(Event::RoundStarted {
@@ -337,6 +345,7 @@ async fn run_on(
             round::Prompt {
                 messages,
                 tools: toolbox.specs(),
+                finish: toolbox.finish_spec(),
             },
             shape,
             interrupt,
@@ -420,7 +429,10 @@ async fn run_on(
                 }
                 turn.log.push(record);
                 if let Some(done) = handled.finish {
-                    let outcome = step::finished(done.status);
+                    let outcome = match handled.result_errors {
+                        errors if errors.is_empty() => step::finished(done.status),
+                        errors => TurnOutcome::ResultInvalid { errors },
+                    };
                     turn.reply = Some(done.summary.clone());
                     turn.finish = Some(done);
                     match verify(outcome, limits, bash, interrupt, &mut turn, round).await {
@@ -545,6 +557,7 @@ mod tests {
             prices: BTreeMap::new(),
             check: None,
             finish: FinishMode::Message,
+            result: None,
         }
     }
 

@@ -26,6 +26,8 @@ pub struct Prompt<'a> {
     pub messages: &'a mut [Message],
     /// The specs of the bash tool set (bash, and the file tools when on).
     pub tools: &'a [serde_json::Value],
+    /// The `finish` spec (with the result schema, when there is one).
+    pub finish: &'a serde_json::Value,
 }
 
 /// A model's reply to this round's request, with the model that gave it.
@@ -53,7 +55,7 @@ pub async fn ask(
     let (round, max_rounds) = (shape.round, shape.max_rounds);
     let mut shape = shape;
     loop {
-        let tools = step::tools(shape, prompt.tools);
+        let tools = step::tools(shape, prompt.tools, prompt.finish);
         let model = route.models.get(*chain).cloned().unwrap_or_default();
         let request = step::request(&model, prompt.messages, shape, &tools);
         let result = tokio::select! {
@@ -77,7 +79,7 @@ pub async fn ask(
             shape = shape.without_tools();
             // The note before this round promised `finish`; the round has no tools now.
             if let Some(Message::User { content }) = prompt.messages.last_mut() {
-                if content == finish::LAST_ROUND_NOTE {
+                if content.starts_with(finish::LAST_ROUND_NOTE) {
                     *content = super::LAST_ROUND_NOTE.to_string();
                 }
             }
@@ -142,6 +144,31 @@ pub struct Handled {
     pub runs: Vec<ToolRun>,
     /// The accepted `finish` call, if the reply made one.
     pub finish: Option<Finish>,
+    /// What is wrong with the result of the last round's `finish`, which ended the turn
+    /// all the same (empty: nothing, or no such call).
+    pub result_errors: Vec<String>,
+}
+
+impl Handled {
+    /// Takes the `finish` that ends the turn (`errors`: what is wrong with the last round's
+    /// result, which ends it all the same); its run says so to the model.
+    fn accept(&mut self, finish: Finish, errors: Vec<String>) -> ToolRun {
+        let result = if errors.is_empty() {
+            finish::ACCEPTED
+        } else {
+            finish::RESULT_INVALID
+        };
+        let run = ToolRun {
+            result: result.to_string(),
+            event: ToolEvent::Finished {
+                status: finish.status.as_str().to_string(),
+            },
+            egress_denied: Vec::new(),
+        };
+        self.finish = Some(finish);
+        self.result_errors = errors;
+        run
+    }
 }
 
 /// Handles the tool calls in order, one result each: `bash` runs through the tool, a valid
@@ -159,6 +186,7 @@ pub async fn run_tools(
     let mut handled = Handled {
         runs: Vec::with_capacity(calls.len()),
         finish: None,
+        result_errors: Vec::new(),
     };
     for call in calls {
         let read = toolbox.read(call, shape);
@@ -174,17 +202,8 @@ pub async fn run_tools(
             not_run("not run: the harness was interrupted")
         } else {
             match read {
-                Call::Finish(done) => {
-                    let run = ToolRun {
-                        result: finish::ACCEPTED.to_string(),
-                        event: ToolEvent::Finished {
-                            status: done.status.as_str().to_string(),
-                        },
-                        egress_denied: Vec::new(),
-                    };
-                    handled.finish = Some(done);
-                    run
-                }
+                Call::Finish(done) => handled.accept(done, Vec::new()),
+                Call::ResultInvalid { finish, errors } => handled.accept(finish, errors),
                 Call::Tool(request) => toolbox.run(request, interrupt).await,
                 Call::Invalid(reason) => crate::tools::invalid(reason),
                 Call::NotRun(reason) => not_run(&reason),

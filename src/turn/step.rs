@@ -94,14 +94,18 @@ pub fn before_round(
     None
 }
 
-/// The tool specs a round offers, in order (`bash` first).
-pub fn tools(shape: Shape, tool_set: &[serde_json::Value]) -> Vec<serde_json::Value> {
+/// The tool specs a round offers, in order (`bash` first, `finish` last).
+pub fn tools(
+    shape: Shape,
+    tool_set: &[serde_json::Value],
+    finish: &serde_json::Value,
+) -> Vec<serde_json::Value> {
     let mut tools = Vec::new();
     if shape.offer_bash {
         tools.extend_from_slice(tool_set);
     }
     if shape.offer_finish {
-        tools.push(super::finish::spec());
+        tools.push(finish.clone());
     }
     tools
 }
@@ -399,7 +403,8 @@ mod tests {
         assert!(without.tools.is_none());
         assert!(!without.stream);
         let last = shape(2, 2, true, FinishMode::Tool);
-        let names: Vec<_> = super::tools(last, &tools)
+        let finish = super::super::finish::spec(None);
+        let names: Vec<_> = super::tools(last, &tools, &finish)
             .iter()
             .map(|t| t["function"]["name"].clone())
             .collect();
@@ -410,7 +415,7 @@ mod tests {
             Some(serde_json::json!({"type": "function", "function": {"name": "finish"}}))
         );
         assert_eq!(
-            super::tools(shape(1, 2, true, FinishMode::Tool), &tools).len(),
+            super::tools(shape(1, 2, true, FinishMode::Tool), &tools, &finish).len(),
             tools.len() + 1
         );
     }

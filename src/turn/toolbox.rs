@@ -3,9 +3,10 @@
 //! JSON once into a [`Call`] before anything is narrated or run, and the run of a call.
 //! Reading is PURE; running goes through the tools' own adapters.
 
-use super::finish::{self, Finish};
+use super::finish::{self, Finish, Rejected};
 use super::step::Shape;
 use crate::llm::wire::ToolCall;
+use crate::result_schema::ResultSchema;
 use crate::signals::Interrupt;
 use crate::tools::{self, BashTool, Request, ToolRun};
 
@@ -13,6 +14,8 @@ use crate::tools::{self, BashTool, Request, ToolRun};
 pub struct Toolbox<'a> {
     bash: Option<&'a BashTool>,
     specs: Vec<serde_json::Value>,
+    result: Option<&'a ResultSchema>,
+    finish: serde_json::Value,
 }
 
 /// A tool call as read, once, against what the round offers.
@@ -22,6 +25,14 @@ pub enum Call {
     Tool(Request),
     /// A valid `finish`.
     Finish(Finish),
+    /// The last round's `finish`, sound but for its `result` (missing or not matching the
+    /// schema): it ends the turn `result_invalid`, since no round is left to correct it.
+    ResultInvalid {
+        /// The call, without its result.
+        finish: Finish,
+        /// What is wrong with the result.
+        errors: Vec<String>,
+    },
     /// A call the bash tool set cannot run (an unknown tool, arguments of the wrong form):
     /// its result is `error: <reason>`.
     Invalid(String),
@@ -35,18 +46,28 @@ impl Call {
     pub fn command(&self) -> Option<&str> {
         match self {
             Call::Tool(request) => request.command(),
-            Call::Finish(_) | Call::Invalid(_) | Call::NotRun(_) => None,
+            Call::Finish(_) | Call::ResultInvalid { .. } | Call::Invalid(_) | Call::NotRun(_) => {
+                None
+            }
         }
     }
 }
 
 impl<'a> Toolbox<'a> {
-    /// The toolbox of a turn with `bash` (and its file tools) or without.
-    pub fn new(bash: Option<&'a BashTool>) -> Toolbox<'a> {
+    /// The toolbox of a turn with `bash` (and its file tools) or without; `result` is the
+    /// schema a `finish` call's `result` must match.
+    pub fn new(bash: Option<&'a BashTool>, result: Option<&'a ResultSchema>) -> Toolbox<'a> {
         Toolbox {
             bash,
             specs: bash.map(BashTool::specs).unwrap_or_default(),
+            result,
+            finish: finish::spec(result),
         }
+    }
+
+    /// The `finish` spec, offered by the rounds whose shape says so.
+    pub fn finish_spec(&self) -> &serde_json::Value {
+        &self.finish
     }
 
     /// The specs of the bash tool set (`bash`, and the file tools when on); `finish` is
@@ -58,9 +79,12 @@ impl<'a> Toolbox<'a> {
     /// Reads `call` against what the round `shape` offers.
     pub fn read(&self, call: &ToolCall, shape: Shape) -> Call {
         if shape.offer_finish && call.function.name == finish::NAME {
-            return match finish::parse(&call.function.arguments) {
+            return match finish::parse(&call.function.arguments, self.result) {
                 Ok(done) => Call::Finish(done),
-                Err(reason) => Call::NotRun(reason),
+                Err(Rejected::Result { finish, errors }) if shape.last => {
+                    Call::ResultInvalid { finish, errors }
+                }
+                Err(rejected) => Call::NotRun(rejected.message()),
             };
         }
         match self.bash.filter(|_| shape.offer_bash) {

@@ -184,10 +184,12 @@ fn serve(conn: TcpStream, handler: &Handler, log: &Mutex<Vec<String>>, sent: &At
 
 /// A Redmine with one open issue, #7, enough for intake and the claim: the current user,
 /// the scope list, the statuses, the issue with its journals, and `PUT` of notes, status and
-/// assignee (applied and kept as journals). `notes()` reads the journals back.
+/// assignee (applied and kept as journals) and custom fields (kept, shown on the issue).
+/// `notes()` reads the journals back, `puts()` every PUT body.
 pub struct MiniRedmine {
     pub stub: Stub,
     journals: Arc<Mutex<Vec<String>>>,
+    puts: Arc<Mutex<Vec<serde_json::Value>>>,
 }
 
 impl MiniRedmine {
@@ -201,6 +203,13 @@ impl MiniRedmine {
     pub fn start_with(put_delay: Duration, session_download: Option<Duration>) -> MiniRedmine {
         let journals = Arc::new(Mutex::new(Vec::<String>::new()));
         let state = Arc::new(Mutex::new((1u64, None::<u64>)));
+        // Custom fields as Redmine keeps them (id -> value), set by PUT, shown on the issue.
+        let fields = Arc::new(Mutex::new(std::collections::BTreeMap::<
+            u64,
+            serde_json::Value,
+        >::new()));
+        let puts = Arc::new(Mutex::new(Vec::new()));
+        let (f, p) = (fields.clone(), puts.clone());
         let j = journals.clone();
         let stub = Stub::start(move |method, path, body| {
             const UPDATED: &str = "2026-01-01T00:00:00Z";
@@ -223,6 +232,12 @@ impl MiniRedmine {
                 if let Some(a) = assignee {
                     v["assigned_to"] = serde_json::json!({"id": a, "name": "bot"});
                 }
+                v["custom_fields"] = f
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .map(|(id, value)| serde_json::json!({"id": id, "name": format!("cf{id}"), "value": value}))
+                    .collect();
                 if full {
                     v["journals"] = journals.into();
                     if session_download.is_some() {
@@ -247,7 +262,13 @@ impl MiniRedmine {
                 }
                 ("PUT", "/issues/7.json") => {
                     let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+                    p.lock().unwrap().push(v.clone());
                     let fields = &v["issue"];
+                    for cf in fields["custom_fields"].as_array().into_iter().flatten() {
+                        if let Some(id) = cf["id"].as_u64() {
+                            f.lock().unwrap().insert(id, cf["value"].clone());
+                        }
+                    }
                     if let Some(n) = fields["notes"].as_str() {
                         j.lock().unwrap().push(n.to_string());
                     }
@@ -279,7 +300,16 @@ impl MiniRedmine {
                 },
             }
         });
-        MiniRedmine { stub, journals }
+        MiniRedmine {
+            stub,
+            journals,
+            puts,
+        }
+    }
+
+    /// The bodies of every `PUT /issues/7.json`, in order.
+    pub fn puts(&self) -> Vec<serde_json::Value> {
+        self.puts.lock().unwrap().clone()
     }
 
     /// The notes written so far, in order.
