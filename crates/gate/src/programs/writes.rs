@@ -658,19 +658,19 @@ fn copies(base: &str, args: &[Word], g: &Grammar, install: bool) -> Result<Write
     // A symbolic link's target is read from the link's own directory (`ln -r`: from here).
     let symbolic = base != "git mv" && p.has('s', "symbolic-link");
     let relative_to_here = base == "ln" && p.has('r', "relative");
+    let link_dir = if into_dir {
+        dest.as_str()
+    } else {
+        parent_of(&dest)
+    };
+    let link_from = if symbolic && !relative_to_here {
+        link_dir
+    } else {
+        "."
+    };
     for src in ops {
         if links {
-            let link_dir = if into_dir {
-                dest.as_str()
-            } else {
-                parent_of(&dest)
-            };
-            let from = if symbolic && !relative_to_here {
-                link_dir
-            } else {
-                "."
-            };
-            link_target_check(base, src, from)?;
+            link_target_check(base, src, link_from)?;
             out.push(src.value.clone());
         }
         let name = last_component(&src.value);
@@ -690,28 +690,39 @@ fn copies(base: &str, args: &[Word], g: &Grammar, install: bool) -> Result<Write
                 src.raw
             ));
         }
-        if !into_dir {
-            continue;
-        }
-        if src.glob || src.brace {
-            // A glob source lands under its own names: the names a glob can match
-            // in the work root are never dotfiles, but a build file could be one.
-            out.push(join(&dest, last_component(&src.value)));
-            continue;
-        }
-        if parents {
-            out.push(join(&dest, src.value.trim_start_matches('/')));
-        } else if !whole {
-            out.push(join(&dest, name));
+        if into_dir {
+            out.extend(name_in_dir(&dest, src, parents));
         }
     }
-    // A backup keeps the old file beside each one written, under its name and the suffix
-    // (`cp -b -S .mk a x` writes `x.mk`).
-    if let Some(suffix) = opt_value(&p, 'S', "suffix") {
+    Ok(Writes::Paths(with_backups(&p, out)))
+}
+
+/// A backup keeps the old file beside each one written, under its name and the suffix
+/// (`cp -b -S .mk a x` writes `x.mk`).
+fn with_backups(p: &Parsed, mut out: Vec<String>) -> Vec<String> {
+    if let Some(suffix) = opt_value(p, 'S', "suffix") {
         let backups: Vec<String> = out.iter().map(|w| format!("{w}{suffix}")).collect();
         out.extend(backups);
     }
-    Ok(Writes::Paths(out))
+    out
+}
+
+/// The path a source is copied, moved or linked to inside the directory `dest` (`--parents`:
+/// under its whole path); none for `.` or `..`, whose contents land in `dest`.
+fn name_in_dir(dest: &str, src: &Word, parents: bool) -> Option<String> {
+    let name = last_component(&src.value);
+    if src.glob || src.brace {
+        // A glob source lands under its own names: the names a glob can match
+        // in the work root are never dotfiles, but a build file could be one.
+        return Some(join(dest, name));
+    }
+    if parents {
+        Some(join(dest, src.value.trim_start_matches('/')))
+    } else if !matches!(name, "" | "." | "..") {
+        Some(join(dest, name))
+    } else {
+        None
+    }
 }
 
 /// Where cp, mv, ln, install and `git mv` write: `-t DIR`, the current directory for
