@@ -1,6 +1,7 @@
 //! tools stage (gate), PURE: the judge: lexes a command, judges every segment and recurses into the
 //! commands wrappers and shells run; the only file that recurses.
 
+use crate::hints::{builtin_hint, redirect_hint, syntax_hint, write_hint};
 use crate::paths::{basename, through_proc_or_dev};
 use crate::programs::argv::Inner;
 use crate::programs::interpreters::{
@@ -130,26 +131,6 @@ pub fn judge_in(policy: &Policy, workdir: &str, command: &str) -> Judgement {
     }
 }
 
-/// The "try instead" for a command the gate cannot read as a whole (the lexer's and the
-/// parser's reasons).
-fn syntax_hint(reason: &str) -> Option<String> {
-    let r = reason.to_ascii_lowercase();
-    let hint = if r.contains("command substitution") || r.contains("backtick") {
-        "run the inner command on its own first, then use its output in the next command"
-    } else if r.contains("subshell") || r.contains("group") {
-        "run the commands one after another as plain segments (`a && b`), without `( )` or `{ }`"
-    } else if r.contains("keyword") || r.contains("control flow") || r.contains("function") {
-        "run each command separately (`a && b`) instead of a loop or an `if`; list the files a loop would visit"
-    } else if r.contains("process substitution") {
-        "write one command's output to a file first (where writes are allowed), or compare with a pipe"
-    } else if r.contains("arithmetic") {
-        "compute the value yourself and write it as a number"
-    } else {
-        return None;
-    };
-    Some(hint.to_string())
-}
-
 /// `DIR` of a leading `cd DIR` or of `workdir`, relative to the work root without `.`
 /// components: a plain relative path (no expansion, no `..`, no dot directory such as
 /// `.git`, no option), or why not.
@@ -240,25 +221,7 @@ pub(crate) fn judge_program(
     let mut also_outer = false;
     if let Some((dir, chain)) = &lead {
         let inner = lexical(&join(&outer, dir)).unwrap_or_default();
-        out.push(SegmentJudgement {
-            text: segs[0]
-                .start
-                .and_then(|s| src.get(s..segs[0].end))
-                .unwrap_or_default()
-                .to_string(),
-            command_word: Some("cd".into()),
-            verdict: Verdict::Allow,
-            rule: None,
-            reason: if dir.is_empty() {
-                "`cd` to the work root itself; the rest is judged as run there".to_string()
-            } else {
-                format!(
-                    "`cd {dir}` changes into a directory inside the work root; the rest is judged as run there"
-                )
-            },
-            hint: None,
-            heuristic: false,
-        });
+        out.push(cd_judgement(src, &segs[0], dir));
         ctx.workdirs.push(inner.clone());
         ctx.cwd = inner;
         also_outer = !chain;
@@ -267,41 +230,82 @@ pub(crate) fn judge_program(
     for seg in rest {
         let mut j = judge_segment(ctx, src, seg, piped_in, depth, inherited);
         if also_outer && j.verdict == Verdict::Allow {
-            // `cd` may fail (`;`, `||` later): the rest may run where the command started.
-            let inner = std::mem::replace(&mut ctx.cwd, outer.clone());
-            let o = judge_segment(ctx, src, seg, piped_in, depth, inherited);
-            ctx.cwd = inner;
-            if o.verdict == Verdict::Deny {
-                j = SegmentJudgement {
-                    reason: format!(
-                        "if `cd` fails, this runs where the command started, and there: {}",
-                        o.reason
-                    ),
-                    hint: Some(
-                        "join the commands with `&&` after `cd` (`cd DIR && a && b`), or use the bash tool's `workdir` argument".into(),
-                    ),
-                    ..o
-                };
-            }
+            j = judge_where_cd_failed(ctx, src, seg, piped_in, depth, inherited, &outer)
+                .unwrap_or(j);
         }
         out.push(j);
         piped_in = seg.pipe_out;
     }
     ctx.cwd = outer;
     if out.iter().all(|s| s.verdict == Verdict::Allow) {
-        let shape = brush_shape(src)?;
-        let mine: Vec<(usize, usize)> = segs
-            .iter()
-            .map(|s| (s.words.len(), s.redirs.len() + usize::from(s.pipe_amp)))
-            .collect();
-        if shape != mine {
-            return Err(
-                "the bash parser and the gate's tokenizer disagree on this command, so it is denied"
-                    .into(),
-            );
-        }
+        cross_check(src, &segs)?;
     }
     Ok(out)
+}
+
+/// The judgement of a leading `cd DIR`, which is allowed.
+fn cd_judgement(src: &str, seg: &Segment, dir: &str) -> SegmentJudgement {
+    SegmentJudgement {
+        text: seg
+            .start
+            .and_then(|s| src.get(s..seg.end))
+            .unwrap_or_default()
+            .to_string(),
+        command_word: Some("cd".into()),
+        verdict: Verdict::Allow,
+        rule: None,
+        reason: if dir.is_empty() {
+            "`cd` to the work root itself; the rest is judged as run there".to_string()
+        } else {
+            format!(
+                "`cd {dir}` changes into a directory inside the work root; the rest is judged as run there"
+            )
+        },
+        hint: None,
+        heuristic: false,
+    }
+}
+
+/// `cd` may fail (`;`, `||` later): the rest may run where the command started. The denial
+/// of a segment judged there, if it is denied there.
+fn judge_where_cd_failed(
+    ctx: &mut Ctx<'_>,
+    src: &str,
+    seg: &Segment,
+    piped_in: bool,
+    depth: usize,
+    inherited: &Stdin,
+    outer: &str,
+) -> Option<SegmentJudgement> {
+    let inner = std::mem::replace(&mut ctx.cwd, outer.to_string());
+    let o = judge_segment(ctx, src, seg, piped_in, depth, inherited);
+    ctx.cwd = inner;
+    (o.verdict == Verdict::Deny).then(|| SegmentJudgement {
+        reason: format!(
+            "if `cd` fails, this runs where the command started, and there: {}",
+            o.reason
+        ),
+        hint: Some(
+            "join the commands with `&&` after `cd` (`cd DIR && a && b`), or use the bash tool's `workdir` argument".into(),
+        ),
+        ..o
+    })
+}
+
+/// brush-parser must see the same simple commands, with as many words and redirections each.
+fn cross_check(src: &str, segs: &[Segment]) -> Result<(), String> {
+    let shape = brush_shape(src)?;
+    let mine: Vec<(usize, usize)> = segs
+        .iter()
+        .map(|s| (s.words.len(), s.redirs.len() + usize::from(s.pipe_amp)))
+        .collect();
+    if shape != mine {
+        return Err(
+            "the bash parser and the gate's tokenizer disagree on this command, so it is denied"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 pub(crate) fn judge_segment(
@@ -339,17 +343,6 @@ pub(crate) fn judge_segment(
         reason,
         hint,
         heuristic,
-    }
-}
-
-/// The hint for a write the policy refuses: the file tools when the model has them.
-fn write_hint(policy: &Policy, fallback: &str) -> Option<String> {
-    if policy.file_tools {
-        Some("use the `write_file` or `edit_file` tool to create or change the file".into())
-    } else if fallback.is_empty() {
-        None
-    } else {
-        Some(fallback.to_string())
     }
 }
 
@@ -425,75 +418,98 @@ pub(crate) fn judge_segment_outcome(
     depth: usize,
     inherited: &Stdin,
 ) -> Outcome {
-    let policy = ctx.policy;
-    let mut redirect_checks = Vec::new();
+    let redirect_checks = match redirections(ctx, seg, depth) {
+        Ok(checks) => checks,
+        Err(denial) => return denial,
+    };
+    let words = match after_time(&seg.words, piped_in) {
+        Ok(words) => words,
+        Err(denial) => return denial,
+    };
+    let words = match after_assignments(ctx, words, depth) {
+        Ok(words) => words,
+        Err(denial) => return denial,
+    };
+    if words.is_empty() {
+        return deny("a redirection without a command creates or truncates a file; denied");
+    }
+    let stdin = segment_stdin(seg, piped_in).with(inherited);
+    let outcome = judge_invocation(ctx, words, &stdin, depth, false);
+    if matches!(outcome, Outcome::Allow { .. }) {
+        ctx.checks.extend(redirect_checks);
+    }
+    outcome
+}
+
+/// The segment's redirections: the run-time path checks they need, or the first denial.
+fn redirections(
+    ctx: &Ctx<'_>,
+    seg: &Segment,
+    depth: usize,
+) -> Result<Vec<(String, String)>, Outcome> {
+    let mut checks = Vec::new();
     for r in &seg.redirs {
-        match check_redirect(policy, &ctx.cwd, r, depth == 0) {
+        match check_redirect(ctx.policy, &ctx.cwd, r, depth == 0) {
             Err(reason) => {
-                let hint = if reason.contains("write_redirects")
-                    || reason.contains("not writing files")
-                {
-                    write_hint(
-                        policy,
-                        "leave out the redirection: the command's output is returned to you",
-                    )
-                } else if reason.contains("absolute path") && policy.write_redirects {
-                    Some("write to a relative path under the working directory, or under `/tmp` (the command's private temp dir)".into())
-                } else if reason.contains("absolute path") {
-                    write_hint(policy, "leave out the redirection (the output is returned to you), or write to a relative path where writes are allowed")
-                } else if reason.contains("quote the delimiter") {
-                    Some(
-                        "quote the heredoc delimiter (`<<'EOF'`) so bash does not expand the body"
-                            .into(),
-                    )
-                } else {
-                    None
-                };
-                return deny_hint(reason, hint);
+                let hint = redirect_hint(ctx.policy, &reason);
+                return Err(deny_hint(reason, hint));
             }
-            Ok(Some(check)) => redirect_checks.push(check),
+            Ok(Some(check)) => checks.push(check),
             Ok(None) => {}
         }
     }
-    // The reserved word `time` (unquoted, at the start of a pipeline; after `|` it is the
-    // external /usr/bin/time) only measures what follows: judge the rest as the command.
-    let mut words: &[Word] = &seg.words;
+    Ok(checks)
+}
+
+/// The reserved word `time` (unquoted, at the start of a pipeline; after `|` it is the
+/// external /usr/bin/time) only measures what follows: the rest is the command.
+fn after_time(words: &[Word], piped_in: bool) -> Result<&[Word], Outcome> {
+    let mut words = words;
     if !piped_in && words.first().is_some_and(|w| w.raw == "time") {
         words = &words[1..];
         if words.first().is_some_and(|w| w.raw == "-p") {
             words = &words[1..];
         }
         match words.first() {
-            None => return deny("`time` with no command to run"),
+            None => return Err(deny("`time` with no command to run")),
             Some(w) if w.value.starts_with('-') => {
-                return deny(format!(
+                return Err(deny(format!(
                     "`time` option `{}` is not understood by the gate (only `time -p`)",
                     w.raw
-                ))
+                )))
             }
             Some(_) => {}
         }
     }
-    // `NAME=value cmd`: only names the operator listed in `env_allow`, with plain values.
+    Ok(words)
+}
+
+/// `NAME=value cmd`: only names the operator listed in `env_allow`, with plain values; the
+/// words after the assignments.
+fn after_assignments<'w>(
+    ctx: &mut Ctx<'_>,
+    words: &'w [Word],
+    depth: usize,
+) -> Result<&'w [Word], Outcome> {
     let assignments = words.iter().take_while(|w| is_assignment(w)).count();
-    if assignments > 0 {
-        for w in &words[..assignments] {
-            if let Err(denial) = env_assignment(ctx, w, depth) {
-                return denial;
-            }
-        }
-        if assignments == words.len() {
-            return deny(format!(
-                "variable assignment `{}` without a command sets a shell variable for the rest of the command; always denied",
-                words[0].raw
-            ));
-        }
-        words = &words[assignments..];
+    if assignments == 0 {
+        return Ok(words);
     }
-    if words.is_empty() {
-        return deny("a redirection without a command creates or truncates a file; denied");
+    for w in &words[..assignments] {
+        env_assignment(ctx, w, depth)?;
     }
-    let stdin = Stdin {
+    if assignments == words.len() {
+        return Err(deny(format!(
+            "variable assignment `{}` without a command sets a shell variable for the rest of the command; always denied",
+            words[0].raw
+        )));
+    }
+    Ok(&words[assignments..])
+}
+
+/// What the segment's stdin is: a pipe, heredoc and here-string texts, a redirected file.
+fn segment_stdin(seg: &Segment, piped_in: bool) -> Stdin {
+    Stdin {
         piped: piped_in,
         texts: seg
             .redirs
@@ -510,12 +526,6 @@ pub(crate) fn judge_segment_outcome(
                 && r.target.value != "/dev/null"
         }),
     }
-    .with(inherited);
-    let outcome = judge_invocation(ctx, words, &stdin, depth, false);
-    if matches!(outcome, Outcome::Allow { .. }) {
-        ctx.checks.extend(redirect_checks);
-    }
-    outcome
 }
 
 /// Judges one command (a segment, or the command a wrapper runs). `open_tail` means more
@@ -527,7 +537,6 @@ pub(crate) fn judge_invocation(
     depth: usize,
     open_tail: bool,
 ) -> Outcome {
-    let policy = ctx.policy;
     if depth > MAX_DEPTH {
         return deny(format!("commands nest more than {MAX_DEPTH} levels deep"));
     }
@@ -535,234 +544,20 @@ pub(crate) fn judge_invocation(
         return deny("no command to run");
     };
     let args = &words[1..];
-    if RESERVED.contains(&cmd.value.as_str()) {
-        return deny_hint(
-            format!(
-                "`{}` is a shell keyword (control flow, groups, tests, `time`); always denied",
-                cmd.value
-            ),
-            syntax_hint("keyword"),
-        );
-    }
-    if !cmd.literal() || cmd.ansi_c {
-        return deny_hint(
-            format!(
-                "the command word `{}` contains an expansion (variable, glob, brace, tilde or $'…'); always denied",
-                cmd.raw
-            ),
-            Some("write the program's name as plain text".into()),
-        );
-    }
-    if cmd.value.is_empty() {
-        return deny("the command word is empty");
-    }
-    if through_proc_or_dev(&cmd.value) {
-        return deny(format!(
-            "the command word `{}` runs a program through /proc or /dev, which hides what runs; denied",
-            cmd.raw
-        ));
-    }
-    if cmd.value.starts_with('=') {
-        return deny(format!(
-            "the command word `{}` starts with `=`, which zsh expands to a program's path; denied",
-            cmd.raw
-        ));
-    }
-    if STATE_BUILTINS.contains(&cmd.value.as_str()) {
-        let hint = match cmd.value.as_str() {
-            "cd" | "pushd" | "popd" => Some(
-                "use the bash tool's `workdir` argument (a relative directory), or start the command with `cd DIR && …` where DIR is a plain relative directory under the working directory".to_string(),
-            ),
-            "export" | "declare" | "typeset" | "local" | "readonly" | "set" => Some(
-                "give a variable on the command itself (`NAME=value cmd`) when `[tools.bash].env_allow` lists it".to_string(),
-            ),
-            "source" | "." | "eval" | "exec" => Some("run the program directly".to_string()),
-            _ => None,
-        };
-        return deny_hint(
-            format!(
-                "`{}` evaluates text or changes the shell's state; always denied",
-                cmd.value
-            ),
-            hint,
-        );
-    }
-    if let Some(w) = args.iter().find(|w| {
-        !w.vars.is_empty() && w.brace && (w.value.contains(',') || w.value.contains(".."))
-    }) {
-        return deny(format!(
-            "`{}` joins a variable and a brace expansion: bash expands the braces first, into other variables (`$HOME1`, `$HOME2`) the gate cannot judge, which may expand to no word at all",
-            w.raw
-        ));
-    }
-    if let Some(w) = args.iter().find(|w| unsafe_var(w).is_some()) {
-        return deny_hint(
-            format!(
-                "the argument `{}` expands a variable whose value the gate cannot judge",
-                w.raw
-            ),
-            Some("write the value itself instead of the variable".into()),
-        );
+    if let Some(denial) = command_word_refusal(cmd).or_else(|| expansion_refusal(args)) {
+        return denial;
     }
     let base = basename(&cmd.value);
-    let base_lc = canonical(base);
-    if let Some(rule) = first_denying(&policy.deny, words, &ctx.cwd) {
-        return Outcome::Deny {
-            rule: Some(rule.text.clone()),
-            reason: format!("denied by rule `{}`", rule.text),
-            hint: None,
-        };
+    let found = argument_refusal(ctx, words, stdin, open_tail)
+        .or_else(|| code_refusal(ctx, words, stdin, depth))
+        .or_else(|| inner_refusal(ctx, words, stdin, depth, open_tail));
+    if let Some(denial) = found {
+        return denial;
     }
-    let fam = family(&base_lc);
-    // git in a directory below the work root could use a repository the model made there
-    // (see docs/gate.md, *Nested repositories*).
-    if !ctx.cwd.is_empty() && fam.is_some_and(|f| f.names[0] == "git") {
-        return deny_hint(
-            format!(
-                "`git` runs only in the work root's own repository, not in `{}`",
-                ctx.cwd
-            ),
-            Some(format!(
-                "run git from the working directory itself (no `cd`/`workdir`), naming paths under `{}`: `git diff -- {}`",
-                ctx.cwd, ctx.cwd
-            )),
-        );
+    if let Some(denial) = unidentified_program(ctx, words) {
+        return denial;
     }
-    if open_tail && fam.is_some_and(|f| f.unseen_args_dangerous()) {
-        return deny_hint(
-            format!(
-                "`xargs` would append unseen arguments to `{base}`, whose arguments the gate must see"
-            ),
-            Some(format!(
-                "name the files on the command line (`{base} … FILE…`), or use `find … -exec {base} … {{}} \\;`"
-            )),
-        );
-    }
-    if let Some(reason) = expansion_into_options(&base_lc, args) {
-        return deny_hint(
-            reason,
-            Some(
-                "start the pattern with `./` (`./*.py`), so it cannot expand into an option".into(),
-            ),
-        );
-    }
-    if let Some(reason) = dangerous_args(&base_lc, args) {
-        return deny(reason);
-    }
-    if fam.is_some_and(|f| f.check == Check::Sed) {
-        if let Some(denial) = sed_in_place(ctx, base, args) {
-            return denial;
-        }
-    }
-    if let Some(reason) = stdin_findings(&base_lc, args, stdin) {
-        return deny(reason);
-    }
-    if let Some(reason) = program_write_refusal(policy, &ctx.cwd, &base_lc, args, open_tail) {
-        return deny(reason);
-    }
-    if !policy.deny.is_empty() {
-        // Interpreters whose own option check does not already read their code (not awk,
-        // not make): their inline code is judged by the capability-word heuristic.
-        let interpreter = fam.is_some_and(|f| {
-            f.kind == Kind::Interpreter && f.code != Code::Own && f.check == Check::None
-        });
-        // Where the model may write a file and run it with this very interpreter, its inline
-        // code is no less judged than that file: the heuristic would protect nothing.
-        let meaningless = interpreter && file_code_runs(ctx, cmd, &base_lc, depth);
-        if interpreter && !meaningless {
-            ctx.heuristic = true;
-        }
-        let found = if meaningless {
-            // The capability words protect nothing here, but code that names a program a
-            // deny rule forbids outright (`os.system("curl …")`) says what it is for.
-            let texts = args
-                .iter()
-                .map(|w| w.value.as_str())
-                .chain(stdin.texts.iter().map(String::as_str));
-            names_denied_program(policy, &base_lc, texts)
-        } else {
-            opaque_mentions(policy, &base_lc, args)
-                .or_else(|| stdin_code(policy, &base_lc, args, stdin))
-                .or_else(|| inline_code_can_run_programs(&base_lc, args))
-        };
-        if let Some(reason) = found {
-            let hint = interpreter.then(|| {
-                format!(
-                    "under this policy inline `{base}` code is judged by a word heuristic (the model cannot write a file and run it with `{base}`); run an existing script or the project's tests instead"
-                )
-            });
-            return deny_hint(reason, hint);
-        }
-    }
-    match inner_command(policy, &base_lc, words, open_tail) {
-        Inner::None => {}
-        Inner::Deny(reason) => return deny(reason),
-        Inner::Commands(list) => {
-            for (range, tail) in list {
-                let inner: Vec<Word> = match words.get(range) {
-                    Some(ws) if !ws.is_empty() => ws.to_vec(),
-                    _ if tail => vec![Word::synthetic("echo")],
-                    _ => continue,
-                };
-                if let Outcome::Deny { rule, reason, hint } =
-                    judge_invocation(ctx, &inner, stdin, depth + 1, tail)
-                {
-                    return Outcome::Deny {
-                        rule,
-                        reason: format!("`{base}` runs `{}`: {reason}", inner[0].value),
-                        hint,
-                    };
-                }
-            }
-        }
-        Inner::Script(script, dialect) => {
-            match judge_program(ctx, &script, dialect, depth + 1, stdin) {
-                Err(reason) => {
-                    return deny_hint(
-                        format!("inside the script `{base}` runs: {reason}"),
-                        syntax_hint(&reason),
-                    )
-                }
-                Ok(segs) => {
-                    if let Some(s) = segs.into_iter().find(|s| s.verdict == Verdict::Deny) {
-                        return Outcome::Deny {
-                            rule: s.rule,
-                            reason: format!("inside the script `{base}` runs: {}", s.reason),
-                            hint: s.hint,
-                        };
-                    }
-                }
-            }
-        }
-    }
-    // A program named by a path outside the system directories could be a copy of a denied
-    // one (`cp /usr/bin/rm ./del`): with deny rules in force only a path rule allows it.
-    let system_path = [
-        "/usr/bin/",
-        "/bin/",
-        "/usr/sbin/",
-        "/sbin/",
-        "/usr/local/bin/",
-    ]
-    .iter()
-    .any(|d| cmd.value.starts_with(d) && !cmd.value[d.len()..].contains('/'));
-    if !policy.deny.is_empty()
-        && cmd.value.contains('/')
-        && !system_path
-        && !policy
-            .allow
-            .iter()
-            .any(|r| matches!(r.kind, RuleKind::Path(_)) && allow_matches(r, words, &ctx.cwd))
-    {
-        return deny_hint(
-            format!(
-                "with deny rules in force, the program `{}` cannot be identified (a copy of a denied one would pass); allow its directory with a path rule such as `./scripts/**`",
-                cmd.raw
-            ),
-            by_name_hint(ctx, words),
-        );
-    }
-    for rule in &policy.allow {
+    for rule in &ctx.policy.allow {
         if allow_matches(rule, words, &ctx.cwd) {
             if let RuleKind::Path(prefix) = &rule.kind {
                 ctx.checks
@@ -774,7 +569,7 @@ pub(crate) fn judge_invocation(
             };
         }
     }
-    match policy.default {
+    match ctx.policy.default {
         Verdict::Allow => Outcome::Allow {
             rule: None,
             reason: format!("no rule matches `{base}`; the default is allow"),
@@ -788,6 +583,270 @@ pub(crate) fn judge_invocation(
             deny_hint(format!("no allow rule matches `{}`", cmd.value), Some(hint))
         }
     }
+}
+
+/// A command word that is always denied: a keyword, an expansion, a path through /proc or
+/// /dev, a zsh `=cmd`, a builtin that changes the shell's state.
+fn command_word_refusal(cmd: &Word) -> Option<Outcome> {
+    if RESERVED.contains(&cmd.value.as_str()) {
+        return Some(deny_hint(
+            format!(
+                "`{}` is a shell keyword (control flow, groups, tests, `time`); always denied",
+                cmd.value
+            ),
+            syntax_hint("keyword"),
+        ));
+    }
+    if !cmd.literal() || cmd.ansi_c {
+        return Some(deny_hint(
+            format!(
+                "the command word `{}` contains an expansion (variable, glob, brace, tilde or $'…'); always denied",
+                cmd.raw
+            ),
+            Some("write the program's name as plain text".into()),
+        ));
+    }
+    if cmd.value.is_empty() {
+        return Some(deny("the command word is empty"));
+    }
+    if through_proc_or_dev(&cmd.value) {
+        return Some(deny(format!(
+            "the command word `{}` runs a program through /proc or /dev, which hides what runs; denied",
+            cmd.raw
+        )));
+    }
+    if cmd.value.starts_with('=') {
+        return Some(deny(format!(
+            "the command word `{}` starts with `=`, which zsh expands to a program's path; denied",
+            cmd.raw
+        )));
+    }
+    if STATE_BUILTINS.contains(&cmd.value.as_str()) {
+        return Some(deny_hint(
+            format!(
+                "`{}` evaluates text or changes the shell's state; always denied",
+                cmd.value
+            ),
+            builtin_hint(&cmd.value),
+        ));
+    }
+    None
+}
+
+/// An argument whose expansion the gate cannot judge.
+fn expansion_refusal(args: &[Word]) -> Option<Outcome> {
+    if let Some(w) = args.iter().find(|w| {
+        !w.vars.is_empty() && w.brace && (w.value.contains(',') || w.value.contains(".."))
+    }) {
+        return Some(deny(format!(
+            "`{}` joins a variable and a brace expansion: bash expands the braces first, into other variables (`$HOME1`, `$HOME2`) the gate cannot judge, which may expand to no word at all",
+            w.raw
+        )));
+    }
+    if let Some(w) = args.iter().find(|w| unsafe_var(w).is_some()) {
+        return Some(deny_hint(
+            format!(
+                "the argument `{}` expands a variable whose value the gate cannot judge",
+                w.raw
+            ),
+            Some("write the value itself instead of the variable".into()),
+        ));
+    }
+    None
+}
+
+/// Deny rules, then what the program's arguments make it do: git below the work root,
+/// unseen appended arguments, globs into options, options that run programs, in-place sed,
+/// code on stdin, files it writes.
+fn argument_refusal(
+    ctx: &mut Ctx<'_>,
+    words: &[Word],
+    stdin: &Stdin,
+    open_tail: bool,
+) -> Option<Outcome> {
+    let policy = ctx.policy;
+    let base = basename(&words[0].value);
+    let base_lc = canonical(base);
+    let args = &words[1..];
+    if let Some(rule) = first_denying(&policy.deny, words, &ctx.cwd) {
+        return Some(Outcome::Deny {
+            rule: Some(rule.text.clone()),
+            reason: format!("denied by rule `{}`", rule.text),
+            hint: None,
+        });
+    }
+    let fam = family(&base_lc);
+    // git in a directory below the work root could use a repository the model made there
+    // (see docs/gate.md, *Nested repositories*).
+    if !ctx.cwd.is_empty() && fam.is_some_and(|f| f.names[0] == "git") {
+        return Some(deny_hint(
+            format!(
+                "`git` runs only in the work root's own repository, not in `{}`",
+                ctx.cwd
+            ),
+            Some(format!(
+                "run git from the working directory itself (no `cd`/`workdir`), naming paths under `{}`: `git diff -- {}`",
+                ctx.cwd, ctx.cwd
+            )),
+        ));
+    }
+    if open_tail && fam.is_some_and(|f| f.unseen_args_dangerous()) {
+        return Some(deny_hint(
+            format!(
+                "`xargs` would append unseen arguments to `{base}`, whose arguments the gate must see"
+            ),
+            Some(format!(
+                "name the files on the command line (`{base} … FILE…`), or use `find … -exec {base} … {{}} \\;`"
+            )),
+        ));
+    }
+    if let Some(reason) = expansion_into_options(&base_lc, args) {
+        return Some(deny_hint(
+            reason,
+            Some(
+                "start the pattern with `./` (`./*.py`), so it cannot expand into an option".into(),
+            ),
+        ));
+    }
+    if let Some(reason) = dangerous_args(&base_lc, args) {
+        return Some(deny(reason));
+    }
+    if fam.is_some_and(|f| f.check == Check::Sed) {
+        if let Some(denial) = sed_in_place(ctx, base, args) {
+            return Some(denial);
+        }
+    }
+    stdin_findings(&base_lc, args, stdin)
+        .or_else(|| program_write_refusal(policy, &ctx.cwd, &base_lc, args, open_tail))
+        .map(deny)
+}
+
+/// With deny rules in force, inline code that could run a denied program: judged by the
+/// capability-word heuristic, or, where the model could run a file of code with the same
+/// interpreter anyway, only by the denied programs it names.
+fn code_refusal(ctx: &mut Ctx<'_>, words: &[Word], stdin: &Stdin, depth: usize) -> Option<Outcome> {
+    let policy = ctx.policy;
+    if policy.deny.is_empty() {
+        return None;
+    }
+    let cmd = &words[0];
+    let args = &words[1..];
+    let base = basename(&cmd.value);
+    let base_lc = canonical(base);
+    let fam = family(&base_lc);
+    // Interpreters whose own option check does not already read their code (not awk,
+    // not make): their inline code is judged by the capability-word heuristic.
+    let interpreter = fam.is_some_and(|f| {
+        f.kind == Kind::Interpreter && f.code != Code::Own && f.check == Check::None
+    });
+    // Where the model may write a file and run it with this very interpreter, its inline
+    // code is no less judged than that file: the heuristic would protect nothing.
+    let meaningless = interpreter && file_code_runs(ctx, cmd, &base_lc, depth);
+    if interpreter && !meaningless {
+        ctx.heuristic = true;
+    }
+    let found = if meaningless {
+        // The capability words protect nothing here, but code that names a program a
+        // deny rule forbids outright (`os.system("curl …")`) says what it is for.
+        let texts = args
+            .iter()
+            .map(|w| w.value.as_str())
+            .chain(stdin.texts.iter().map(String::as_str));
+        names_denied_program(policy, &base_lc, texts)
+    } else {
+        opaque_mentions(policy, &base_lc, args)
+            .or_else(|| stdin_code(policy, &base_lc, args, stdin))
+            .or_else(|| inline_code_can_run_programs(&base_lc, args))
+    };
+    let reason = found?;
+    let hint = interpreter.then(|| {
+        format!(
+            "under this policy inline `{base}` code is judged by a word heuristic (the model cannot write a file and run it with `{base}`); run an existing script or the project's tests instead"
+        )
+    });
+    Some(deny_hint(reason, hint))
+}
+
+/// The commands and scripts a wrapper or shell runs, each judged in turn: the first denial.
+fn inner_refusal(
+    ctx: &mut Ctx<'_>,
+    words: &[Word],
+    stdin: &Stdin,
+    depth: usize,
+    open_tail: bool,
+) -> Option<Outcome> {
+    let base = basename(&words[0].value);
+    match inner_command(ctx.policy, &canonical(base), words, open_tail) {
+        Inner::None => None,
+        Inner::Deny(reason) => Some(deny(reason)),
+        Inner::Commands(list) => {
+            for (range, tail) in list {
+                let inner: Vec<Word> = match words.get(range) {
+                    Some(ws) if !ws.is_empty() => ws.to_vec(),
+                    _ if tail => vec![Word::synthetic("echo")],
+                    _ => continue,
+                };
+                if let Outcome::Deny { rule, reason, hint } =
+                    judge_invocation(ctx, &inner, stdin, depth + 1, tail)
+                {
+                    return Some(Outcome::Deny {
+                        rule,
+                        reason: format!("`{base}` runs `{}`: {reason}", inner[0].value),
+                        hint,
+                    });
+                }
+            }
+            None
+        }
+        Inner::Script(script, dialect) => {
+            match judge_program(ctx, &script, dialect, depth + 1, stdin) {
+                Err(reason) => Some(deny_hint(
+                    format!("inside the script `{base}` runs: {reason}"),
+                    syntax_hint(&reason),
+                )),
+                Ok(segs) => segs
+                    .into_iter()
+                    .find(|s| s.verdict == Verdict::Deny)
+                    .map(|s| Outcome::Deny {
+                        rule: s.rule,
+                        reason: format!("inside the script `{base}` runs: {}", s.reason),
+                        hint: s.hint,
+                    }),
+            }
+        }
+    }
+}
+
+/// A program named by a path outside the system directories could be a copy of a denied
+/// one (`cp /usr/bin/rm ./del`): with deny rules in force only a path rule allows it.
+fn unidentified_program(ctx: &Ctx<'_>, words: &[Word]) -> Option<Outcome> {
+    let policy = ctx.policy;
+    let cmd = &words[0];
+    let system_path = [
+        "/usr/bin/",
+        "/bin/",
+        "/usr/sbin/",
+        "/sbin/",
+        "/usr/local/bin/",
+    ]
+    .iter()
+    .any(|d| cmd.value.starts_with(d) && !cmd.value[d.len()..].contains('/'));
+    let identified = policy.deny.is_empty()
+        || !cmd.value.contains('/')
+        || system_path
+        || policy
+            .allow
+            .iter()
+            .any(|r| matches!(r.kind, RuleKind::Path(_)) && allow_matches(r, words, &ctx.cwd));
+    (!identified).then(|| {
+        deny_hint(
+            format!(
+                "with deny rules in force, the program `{}` cannot be identified (a copy of a denied one would pass); allow its directory with a path rule such as `./scripts/**`",
+                cmd.raw
+            ),
+            by_name_hint(ctx, words),
+        )
+    })
 }
 
 /// "Call it as `python3`": a program named by a path whose name an allow rule permits.

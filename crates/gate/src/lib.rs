@@ -12,6 +12,7 @@
 //!   program registry).
 //! - `programs/*.rs`: one file per program family; each takes words and returns findings.
 //! - `shell/brush.rs`, `redirect.rs`: the parser cross-check and redirection rules.
+//! - `hints.rs`: the "try instead" of a denial.
 //! - `judge.rs`: the only file that recurses into inner commands.
 //! - `lint.rs`, `render.rs`: warnings about rules and the human rendering.
 //! - `pipeline.rs`: the argv of an allowed plain pipeline, which harness runs without bash.
@@ -19,6 +20,7 @@
 
 #[cfg(test)]
 mod differential;
+mod hints;
 mod judge;
 mod lint;
 mod paths;

@@ -16,45 +16,13 @@ pub(crate) fn check_redirect(
     top: bool,
 ) -> Result<Option<(String, String)>, String> {
     let t = &r.target;
-    if let Some((quoted, body)) = &r.heredoc {
-        if !quoted && (body.contains('$') || body.contains('`') || body.contains("\\\n")) {
-            return Err(
-                "the heredoc delimiter is unquoted and the body contains `$`, backticks or a line continuation, so bash would expand it; quote the delimiter (<<'EOF')"
-                    .into(),
-            );
-        }
-        return Ok(None);
-    }
-    if r.op == "<<<" {
-        return match unsafe_var(t) {
-            Some(v) => Err(format!(
-                "expansion of `${v}` in a here-string cannot be judged"
-            )),
-            None => Ok(None),
-        };
+    if r.heredoc.is_some() || r.op == "<<<" {
+        return inline_input(r).map(|()| None);
     }
     // `/tmp/x` and `$TMPDIR/x` name the command's private temp dir (the runner rewrites
     // `/tmp/…` words to it; bash expands `$TMPDIR` to it).
     if let Some(rest) = private_tmp(t).filter(|_| top && r.op != "<&") {
-        if r.op == "<" {
-            return Ok(None);
-        }
-        if !policy.write_redirects {
-            return Err(format!(
-                "output redirection to the file `{}` is denied (a rule authorises running a command, not writing files)",
-                t.raw
-            ));
-        }
-        if rest.is_empty() {
-            return Err(format!(
-                "output redirection to `{}` is not a file path",
-                t.raw
-            ));
-        }
-        return Ok(Some((
-            format!("{PRIVATE_TMP}/{rest}"),
-            PRIVATE_TMP.to_string(),
-        )));
+        return private_tmp_redirect(policy, r, &rest);
     }
     if !t.literal() || t.ansi_c {
         return Err(format!(
@@ -89,6 +57,53 @@ pub(crate) fn check_redirect(
         ));
     }
     write_target(policy, cwd, v, "output redirection to").map(|p| Some((p, ".".to_string())))
+}
+
+/// A heredoc or here-string: allowed when bash would not expand what the gate cannot judge.
+fn inline_input(r: &Redir) -> Result<(), String> {
+    if let Some((quoted, body)) = &r.heredoc {
+        if !quoted && (body.contains('$') || body.contains('`') || body.contains("\\\n")) {
+            return Err(
+                "the heredoc delimiter is unquoted and the body contains `$`, backticks or a line continuation, so bash would expand it; quote the delimiter (<<'EOF')"
+                    .into(),
+            );
+        }
+        return Ok(());
+    }
+    match unsafe_var(&r.target) {
+        Some(v) => Err(format!(
+            "expansion of `${v}` in a here-string cannot be judged"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A redirection into the command's private temp dir (`rest`: the path inside it): reading is
+/// allowed, writing a file when `write_redirects` allows it, checked at run time.
+fn private_tmp_redirect(
+    policy: &Policy,
+    r: &Redir,
+    rest: &str,
+) -> Result<Option<(String, String)>, String> {
+    if r.op == "<" {
+        return Ok(None);
+    }
+    if !policy.write_redirects {
+        return Err(format!(
+            "output redirection to the file `{}` is denied (a rule authorises running a command, not writing files)",
+            r.target.raw
+        ));
+    }
+    if rest.is_empty() {
+        return Err(format!(
+            "output redirection to `{}` is not a file path",
+            r.target.raw
+        ));
+    }
+    Ok(Some((
+        format!("{PRIVATE_TMP}/{rest}"),
+        PRIVATE_TMP.to_string(),
+    )))
 }
 
 /// The prefix of a run-time check of a path in the command's private temp dir: `/tmp/REST`

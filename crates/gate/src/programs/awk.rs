@@ -14,48 +14,12 @@ pub(crate) fn awk_skeleton(src: &str, brackets: bool) -> Result<String, String> 
     while let Some(&ch) = c.get(i) {
         match ch {
             '"' => {
-                i += 1;
-                loop {
-                    match c.get(i) {
-                        None | Some('\n') => return Err("an awk string is not closed".into()),
-                        Some('\\') => i += 2,
-                        Some('"') => break,
-                        Some(_) => i += 1,
-                    }
-                }
-                i += 1;
+                i = string_end(&c, i + 1)?;
                 out.push_str("\"\"");
                 operand = true;
             }
             '/' if !operand => {
-                i += 1;
-                loop {
-                    match c.get(i) {
-                        None | Some('\n') => return Err("an awk regex is not closed".into()),
-                        Some('\\') => i += 2,
-                        Some('/') => break,
-                        Some('[') if brackets => {
-                            i += 1;
-                            if c.get(i) == Some(&'^') {
-                                i += 1;
-                            }
-                            if c.get(i) == Some(&']') {
-                                i += 1;
-                            }
-                            while let Some(&b) = c.get(i) {
-                                i += 1;
-                                if b == ']' {
-                                    break;
-                                }
-                                if b == '\n' {
-                                    return Err("an awk regex is not closed".into());
-                                }
-                            }
-                        }
-                        Some(_) => i += 1,
-                    }
-                }
-                i += 1;
+                i = regex_end(&c, i + 1, brackets)?;
                 out.push_str("//");
                 operand = true;
             }
@@ -91,6 +55,49 @@ pub(crate) fn awk_skeleton(src: &str, brackets: bool) -> Result<String, String> 
         }
     }
     Ok(out)
+}
+
+/// Where a string literal whose text starts at `i` ends (just after its closing `"`).
+fn string_end(c: &[char], mut i: usize) -> Result<usize, String> {
+    loop {
+        match c.get(i) {
+            None | Some('\n') => return Err("an awk string is not closed".into()),
+            Some('\\') => i += 2,
+            Some('"') => return Ok(i + 1),
+            Some(_) => i += 1,
+        }
+    }
+}
+
+/// Where a regex literal whose text starts at `i` ends (just after its closing `/`);
+/// `brackets`: a `/` inside a bracket expression is literal, as gawk reads it.
+fn regex_end(c: &[char], mut i: usize, brackets: bool) -> Result<usize, String> {
+    loop {
+        match c.get(i) {
+            None | Some('\n') => return Err("an awk regex is not closed".into()),
+            Some('\\') => i += 2,
+            Some('/') => return Ok(i + 1),
+            Some('[') if brackets => {
+                i += 1;
+                if c.get(i) == Some(&'^') {
+                    i += 1;
+                }
+                if c.get(i) == Some(&']') {
+                    i += 1;
+                }
+                while let Some(&b) = c.get(i) {
+                    i += 1;
+                    if b == ']' {
+                        break;
+                    }
+                    if b == '\n' {
+                        return Err("an awk regex is not closed".into());
+                    }
+                }
+            }
+            Some(_) => i += 1,
+        }
+    }
 }
 
 /// For each position: does the rest of its line (an escaped newline continues it) hold a `/`,

@@ -79,79 +79,146 @@ const KNOWN_SUBCOMMANDS: &[&str] = &[
     "verify-tag", "version", "web--browse", "whatchanged", "worktree", "write-tree",
 ];
 
-pub(crate) fn git_check(args: &[Word]) -> Option<String> {
+/// git's global options that take no value (`-C` and `--namespace` take one).
+#[rustfmt::skip]
+const GLOBAL_FLAGS: &[&str] = &[
+    "-p", "-P", "--paginate", "--no-pager", "--bare", "--no-replace-objects", "--no-lazy-fetch",
+    "--no-optional-locks", "--no-advice", "--literal-pathspecs", "--glob-pathspecs",
+    "--noglob-pathspecs", "--icase-pathspecs", "--version", "--help", "--html-path",
+    "--man-path", "--info-path",
+];
+
+/// How many words a global option takes up, its value included.
+fn global_width(v: &str) -> usize {
+    if matches!(v, "-C" | "--namespace") {
+        2
+    } else {
+        1
+    }
+}
+
+/// The index of the subcommand in git's arguments, after the global options. It trusts every
+/// option to be one `git_check` knows (that check refuses the others first).
+pub(crate) fn subcommand_at(args: &[Word]) -> usize {
     let mut i = 0;
-    // Global options before the subcommand.
+    while let Some(w) = args.get(i) {
+        if !w.value.starts_with('-') {
+            break;
+        }
+        i += global_width(&w.value);
+    }
+    i
+}
+
+/// The index of the subcommand after the global options, or why one of them is refused.
+fn global_options(args: &[Word]) -> Result<usize, String> {
+    let mut i = 0;
     while let Some(w) = args.get(i) {
         let v = w.value.as_str();
         if !v.starts_with('-') {
             break;
         }
         if v == "-c" || v.starts_with("-c") && !v.starts_with("--") {
-            return Some(
-                "`-c` sets configuration (aliases, pagers, hooks can run programs)".into(),
-            );
+            return Err("`-c` sets configuration (aliases, pagers, hooks can run programs)".into());
         }
         if let Some(n) = long_abbrev(v, &["config-env", "exec-path", "git-dir", "work-tree"]) {
-            return Some(format!(
+            return Err(format!(
                 "`--{n}` changes where git finds programs or configuration"
             ));
         }
+        if v == "-C" {
+            if let Some(reason) = args.get(i + 1).and_then(directory_refusal) {
+                return Err(reason);
+            }
+        }
         // Only global options whose arity the gate knows: an unknown one might take a value,
         // and then the gate would judge the wrong word as the subcommand.
-        if v == "-C"
-            && args
-                .get(i + 1)
-                .is_some_and(|w| outside_path(&w.value) || !w.literal())
+        if !matches!(v, "-C" | "--namespace")
+            && !GLOBAL_FLAGS.contains(&v)
+            && !v.starts_with("--namespace=")
         {
-            return Some("`-C` points git outside the work root".into());
+            return Err(format!("global option `{v}` is not understood by the gate"));
         }
-        // A directory below the work root may hold a repository (bare or not) whose config
-        // the model wrote: its aliases, hooks and fsmonitor would run. Only the work root's
-        // own repository is used.
-        if v == "-C"
-            && args
-                .get(i + 1)
-                .is_some_and(|w| !w.value.split('/').all(|c| c.is_empty() || c == "."))
-        {
-            return Some(
-                "`-C DIR` could use a repository below the work root whose config (aliases, hooks) the model wrote; only the work root's own repository is used"
-                    .into(),
-            );
-        }
-        i += if matches!(v, "-C" | "--namespace") {
-            2
-        } else if matches!(
-            v,
-            "-p" | "-P"
-                | "--paginate"
-                | "--no-pager"
-                | "--bare"
-                | "--no-replace-objects"
-                | "--no-lazy-fetch"
-                | "--no-optional-locks"
-                | "--no-advice"
-                | "--literal-pathspecs"
-                | "--glob-pathspecs"
-                | "--noglob-pathspecs"
-                | "--icase-pathspecs"
-                | "--version"
-                | "--help"
-                | "--html-path"
-                | "--man-path"
-                | "--info-path"
-        ) || v.starts_with("--namespace=")
-        {
-            1
-        } else {
-            return Some(format!("global option `{v}` is not understood by the gate"));
-        };
+        i += global_width(v);
     }
+    Ok(i)
+}
+
+/// Why `-C DIR` is refused, if it is.
+fn directory_refusal(dir: &Word) -> Option<String> {
+    if outside_path(&dir.value) || !dir.literal() {
+        return Some("`-C` points git outside the work root".into());
+    }
+    // A directory below the work root may hold a repository (bare or not) whose config
+    // the model wrote: its aliases, hooks and fsmonitor would run. Only the work root's
+    // own repository is used.
+    if !dir.value.split('/').all(|c| c.is_empty() || c == ".") {
+        return Some(
+            "`-C DIR` could use a repository below the work root whose config (aliases, hooks) the model wrote; only the work root's own repository is used"
+                .into(),
+        );
+    }
+    None
+}
+
+/// Subcommands that run programs whatever their arguments.
+#[rustfmt::skip]
+const RUNS_PROGRAMS: &[&str] = &[
+    "filter-branch", "mergetool", "instaweb", "web--browse", "hook", "daemon", "upload-pack",
+    "receive-pack", "shell", "remote-ext", "credential",
+];
+
+/// Front ends to other programs: mail (`--smtp-server=PROGRAM`, `--to-cmd`), IMAP tunnels,
+/// foreign version control, GUIs, and patch-queue imports that write what patches name.
+#[rustfmt::skip]
+const FRONT_ENDS: &[&str] = &[
+    "send-email", "imap-send", "svn", "cvsimport", "cvsexportcommit", "cvsserver", "p4",
+    "archimport", "quiltimport", "gui", "citool", "request-pull",
+];
+
+/// Subcommands that run a program or write files wherever they are told, whatever their
+/// arguments.
+#[rustfmt::skip]
+const WRITES_ANYWHERE: &[&str] = &[
+    "merge-index", "merge-one-file", "checkout-index", "mailsplit", "fast-import",
+    "maintenance", "update-index", "mktree", "mktag", "commit-tree", "unpack-objects",
+    "index-pack", "read-tree", "diagnose", "bugreport", "mailinfo", "difftool",
+    "fsmonitor--daemon", "commit-graph", "multi-pack-index",
+];
+
+/// Long options that run a program or write a file, for every subcommand (`--run` only for
+/// `rebase`).
+#[rustfmt::skip]
+const RUNNING_OPTIONS: &[&str] = &[
+    "upload-pack", "receive-pack", "exec", "output", "open-files-in-pager", "extcmd",
+    "sendmail-cmd", "smtp-server", "to-cmd", "cc-cmd", "header-cmd", "config-env", "run",
+    "output-directory",
+];
+
+pub(crate) fn git_check(args: &[Word]) -> Option<String> {
+    let i = match global_options(args) {
+        Ok(i) => i,
+        Err(reason) => return Some(reason),
+    };
     let sub = args.get(i).map(|w| w.value.as_str()).unwrap_or("");
     let rest = args.get(i + 1..).unwrap_or_default();
     if !args.get(i).is_none_or(Word::literal) {
         return Some("the subcommand is not a plain word".into());
     }
+    if let Some(reason) = subcommand_refusal(sub).or_else(|| argument_refusal(sub, rest)) {
+        return Some(reason);
+    }
+    if sub == "config" {
+        return git_config_check(rest);
+    }
+    front_end_refusal(sub, rest)
+        .or_else(|| writes_anywhere(sub, rest))
+        .or_else(|| path_refusal(sub, rest))
+        .or_else(|| option_refusal(sub, rest))
+}
+
+/// Why the subcommand itself is refused: not git's own, or one that runs programs.
+fn subcommand_refusal(sub: &str) -> Option<String> {
     // Any other name runs a `git-NAME` program from git's exec path or PATH (one a package
     // installed, `git-lfs`, `git-annex`), or an alias from a config file: the gate judges
     // only git's own commands.
@@ -160,20 +227,7 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
             "`git {sub}` is not one of git's own commands: git would run a `git-{sub}` program from its exec path or PATH, or an alias"
         ));
     }
-    if matches!(
-        sub,
-        "filter-branch"
-            | "mergetool"
-            | "instaweb"
-            | "web--browse"
-            | "hook"
-            | "daemon"
-            | "upload-pack"
-            | "receive-pack"
-            | "shell"
-            | "remote-ext"
-            | "credential"
-    ) {
+    if RUNS_PROGRAMS.contains(&sub) {
         return Some(format!("`git {sub}` runs programs"));
     }
     // Internal helpers (`submodule--helper`, `difftool--helper`...) run configured commands
@@ -190,6 +244,12 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
             "`git {sub}` is an internal helper that runs programs"
         ));
     }
+    None
+}
+
+/// Arguments that run programs or change what git reads, checked before `git config`'s own
+/// rules: transports, external diffs, browsers, configuration and hooks, replacement refs.
+fn argument_refusal(sub: &str, rest: &[Word]) -> Option<String> {
     if rest
         .iter()
         .any(|w| w.value.contains("ext::") || w.value.contains("fd::"))
@@ -207,17 +267,8 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
         return Some("`git help --web` starts a browser".into());
     }
     if matches!(sub, "clone" | "init" | "submodule") {
-        for v in options(rest) {
-            if v == "-c" || (v.starts_with("-c") && !v.starts_with("--")) {
-                return Some(format!(
-                    "`git {sub} -c` sets configuration (programs git runs)"
-                ));
-            }
-            if let Some(n) = long_abbrev(v, &["config", "template", "separate-git-dir"]) {
-                return Some(format!(
-                    "`git {sub} --{n}` sets configuration or hooks (programs git runs)"
-                ));
-            }
+        if let Some(reason) = configuration_refusal(sub, rest) {
+            return Some(reason);
         }
     }
     if sub == "submodule" && rest.iter().any(|w| w.value == "foreach") {
@@ -226,9 +277,30 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
     if sub == "bisect" && rest.first().is_some_and(|w| w.value == "run") {
         return Some("`git bisect run` runs a program".into());
     }
-    // Replacement refs change what every later git command reads for an object:
-    // `git replace HEAD:Makefile HEAD:x.txt` then a checkout writes x.txt's text into the
-    // Makefile. Only listing them is fine; refs under refs/replace/ are made no other way.
+    replacement_refusal(sub, rest)
+}
+
+/// `clone`, `init` and `submodule` options that set configuration or hooks.
+fn configuration_refusal(sub: &str, rest: &[Word]) -> Option<String> {
+    for v in options(rest) {
+        if v == "-c" || (v.starts_with("-c") && !v.starts_with("--")) {
+            return Some(format!(
+                "`git {sub} -c` sets configuration (programs git runs)"
+            ));
+        }
+        if let Some(n) = long_abbrev(v, &["config", "template", "separate-git-dir"]) {
+            return Some(format!(
+                "`git {sub} --{n}` sets configuration or hooks (programs git runs)"
+            ));
+        }
+    }
+    None
+}
+
+/// Replacement refs change what every later git command reads for an object:
+/// `git replace HEAD:Makefile HEAD:x.txt` then a checkout writes x.txt's text into the
+/// Makefile. Only listing them is fine; refs under refs/replace/ are made no other way.
+fn replacement_refusal(sub: &str, rest: &[Word]) -> Option<String> {
     if sub == "replace"
         && !rest
             .iter()
@@ -249,29 +321,16 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
     if rest.iter().any(|w| replace_ref(&w.value)) {
         return Some("a ref under `refs/replace/` makes git read one object as another".into());
     }
-    if sub == "config" {
-        return git_config_check(rest);
-    }
+    None
+}
+
+/// Subcommands that push or hand the work to another program; merge strategies git would
+/// run as programs.
+fn front_end_refusal(sub: &str, rest: &[Word]) -> Option<String> {
     if matches!(sub, "send-pack" | "http-push") {
         return Some(format!("`git {sub}` pushes to a remote"));
     }
-    // Front ends to other programs: mail (`--smtp-server=PROGRAM`, `--to-cmd`), IMAP tunnels,
-    // foreign version control, GUIs, and patch-queue imports that write what patches name.
-    if matches!(
-        sub,
-        "send-email"
-            | "imap-send"
-            | "svn"
-            | "cvsimport"
-            | "cvsexportcommit"
-            | "cvsserver"
-            | "p4"
-            | "archimport"
-            | "quiltimport"
-            | "gui"
-            | "citool"
-            | "request-pull"
-    ) {
+    if FRONT_ENDS.contains(&sub) {
         return Some(format!(
             "`git {sub}` runs other programs (mail, foreign version control, a GUI) or writes what patches name"
         ));
@@ -283,29 +342,14 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
             ));
         }
     }
-    if matches!(
-        sub,
-        "merge-index"
-            | "merge-one-file"
-            | "checkout-index"
-            | "mailsplit"
-            | "fast-import"
-            | "maintenance"
-            | "update-index"
-            | "mktree"
-            | "mktag"
-            | "commit-tree"
-            | "unpack-objects"
-            | "index-pack"
-            | "read-tree"
-            | "diagnose"
-            | "bugreport"
-            | "mailinfo"
-            | "difftool"
-            | "fsmonitor--daemon"
-            | "commit-graph"
-            | "multi-pack-index"
-    ) || sub.starts_with("credential")
+    None
+}
+
+/// Subcommands (or subcommand options) that run a program or write files wherever they are
+/// told.
+fn writes_anywhere(sub: &str, rest: &[Word]) -> Option<String> {
+    let refused = WRITES_ANYWHERE.contains(&sub)
+        || sub.starts_with("credential")
         || (sub == "interpret-trailers" && options(rest).any(|v| v.starts_with("--in")))
         || (sub == "fast-export"
             && options(rest)
@@ -319,14 +363,13 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
                     "add" | "append" | "edit" | "copy" | "merge" | "remove" | "prune"
                 )
             }))
-        || (sub == "hash-object" && options(rest).any(|v| v == "-w" || v == "--stdin-paths"))
-    {
-        return Some(format!(
-            "`git {sub}` runs a program or writes files wherever it is told"
-        ));
-    }
-    // Subcommands that create repositories, worktrees or bundles at a path: only plain paths
-    // inside the work root.
+        || (sub == "hash-object" && options(rest).any(|v| v == "-w" || v == "--stdin-paths"));
+    refused.then(|| format!("`git {sub}` runs a program or writes files wherever it is told"))
+}
+
+/// Paths that subcommands create repositories, worktrees or bundles at (only plain paths
+/// inside the work root), and patches applied to files.
+fn path_refusal(sub: &str, rest: &[Word]) -> Option<String> {
     if matches!(
         sub,
         "init" | "clone" | "worktree" | "bundle" | "submodule" | "mv" | "merge-file"
@@ -340,8 +383,8 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
             }
         }
     }
-    if matches!(sub, "apply" | "am")
-        && (!options(rest).any(|v| matches!(v, "--check" | "--stat" | "--numstat" | "--summary"))
+    let applies = || {
+        !options(rest).any(|v| matches!(v, "--check" | "--stat" | "--numstat" | "--summary"))
             || options(rest).any(|v| {
                 matches!(v, "-3" | "-N")
                     || long_abbrev(
@@ -356,12 +399,19 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
                         ],
                     )
                     .is_some()
-            }))
-    {
+            })
+    };
+    if matches!(sub, "apply" | "am") && applies() {
         return Some(format!(
             "`git {sub}` writes the files a patch names (only --check/--stat/--numstat/--summary)"
         ));
     }
+    None
+}
+
+/// Options that run a program or write a file: long ones for every subcommand, short ones
+/// per subcommand.
+fn option_refusal(sub: &str, rest: &[Word]) -> Option<String> {
     for v in options(rest) {
         // Exact names of harmless options that are also prefixes of dangerous ones.
         if matches!(v, "--cc" | "--to" | "--header" | "--exec-path")
@@ -370,25 +420,7 @@ pub(crate) fn git_check(args: &[Word]) -> Option<String> {
         {
             continue;
         }
-        if let Some(n) = long_abbrev(
-            v,
-            &[
-                "upload-pack",
-                "receive-pack",
-                "exec",
-                "output",
-                "open-files-in-pager",
-                "extcmd",
-                "sendmail-cmd",
-                "smtp-server",
-                "to-cmd",
-                "cc-cmd",
-                "header-cmd",
-                "config-env",
-                "run",
-                "output-directory",
-            ],
-        ) {
+        if let Some(n) = long_abbrev(v, RUNNING_OPTIONS) {
             if !(n == "run" && sub != "rebase") {
                 return Some(format!("`--{n}` runs a program or writes a file"));
             }
@@ -512,18 +544,7 @@ const EDITOR_SUBCOMMANDS: &[&str] = &[
 /// heredoc, here-string or file), the subcommands that may start one are denied, except a
 /// message read from stdin (`commit -F -`, `tag -F -`), which git reads to its end first.
 pub(crate) fn git_editor_check(args: &[Word]) -> Option<String> {
-    let mut i = 0;
-    while let Some(w) = args.get(i) {
-        let v = w.value.as_str();
-        if !v.starts_with('-') {
-            break;
-        }
-        i += if matches!(v, "-C" | "--namespace") {
-            2
-        } else {
-            1
-        };
-    }
+    let i = subcommand_at(args);
     let sub = args.get(i)?.value.as_str();
     if !EDITOR_SUBCOMMANDS.contains(&sub) {
         return None;

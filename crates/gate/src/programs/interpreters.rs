@@ -22,15 +22,7 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
         ));
     }
     let runner = fam.kind == Kind::Runner;
-    let denied: Vec<&str> = policy
-        .deny
-        .iter()
-        .filter_map(|r| match &r.kind {
-            RuleKind::Exact(ws) | RuleKind::Words(ws) => ws.first().map(|w| basename(w)),
-            RuleKind::Raw(p) => p.split_whitespace().next().map(basename),
-            RuleKind::Path(_) | RuleKind::Universal => None,
-        })
-        .collect();
+    let denied = denied_names(policy);
     // The module a Python runs as a registry program (`python3 -m pip list`): the deny rules
     // were matched against its own words (`rule::deny_matches`), so its name is no mention.
     let module_word = module_program(base, args).map(|(_, k)| k - 1);
@@ -42,17 +34,9 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
         if Some(i) == module_word {
             continue;
         }
-        if !w.literal() && runner {
-            return Some(format!(
-                "`{base}` runs `{}`, which the gate cannot read",
-                w.raw
-            ));
-        }
         if runner {
-            if let Some(how) = splices_words(&w.value) {
-                return Some(format!(
-                    "`{base}` would run code that builds words with {how}, which can spell a program a deny rule forbids; the gate cannot follow it"
-                ));
+            if let Some(reason) = runner_word_refusal(base, w) {
+                return Some(reason);
             }
         }
         // The text is code a shell may read: quotes and backslashes inside a name do not
@@ -65,38 +49,76 @@ pub(crate) fn opaque_mentions(policy: &Policy, base: &str, args: &[Word]) -> Opt
             if harmless.contains(tok) {
                 continue;
             }
-            let b = basename(tok);
-            // A pattern with no letter (`*`, `**` in arithmetic) names no program.
-            if b.contains(['*', '?', '[']) && b.contains(|c: char| c.is_ascii_alphabetic()) {
-                if let Some(d) = denied
-                    .iter()
-                    .find(|d| glob_match(&b.to_ascii_lowercase(), d))
-                {
-                    return Some(format!(
-                        "`{base}` would run code with a pattern `{b}` that matches `{d}`, which a deny rule forbids; the gate cannot follow it"
-                    ));
-                }
-                harmless.insert(tok.to_string());
-                continue;
-            }
-            let kind = canonical(b);
-            let b = kind.as_str();
-            if denied
-                .iter()
-                .zip(&denied_canonical)
-                .any(|(d, c)| *d == b || c == b || same_program(d, b))
-            {
-                return Some(format!(
-                    "`{base}` would run code mentioning `{b}`, which a deny rule forbids; the gate cannot follow it"
-                ));
-            }
-            if runner && family(b).is_some_and(|f| f.runs_code()) {
-                return Some(format!(
-                    "`{base}` would run `{b}`, whose script the deny rules cannot see into"
-                ));
+            if let Some(reason) = mention(base, tok, runner, &denied, &denied_canonical) {
+                return Some(reason);
             }
             harmless.insert(tok.to_string());
         }
+    }
+    None
+}
+
+/// The program names the deny rules start with.
+fn denied_names(policy: &Policy) -> Vec<&str> {
+    policy
+        .deny
+        .iter()
+        .filter_map(|r| match &r.kind {
+            RuleKind::Exact(ws) | RuleKind::Words(ws) => ws.first().map(|w| basename(w)),
+            RuleKind::Raw(p) => p.split_whitespace().next().map(basename),
+            RuleKind::Path(_) | RuleKind::Universal => None,
+        })
+        .collect()
+}
+
+/// A word an opaque runner would run that the gate cannot read, or that builds words.
+fn runner_word_refusal(base: &str, w: &Word) -> Option<String> {
+    if !w.literal() {
+        return Some(format!(
+            "`{base}` runs `{}`, which the gate cannot read",
+            w.raw
+        ));
+    }
+    let how = splices_words(&w.value)?;
+    Some(format!(
+        "`{base}` would run code that builds words with {how}, which can spell a program a deny rule forbids; the gate cannot follow it"
+    ))
+}
+
+/// Why one token of the code is refused: a pattern matching a denied name, a denied name
+/// (any spelling of its program), or, for a runner, a program that runs code.
+fn mention(
+    base: &str,
+    tok: &str,
+    runner: bool,
+    denied: &[&str],
+    denied_canonical: &[String],
+) -> Option<String> {
+    let b = basename(tok);
+    // A pattern with no letter (`*`, `**` in arithmetic) names no program.
+    if b.contains(['*', '?', '[']) && b.contains(|c: char| c.is_ascii_alphabetic()) {
+        let d = denied
+            .iter()
+            .find(|d| glob_match(&b.to_ascii_lowercase(), d))?;
+        return Some(format!(
+            "`{base}` would run code with a pattern `{b}` that matches `{d}`, which a deny rule forbids; the gate cannot follow it"
+        ));
+    }
+    let kind = canonical(b);
+    let b = kind.as_str();
+    if denied
+        .iter()
+        .zip(denied_canonical)
+        .any(|(d, c)| *d == b || c == b || same_program(d, b))
+    {
+        return Some(format!(
+            "`{base}` would run code mentioning `{b}`, which a deny rule forbids; the gate cannot follow it"
+        ));
+    }
+    if runner && family(b).is_some_and(|f| f.runs_code()) {
+        return Some(format!(
+            "`{base}` would run `{b}`, whose script the deny rules cannot see into"
+        ));
     }
     None
 }

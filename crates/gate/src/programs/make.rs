@@ -168,6 +168,48 @@ pub(crate) fn make_check(args: &[Word]) -> Option<String> {
     None
 }
 
+/// Variables that configure make itself: an override of one is never harmless.
+const MAKE_VARS: &[&str] = &[
+    "SHELL",
+    "MAKESHELL",
+    ".SHELLFLAGS",
+    "MAKEFLAGS",
+    "MFLAGS",
+    "MAKEFILES",
+    "GNUMAKEFLAGS",
+];
+
+/// Variables that name the programs recipes run (digits at the end dropped: `CC2`).
+#[rustfmt::skip]
+const PROGRAM_VARS: &[&str] = &[
+    "BASH", "PKG_CONFIG", "CHECK", "SPARSE", "CLANG", "CMAKE", "NINJA", "MESON", "PROTOC",
+    "FLEX", "BISON", "LUA", "TCL", "GIT", "OBJDUMP", "READELF", "DOXYGEN", "GZIP", "BZIP2",
+    "XZ", "ZSTD", "LN_S", "INSTALL_DATA", "INSTALL_PROGRAM", "MKDIR_P", "EDITOR", "PAGER",
+    "VALGRIND", "GDB", "TOUCH", "CAT", "CHMOD", "FIND", "XARGS", "ENV", "TEST", "PYTEST", "CC",
+    "CXX", "CPP", "LD", "AR", "AS", "RM", "MAKE", "FC", "PC", "LEX", "YACC", "M4", "TAR",
+    "INSTALL", "RANLIB", "STRIP", "NM", "OBJCOPY", "PYTHON", "PERL", "RUBY", "NODE", "NPM",
+    "DOCKER", "GO", "CARGO", "RUSTC", "JAVA", "JAVAC", "CO", "GET", "LINT", "MAKEINFO", "TEX",
+    "SED", "AWK", "GREP", "MKDIR", "CP", "MV", "LN", "ECHO", "SH",
+];
+
+/// Endings of variable names that name programs (`LINT_CMD`, `TEST_RUNNER`).
+const PROGRAM_VAR_ENDINGS: &[&str] = &[
+    "CMD", "COMMAND", "EXEC", "PROG", "TOOL", "WRAPPER", "RUNNER", "LAUNCHER",
+];
+
+/// Variables whose values are data (a version, a mode, a target), not programs.
+#[rustfmt::skip]
+const DATA_VARS: &[&str] = &[
+    "VERSION", "BUILD", "BUILDTYPE", "BUILD_TYPE", "MODE", "CONFIG", "CONFIGURATION", "TARGET",
+    "ARCH", "OS", "GOOS", "GOARCH", "PROFILE", "ENV", "LEVEL", "LANG", "O", "V", "VERBOSE", "Q",
+    "DEBUG", "NDEBUG", "RELEASE", "FEATURES", "TAGS", "ARGS", "TESTS", "TEST", "T", "PKG",
+    "PACKAGE", "NAME", "OUT", "PREFIX", "DESTDIR", "J", "JOBS", "COLOR", "STD", "EXTRA",
+    "COVERAGE", "SANITIZE",
+];
+
+/// Endings of variable names whose values are data (`CFLAGS`, `SRCDIR`).
+const DATA_VAR_ENDINGS: &[&str] = &["FLAGS", "DIR", "PATH", "VERSION"];
+
 /// A `NAME=value` (`:=`, `::=`, `?=`, `+=`) argument to make, or None when it is harmless.
 pub(crate) fn make_override(v: &str) -> Option<String> {
     let (name, value) = v.split_once('=').filter(|_| !v.starts_with('-'))?;
@@ -186,20 +228,24 @@ pub(crate) fn make_override(v: &str) -> Option<String> {
         ));
     }
     let value = value.trim();
-    // Recipes may run any variable as a program (`CC=rm`, `PYTHON=sh`): a value may
-    // not name a shell, an interpreter, a runner or a program that deletes or
-    // rewrites files, nor carry shell syntax or compiler plugin/wrapper options.
-    let safe_name = !matches!(
-        name,
-        "SHELL"
-            | "MAKESHELL"
-            | ".SHELLFLAGS"
-            | "MAKEFLAGS"
-            | "MFLAGS"
-            | "MAKEFILES"
-            | "GNUMAKEFLAGS"
-    );
-    let bad_value = value.contains(|c: char| ";|&$`()<>\n\\'\"*?[]{}~#!@".contains(c))
+    let pname = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    if MAKE_VARS.contains(&name)
+        || value_may_run(value)
+        || !program_ok(pname, value)
+        || outside_path(value)
+    {
+        return Some(format!(
+            "the variable override `{name}=…` can change the commands recipes run"
+        ));
+    }
+    None
+}
+
+/// Recipes may run any variable as a program (`CC=rm`, `PYTHON=sh`): a value may not name a
+/// shell, an interpreter, a runner or a program that deletes or rewrites files, nor carry
+/// shell syntax or compiler plugin/wrapper options.
+fn value_may_run(value: &str) -> bool {
+    value.contains(|c: char| ";|&$`()<>\n\\'\"*?[]{}~#!@".contains(c))
         || value
             .split_whitespace()
             .any(|t| t.starts_with("-o") || t.contains("fuse-ld") || outside_path(t))
@@ -208,164 +254,29 @@ pub(crate) fn make_override(v: &str) -> Option<String> {
             .any(|b| value.contains(b))
         || value
             .split_whitespace()
-            .any(|t| family(basename(t)).is_some_and(|f| f.writes || f.appended_args_dangerous()));
-    // Variables that name the programs recipes run take only known toolchain programs.
-    let pname = name.trim_end_matches(|c: char| c.is_ascii_digit());
-    let program_var = matches!(
-        pname,
-        "BASH"
-            | "PKG_CONFIG"
-            | "CHECK"
-            | "SPARSE"
-            | "CLANG"
-            | "CMAKE"
-            | "NINJA"
-            | "MESON"
-            | "PROTOC"
-            | "FLEX"
-            | "BISON"
-            | "LUA"
-            | "TCL"
-            | "GIT"
-            | "OBJDUMP"
-            | "READELF"
-            | "DOXYGEN"
-            | "GZIP"
-            | "BZIP2"
-            | "XZ"
-            | "ZSTD"
-            | "LN_S"
-            | "INSTALL_DATA"
-            | "INSTALL_PROGRAM"
-            | "MKDIR_P"
-            | "EDITOR"
-            | "PAGER"
-            | "VALGRIND"
-            | "GDB"
-            | "TOUCH"
-            | "CAT"
-            | "CHMOD"
-            | "FIND"
-            | "XARGS"
-            | "ENV"
-            | "TEST"
-            | "PYTEST"
-            | "CC"
-            | "CXX"
-            | "CPP"
-            | "LD"
-            | "AR"
-            | "AS"
-            | "RM"
-            | "MAKE"
-            | "FC"
-            | "PC"
-            | "LEX"
-            | "YACC"
-            | "M4"
-            | "TAR"
-            | "INSTALL"
-            | "RANLIB"
-            | "STRIP"
-            | "NM"
-            | "OBJCOPY"
-            | "PYTHON"
-            | "PERL"
-            | "RUBY"
-            | "NODE"
-            | "NPM"
-            | "DOCKER"
-            | "GO"
-            | "CARGO"
-            | "RUSTC"
-            | "JAVA"
-            | "JAVAC"
-            | "CO"
-            | "GET"
-            | "LINT"
-            | "MAKEINFO"
-            | "TEX"
-            | "SED"
-            | "AWK"
-            | "GREP"
-            | "MKDIR"
-            | "CP"
-            | "MV"
-            | "LN"
-            | "ECHO"
-            | "SH"
-    ) || [
-        "CMD", "COMMAND", "EXEC", "PROG", "TOOL", "WRAPPER", "RUNNER", "LAUNCHER",
-    ]
-    .iter()
-    .any(|s| pname.ends_with(s));
+            .any(|t| family(basename(t)).is_some_and(|f| f.writes || f.appended_args_dangerous()))
+}
+
+/// Is this value fine for the variable `pname` (its name without trailing digits)?
+/// Variables that name the programs recipes run take only known toolchain programs; any
+/// other may be run as a program by some recipe (`$(LINTER) src`), so a value that reads as
+/// a program name is allowed only for data-like names or known toolchains.
+fn program_ok(pname: &str, value: &str) -> bool {
+    let program_var =
+        PROGRAM_VARS.contains(&pname) || PROGRAM_VAR_ENDINGS.iter().any(|s| pname.ends_with(s));
     let toolchain = |t: &str| {
         let t = t.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '.');
         exact(t).is_some_and(|f| f.kind == Kind::Toolchain)
     };
-    // Any variable may be run as a program by some recipe (`$(LINTER) src`): a value that
-    // reads as a program name is allowed only for data-like names or known toolchains.
+    if program_var {
+        return value.split_whitespace().next().is_some_and(toolchain) && !value.contains('/');
+    }
     let first = value.split_whitespace().next().unwrap_or("");
     let wordlike =
         first.starts_with(|c: char| c.is_ascii_alphabetic()) && !first.contains(['=', ',', ':']);
-    let data_name = matches!(
-        pname,
-        "VERSION"
-            | "BUILD"
-            | "BUILDTYPE"
-            | "BUILD_TYPE"
-            | "MODE"
-            | "CONFIG"
-            | "CONFIGURATION"
-            | "TARGET"
-            | "ARCH"
-            | "OS"
-            | "GOOS"
-            | "GOARCH"
-            | "PROFILE"
-            | "ENV"
-            | "LEVEL"
-            | "LANG"
-            | "O"
-            | "V"
-            | "VERBOSE"
-            | "Q"
-            | "DEBUG"
-            | "NDEBUG"
-            | "RELEASE"
-            | "FEATURES"
-            | "TAGS"
-            | "ARGS"
-            | "TESTS"
-            | "TEST"
-            | "T"
-            | "PKG"
-            | "PACKAGE"
-            | "NAME"
-            | "OUT"
-            | "PREFIX"
-            | "DESTDIR"
-            | "J"
-            | "JOBS"
-            | "COLOR"
-            | "STD"
-            | "EXTRA"
-            | "COVERAGE"
-            | "SANITIZE"
-    ) || ["FLAGS", "DIR", "PATH", "VERSION"]
-        .iter()
-        .any(|s| pname.ends_with(s));
-    let program_ok = if program_var {
-        value.split_whitespace().next().is_some_and(toolchain) && !value.contains('/')
-    } else {
-        !wordlike || data_name || toolchain(first)
-    };
-    if !safe_name || bad_value || !program_ok || outside_path(value) {
-        return Some(format!(
-            "the variable override `{name}=…` can change the commands recipes run"
-        ));
-    }
-    None
+    let data_name =
+        DATA_VARS.contains(&pname) || DATA_VAR_ENDINGS.iter().any(|s| pname.ends_with(s));
+    !wordlike || data_name || toolchain(first)
 }
 
 #[cfg(test)]

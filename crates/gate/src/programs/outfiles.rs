@@ -442,190 +442,34 @@ pub(super) fn table_outputs(base: &str, args: &[Word]) -> Option<Result<Writes, 
     Some(read(base, g, args))
 }
 
+/// What an output grammar finds in the arguments: the files and directories its options
+/// name, the operands, and the option values to check like destinations.
+#[derive(Default)]
+struct Found<'a> {
+    files: Vec<&'a str>,
+    dirs: Vec<String>,
+    operands: Vec<&'a Word>,
+    checked: Vec<&'a Word>,
+}
+
 fn read(base: &str, g: &OutputGrammar, args: &[Word]) -> Result<Writes, String> {
-    let mut files: Vec<&str> = Vec::new();
-    let mut dirs: Vec<String> = Vec::new();
-    let mut operands: Vec<&Word> = Vec::new();
-    let mut checked: Vec<&Word> = Vec::new();
     let valued = format!("{}{}{}", g.short_out, g.short_dir, g.short_valued);
-    let mut k = 0;
-    let mut dashes = false;
-    while let Some(w) = args.get(k) {
-        k += 1;
-        let v = w.value.as_str();
-        if dashes || !v.starts_with('-') || v == "-" {
-            operands.push(w);
-            continue;
-        }
-        if v == "--" && !g.single_dash {
-            dashes = true;
-            continue;
-        }
-        for (name, why) in g.refused {
-            let hit = if let Some(long) = name.strip_prefix("--") {
-                long_name(v, &[long], g.single_dash).is_some()
-            } else {
-                let letter = name.trim_start_matches('-');
-                short_has(v, letter, &valued)
-            };
-            if hit {
-                return Err(format!(
-                    "`{base}` `{name}` {why}; denied whatever the rules say"
-                ));
-            }
-        }
-        let long_hit = |names: &[&str]| long_name(v, names, g.single_dash).is_some();
-        if v.starts_with("--") || g.single_dash {
-            let out = long_hit(g.long_out);
-            let dir = long_hit(g.long_dir);
-            if !out && !dir && long_hit(g.long_valued) && !v.contains('=') {
-                k += 1;
-                continue;
-            }
-            let value = match v.split_once('=') {
-                Some((_, x)) => Some(x),
-                None if out || dir => {
-                    k += 1;
-                    args.get(k - 1).map(|w| {
-                        checked.push(w);
-                        w.value.as_str()
-                    })
-                }
-                None => None,
-            };
-            if g.single_dash && base.starts_with("7z") {
-                // `-oDIR`: the directory extraction writes into.
-                if let Some(d) = v.strip_prefix("-o") {
-                    dirs.push(d.to_string());
-                }
-            }
-            match value {
-                Some(x) if out => {
-                    // `--emit link=PATH,asm=PATH`: every part, and what follows its `=`.
-                    files.push(x);
-                    for part in x.split(',') {
-                        files.push(part.rsplit_once('=').map_or(part, |(_, f)| f));
-                    }
-                }
-                Some(x) if dir => dirs.push(x.to_string()),
-                _ => {}
-            }
-            continue;
-        }
-        let cluster = &v[1..];
-        for (i, c) in cluster.char_indices() {
-            let is_out = g.short_out.contains(c);
-            let is_dir = g.short_dir.contains(c);
-            if !is_out && !is_dir && !g.short_valued.contains(c) {
-                continue;
-            }
-            let rest = &cluster[i + c.len_utf8()..];
-            let value = if rest.is_empty() {
-                k += 1;
-                args.get(k - 1).map(|w| {
-                    if is_out || is_dir {
-                        checked.push(w);
-                    }
-                    w.value.as_str()
-                })
-            } else {
-                Some(rest)
-            };
-            match value {
-                Some(x) if is_out => files.push(x),
-                Some(x) if is_dir => dirs.push(x.to_string()),
-                _ => {}
-            }
-            break;
-        }
-    }
-    for w in &checked {
+    let found = scan(base, g, args, &valued)?;
+    for w in &found.checked {
         if let Some(e) = unreadable(base, w) {
             return Err(e);
         }
     }
-    let mut out: Vec<String> = files.iter().map(|f| f.to_string()).collect();
-    out.extend(dirs.iter().cloned());
-    let written: Vec<&Word> = match g.operands {
-        Operands::UrlNames | Operands::Nothing => Vec::new(),
-        Operands::All => operands.clone(),
-        Operands::Second { in_place } => match operands.as_slice() {
-            [one] if in_place => vec![*one],
-            [_, second, ..] => vec![*second],
-            _ => Vec::new(),
-        },
-        Operands::First => operands.first().copied().into_iter().collect(),
-        Operands::AllButFirst => operands.iter().skip(1).copied().collect(),
-        Operands::Last => operands.last().copied().into_iter().collect(),
-        Operands::ArArchive => {
-            let key_writes = |key: &str| {
-                key.trim_start_matches('-')
-                    .contains(|c| "rqdmsS".contains(c))
-            };
-            match operands.as_slice() {
-                // ranlib ARCHIVE…: every operand, in place.
-                all if base == "ranlib" => all.to_vec(),
-                [key, rest @ ..] if key_writes(&key.value) => rest.to_vec(),
-                _ => Vec::new(),
-            }
-        }
-        Operands::SevenZip => match operands.as_slice() {
-            [cmd, archive, ..] if matches!(cmd.value.as_str(), "a" | "u" | "d" | "rn") => {
-                vec![*archive]
-            }
-            _ => Vec::new(),
-        },
-    };
-    for w in written {
+    let mut out: Vec<String> = found.files.iter().map(|f| f.to_string()).collect();
+    out.extend(found.dirs.iter().cloned());
+    for w in written_operands(base, g, &found.operands) {
         if let Some(e) = unreadable(base, w) {
             return Err(e);
         }
-        if g.names[0] == "ffmpeg" {
-            for part in w.value.split('|') {
-                let part = part.rsplit(']').next().unwrap_or(part);
-                out.push(part.strip_prefix("file:").unwrap_or(part).to_string());
-            }
-            continue;
-        }
-        // ImageMagick's `FORMAT:FILE` writes FILE.
-        let v = w.value.as_str();
-        let path = match v.split_once(':') {
-            Some((fmt, f)) if g.single_dash && !fmt.contains('/') => f,
-            _ => v,
-        };
-        out.push(path.to_string());
+        operand_paths(g, w, &mut out);
     }
     if g.operands == Operands::UrlNames {
-        // curl saves under the URL's name with `-O`; wget unless `-O FILE` names the file.
-        let remote_name = if base == "curl" {
-            args.iter().any(|w| {
-                let v = w.value.as_str();
-                short_has(v, "O", &valued)
-                    || long_name(v, &["remote-name", "remote-name-all"], false).is_some()
-            })
-        } else {
-            !args.iter().any(|w| {
-                let v = w.value.as_str();
-                short_has(v, "O", &valued) || long_name(v, &["output-document"], false).is_some()
-            })
-        };
-        if remote_name {
-            let dir = dirs.last().cloned().unwrap_or_default();
-            for w in &operands {
-                if w.glob || w.brace || w.value.contains(['{', '[']) {
-                    return Err(format!(
-                        "`{base}` saves `{}` under a name the URL's pattern expands to; denied",
-                        w.raw
-                    ));
-                }
-                let name = url_name(&w.value);
-                out.push(if dir.is_empty() {
-                    name.to_string()
-                } else {
-                    format!("{}/{name}", dir.trim_end_matches('/'))
-                });
-            }
-        }
+        url_names(base, args, &valued, &found, &mut out)?;
     }
     if base == "curl" && args.iter().any(|w| w.value.contains("%output{")) {
         return Err(format!(
@@ -638,6 +482,237 @@ fn read(base: &str, g: &OutputGrammar, args: &[Word]) -> Result<Writes, String> 
         ));
     }
     Ok(Writes::Paths(out))
+}
+
+/// Reads the arguments by the grammar (`valued`: every short option that takes a value).
+fn scan<'a>(
+    base: &str,
+    g: &OutputGrammar,
+    args: &'a [Word],
+    valued: &str,
+) -> Result<Found<'a>, String> {
+    let mut found = Found::default();
+    let mut k = 0;
+    let mut dashes = false;
+    while let Some(w) = args.get(k) {
+        k += 1;
+        let v = w.value.as_str();
+        if dashes || !v.starts_with('-') || v == "-" {
+            found.operands.push(w);
+            continue;
+        }
+        if v == "--" && !g.single_dash {
+            dashes = true;
+            continue;
+        }
+        if let Some(reason) = refused_option(base, g, v, valued) {
+            return Err(reason);
+        }
+        k += if v.starts_with("--") || g.single_dash {
+            long_option(base, g, v, args.get(k), &mut found)
+        } else {
+            short_cluster(g, v, args.get(k), &mut found)
+        };
+    }
+    Ok(found)
+}
+
+/// Why an option the grammar refuses outright is refused.
+fn refused_option(base: &str, g: &OutputGrammar, v: &str, valued: &str) -> Option<String> {
+    for (name, why) in g.refused {
+        let hit = if let Some(long) = name.strip_prefix("--") {
+            long_name(v, &[long], g.single_dash).is_some()
+        } else {
+            let letter = name.trim_start_matches('-');
+            short_has(v, letter, valued)
+        };
+        if hit {
+            return Some(format!(
+                "`{base}` `{name}` {why}; denied whatever the rules say"
+            ));
+        }
+    }
+    None
+}
+
+/// A long option (or any option of a single-dash program): what it names goes into
+/// `found`; the number of following words it takes as its value (0 or 1).
+fn long_option<'a>(
+    base: &str,
+    g: &OutputGrammar,
+    v: &'a str,
+    next: Option<&'a Word>,
+    found: &mut Found<'a>,
+) -> usize {
+    let long_hit = |names: &[&str]| long_name(v, names, g.single_dash).is_some();
+    let out = long_hit(g.long_out);
+    let dir = long_hit(g.long_dir);
+    if !out && !dir && long_hit(g.long_valued) && !v.contains('=') {
+        return 1;
+    }
+    let mut taken = 0;
+    let value = match v.split_once('=') {
+        Some((_, x)) => Some(x),
+        None if out || dir => {
+            taken = 1;
+            next.map(|w| {
+                found.checked.push(w);
+                w.value.as_str()
+            })
+        }
+        None => None,
+    };
+    if g.single_dash && base.starts_with("7z") {
+        // `-oDIR`: the directory extraction writes into.
+        if let Some(d) = v.strip_prefix("-o") {
+            found.dirs.push(d.to_string());
+        }
+    }
+    match value {
+        Some(x) if out => {
+            // `--emit link=PATH,asm=PATH`: every part, and what follows its `=`.
+            found.files.push(x);
+            for part in x.split(',') {
+                found
+                    .files
+                    .push(part.rsplit_once('=').map_or(part, |(_, f)| f));
+            }
+        }
+        Some(x) if dir => found.dirs.push(x.to_string()),
+        _ => {}
+    }
+    taken
+}
+
+/// A cluster of short options: what its first valued letter names goes into `found`; the
+/// number of following words it takes as that letter's value (0 or 1).
+fn short_cluster<'a>(
+    g: &OutputGrammar,
+    v: &'a str,
+    next: Option<&'a Word>,
+    found: &mut Found<'a>,
+) -> usize {
+    let cluster = &v[1..];
+    for (i, c) in cluster.char_indices() {
+        let is_out = g.short_out.contains(c);
+        let is_dir = g.short_dir.contains(c);
+        if !is_out && !is_dir && !g.short_valued.contains(c) {
+            continue;
+        }
+        let rest = &cluster[i + c.len_utf8()..];
+        let (value, taken) = if rest.is_empty() {
+            let value = next.map(|w| {
+                if is_out || is_dir {
+                    found.checked.push(w);
+                }
+                w.value.as_str()
+            });
+            (value, 1)
+        } else {
+            (Some(rest), 0)
+        };
+        match value {
+            Some(x) if is_out => found.files.push(x),
+            Some(x) if is_dir => found.dirs.push(x.to_string()),
+            _ => {}
+        }
+        return taken;
+    }
+    0
+}
+
+/// The operands the program writes, by the grammar's `operands`.
+fn written_operands<'a>(base: &str, g: &OutputGrammar, operands: &[&'a Word]) -> Vec<&'a Word> {
+    match g.operands {
+        Operands::UrlNames | Operands::Nothing => Vec::new(),
+        Operands::All => operands.to_vec(),
+        Operands::Second { in_place } => match operands {
+            [one] if in_place => vec![*one],
+            [_, second, ..] => vec![*second],
+            _ => Vec::new(),
+        },
+        Operands::First => operands.first().copied().into_iter().collect(),
+        Operands::AllButFirst => operands.iter().skip(1).copied().collect(),
+        Operands::Last => operands.last().copied().into_iter().collect(),
+        Operands::ArArchive => {
+            let key_writes = |key: &str| {
+                key.trim_start_matches('-')
+                    .contains(|c| "rqdmsS".contains(c))
+            };
+            match operands {
+                // ranlib ARCHIVE…: every operand, in place.
+                all if base == "ranlib" => all.to_vec(),
+                [key, rest @ ..] if key_writes(&key.value) => rest.to_vec(),
+                _ => Vec::new(),
+            }
+        }
+        Operands::SevenZip => match operands {
+            [cmd, archive, ..] if matches!(cmd.value.as_str(), "a" | "u" | "d" | "rn") => {
+                vec![*archive]
+            }
+            _ => Vec::new(),
+        },
+    }
+}
+
+/// The paths a written operand names: each output of an ffmpeg tee (`a.mkv|[f=mp4]b.mp4`),
+/// ImageMagick's `FORMAT:FILE`, else the word itself.
+fn operand_paths(g: &OutputGrammar, w: &Word, out: &mut Vec<String>) {
+    if g.names[0] == "ffmpeg" {
+        for part in w.value.split('|') {
+            let part = part.rsplit(']').next().unwrap_or(part);
+            out.push(part.strip_prefix("file:").unwrap_or(part).to_string());
+        }
+        return;
+    }
+    // ImageMagick's `FORMAT:FILE` writes FILE.
+    let v = w.value.as_str();
+    let path = match v.split_once(':') {
+        Some((fmt, f)) if g.single_dash && !fmt.contains('/') => f,
+        _ => v,
+    };
+    out.push(path.to_string());
+}
+
+/// curl saves under the URL's name with `-O`; wget unless `-O FILE` names the file.
+fn url_names(
+    base: &str,
+    args: &[Word],
+    valued: &str,
+    found: &Found,
+    out: &mut Vec<String>,
+) -> Result<(), String> {
+    let remote_name = if base == "curl" {
+        args.iter().any(|w| {
+            let v = w.value.as_str();
+            short_has(v, "O", valued)
+                || long_name(v, &["remote-name", "remote-name-all"], false).is_some()
+        })
+    } else {
+        !args.iter().any(|w| {
+            let v = w.value.as_str();
+            short_has(v, "O", valued) || long_name(v, &["output-document"], false).is_some()
+        })
+    };
+    if !remote_name {
+        return Ok(());
+    }
+    let dir = found.dirs.last().cloned().unwrap_or_default();
+    for w in &found.operands {
+        if w.glob || w.brace || w.value.contains(['{', '[']) {
+            return Err(format!(
+                "`{base}` saves `{}` under a name the URL's pattern expands to; denied",
+                w.raw
+            ));
+        }
+        let name = url_name(&w.value);
+        out.push(if dir.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}/{name}", dir.trim_end_matches('/'))
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

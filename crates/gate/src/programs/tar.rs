@@ -20,12 +20,49 @@ pub(crate) fn tar_archives_written(args: &[Word]) -> Vec<String> {
     read_tar(args).unwrap_or_default()
 }
 
+/// The long options the gate reads (every other one is let through: none writes elsewhere).
+const LONG_OPTIONS: &[&str] = &[
+    "extract",
+    "get",
+    "create",
+    "append",
+    "update",
+    "catenate",
+    "concatenate",
+    "delete",
+    "file",
+    "directory",
+    "absolute-names",
+    "transform",
+    "xform",
+    "dereference",
+    "hard-dereference",
+    "unlink-first",
+    "recursive-unlink",
+    "one-top-level",
+    "files-from",
+    // `--list` is `-t`; listed first, so that it is not read as an abbreviation of
+    // `--listed-incremental`.
+    "list",
+    "listed-incremental",
+    "incremental",
+    "backup",
+    "suffix",
+    "to-stdout",
+];
+
+/// What a tar invocation does, read from its options: the mode, and the `-f` archive and
+/// `-C` directory paths (`("f", path)`, `("C", path)`).
+#[derive(Default)]
+struct TarRead<'a> {
+    extract: bool,
+    write: bool,
+    files_from: bool,
+    to_stdout: bool,
+    paths: Vec<(&'static str, &'a str)>,
+}
+
 fn read_tar(args: &[Word]) -> Result<Vec<String>, String> {
-    // Old-style and short options that take a value (consumed in order).
-    const VALUED: &str = "bfgCFHIKLNTVX";
-    let (mut extract, mut write, mut files_from) = (false, false, false);
-    let mut to_stdout = false;
-    let mut paths: Vec<(&str, &str)> = Vec::new();
     // `-C ~/x` or `--file=$HOME/x`: bash expands these, so the path the gate sees is not the
     // path tar gets.
     if args.iter().any(|w| w.tilde || !w.vars.is_empty()) {
@@ -34,149 +71,148 @@ fn read_tar(args: &[Word]) -> Result<Vec<String>, String> {
         );
     }
     let all: Vec<&str> = options(args).collect();
+    let mut r = TarRead::default();
     let mut k = 0;
     while let Some(&v) = all.get(k) {
         k += 1;
-        let cluster = if let Some(long) = v.strip_prefix("--") {
-            let name = long.split('=').next().unwrap_or("");
-            if name.is_empty() {
-                continue;
-            }
-            let found = long_abbrev(
-                v,
-                &[
-                    "extract",
-                    "get",
-                    "create",
-                    "append",
-                    "update",
-                    "catenate",
-                    "concatenate",
-                    "delete",
-                    "file",
-                    "directory",
-                    "absolute-names",
-                    "transform",
-                    "xform",
-                    "dereference",
-                    "hard-dereference",
-                    "unlink-first",
-                    "recursive-unlink",
-                    "one-top-level",
-                    "files-from",
-                    // `--list` is `-t`; listed first, so that it is not read as an
-                    // abbreviation of `--listed-incremental`.
-                    "list",
-                    "listed-incremental",
-                    "incremental",
-                    "backup",
-                    "suffix",
-                    "to-stdout",
-                ],
-            );
-            match found {
-                Some("extract" | "get") => extract = true,
-                Some("to-stdout") => to_stdout = true,
-                Some("list") => {}
-                Some("create" | "append" | "update" | "catenate" | "concatenate" | "delete") => {
-                    write = true
-                }
-                Some("files-from") => {
-                    files_from = true;
-                    if !long.contains('=') {
-                        k += 1;
-                    }
-                }
-                Some(n @ ("file" | "directory" | "one-top-level")) => {
-                    let value = match long.split_once('=') {
-                        Some((_, f)) => Some(f),
-                        // `--one-top-level` takes its optional value attached only.
-                        None if n == "one-top-level" => None,
-                        None => {
-                            k += 1;
-                            all.get(k - 1).copied()
-                        }
-                    };
-                    if let Some(f) = value {
-                        paths.push((if n == "file" { "f" } else { "C" }, f));
-                    }
-                }
-                Some(n) => {
-                    return Err(format!(
-                        "`--{n}` can write outside the work root or through links"
-                    ))
-                }
-                None => {}
-            }
-            continue;
+        let rest = all.get(k..).unwrap_or_default();
+        if let Some(long) = v.strip_prefix("--") {
+            k += long_option(&mut r, v, long, rest.first().copied())?;
         } else if let Some(c) = v.strip_prefix('-') {
-            c
+            k += cluster(&mut r, c, false, rest)?;
         } else if k == 1 {
             if !v.chars().all(|c| c.is_ascii_alphabetic()) {
                 return Err(format!("old-style options `{v}` are not understood"));
             }
-            v // old style: `tar czf out.tar dir`
-        } else {
-            continue;
-        };
-        let old_style = !v.starts_with('-');
-        for (n, ch) in cluster.char_indices() {
-            match ch {
-                'x' => extract = true,
-                'O' => to_stdout = true,
-                'c' | 'r' | 'u' | 'A' => write = true,
-                'T' => files_from = true,
-                'g' | 'G' => {
-                    return Err(format!(
-                        "`-{ch}` keeps an incremental snapshot file (written, and on extraction it deletes files)"
-                    ))
-                }
-                'P' | 'h' | 'U' => {
-                    return Err(format!(
-                        "`-{ch}` can write outside the work root or through links"
-                    ))
-                }
-                _ => {}
-            }
-            if VALUED.contains(ch) {
-                let value = if old_style || n + 1 == cluster.len() {
-                    k += 1;
-                    all.get(k - 1).copied()
-                } else {
-                    Some(&cluster[n + 1..])
-                };
-                if let (Some(f), 'f' | 'C') = (value, ch) {
-                    paths.push((if ch == 'f' { "f" } else { "C" }, f));
-                }
-                if !old_style {
-                    break;
-                }
-            }
+            // old style: `tar czf out.tar dir`
+            k += cluster(&mut r, v, true, rest)?;
         }
     }
     // Without `-f`, GNU tar reads stdin (`--show-defaults`: `-f-`). An archive on stdin is
     // one the model typed (`echo -ne '…' | tar -x`, `git archive --add-virtual-file=…`):
     // extracting it writes any name with any content, a script under a path rule among them.
-    let archive_stdin = !paths.iter().any(|(o, _)| *o == "f")
-        || paths
+    let archive_stdin = !r.paths.iter().any(|(o, _)| *o == "f")
+        || r.paths
             .iter()
             .any(|(o, f)| *o == "f" && (is_stdin_path(f) || f.starts_with("/dev/fd/")));
-    if extract && archive_stdin && !to_stdout {
+    if r.extract && archive_stdin && !r.to_stdout {
         return Err(
             "extracting an archive from stdin writes the names and contents the model typed (`echo -ne … | tar -x`); extract a file, or list it with `-t`"
                 .into(),
         );
     }
-    if extract && files_from {
+    if r.extract && r.files_from {
         return Err(
             "`-T` file lists can carry `-C DIR` lines that move the extraction anywhere".into(),
         );
     }
+    written(&r)
+}
+
+/// One long option (`long` without its dashes; `next` the word after it): the number of
+/// following words it takes as its value, or why it is refused.
+fn long_option<'a>(
+    r: &mut TarRead<'a>,
+    v: &'a str,
+    long: &'a str,
+    next: Option<&'a str>,
+) -> Result<usize, String> {
+    let name = long.split('=').next().unwrap_or("");
+    if name.is_empty() {
+        return Ok(0);
+    }
+    let mut taken = 0;
+    match long_abbrev(v, LONG_OPTIONS) {
+        Some("extract" | "get") => r.extract = true,
+        Some("to-stdout") => r.to_stdout = true,
+        Some("list") => {}
+        Some("create" | "append" | "update" | "catenate" | "concatenate" | "delete") => {
+            r.write = true
+        }
+        Some("files-from") => {
+            r.files_from = true;
+            if !long.contains('=') {
+                taken = 1;
+            }
+        }
+        Some(n @ ("file" | "directory" | "one-top-level")) => {
+            let value = match long.split_once('=') {
+                Some((_, f)) => Some(f),
+                // `--one-top-level` takes its optional value attached only.
+                None if n == "one-top-level" => None,
+                None => {
+                    taken = 1;
+                    next
+                }
+            };
+            if let Some(f) = value {
+                r.paths.push((if n == "file" { "f" } else { "C" }, f));
+            }
+        }
+        Some(n) => {
+            return Err(format!(
+                "`--{n}` can write outside the work root or through links"
+            ))
+        }
+        None => {}
+    }
+    Ok(taken)
+}
+
+/// A cluster of short options (`-xzf`), or old-style ones (`czf`, each valued letter taking
+/// the next word from `rest`): the number of words of `rest` it takes, or why it is refused.
+fn cluster<'a>(
+    r: &mut TarRead<'a>,
+    cluster: &'a str,
+    old_style: bool,
+    rest: &[&'a str],
+) -> Result<usize, String> {
+    // Old-style and short options that take a value (consumed in order).
+    const VALUED: &str = "bfgCFHIKLNTVX";
+    let mut taken = 0;
+    for (n, ch) in cluster.char_indices() {
+        match ch {
+            'x' => r.extract = true,
+            'O' => r.to_stdout = true,
+            'c' | 'r' | 'u' | 'A' => r.write = true,
+            'T' => r.files_from = true,
+            'g' | 'G' => {
+                return Err(format!(
+                    "`-{ch}` keeps an incremental snapshot file (written, and on extraction it deletes files)"
+                ))
+            }
+            'P' | 'h' | 'U' => {
+                return Err(format!(
+                    "`-{ch}` can write outside the work root or through links"
+                ))
+            }
+            _ => {}
+        }
+        if VALUED.contains(ch) {
+            let value = if old_style || n + 1 == cluster.len() {
+                taken += 1;
+                rest.get(taken - 1).copied()
+            } else {
+                Some(&cluster[n + 1..])
+            };
+            if let (Some(f), 'f' | 'C') = (value, ch) {
+                r.paths.push((if ch == 'f' { "f" } else { "C" }, f));
+            }
+            if !old_style {
+                break;
+            }
+        }
+    }
+    Ok(taken)
+}
+
+/// The archive files written, once every `-f` and `-C` path that is written is checked: the
+/// archive when creating, the directory when extracting.
+fn written(r: &TarRead) -> Result<Vec<String>, String> {
     let mut written = Vec::new();
-    for (opt, p) in paths {
+    for &(opt, p) in &r.paths {
         let archive = opt == "f";
-        // The archive is written when creating; the directory when extracting.
-        if (archive && !write) || (!archive && !extract) || p == "-" {
+        if (archive && !r.write) || (!archive && !r.extract) || p == "-" {
             continue;
         }
         if outside_path(p) {

@@ -5,6 +5,7 @@
 
 use crate::paths::counter_reaches_build_file;
 use crate::programs::argv::long_abbrev;
+use crate::programs::git::subcommand_at;
 use crate::programs::outfiles::table_outputs;
 pub(crate) use crate::programs::outputs::Writes;
 use crate::programs::outputs::{
@@ -312,54 +313,10 @@ fn join(dir: &str, name: &str) -> String {
 /// `find -exec … +` appends arguments the gate cannot see. Errors are denial reasons.
 pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, String> {
     if base == "git" {
-        // The git check has already refused global options it does not know.
-        let mut i = 0;
-        while let Some(w) = args.get(i) {
-            if !w.value.starts_with('-') {
-                break;
-            }
-            i += if matches!(w.value.as_str(), "-C" | "--namespace") {
-                2
-            } else {
-                1
-            };
-        }
-        let rest = args.get(i + 1..).unwrap_or_default();
-        return match args.get(i).map(|w| w.value.as_str()) {
-            Some("mv") => copies("git mv", rest, &GIT_MV, false),
-            Some(
-                sub @ ("bundle" | "merge-file" | "format-patch" | "clone" | "worktree" | "init"),
-            ) => git_writes(sub, rest),
-            _ => Ok(Writes::Unknown),
-        };
+        return git_subcommand_writes(args);
     }
-    if family(base).is_some_and(|f| f.check == Check::Tar) {
-        return Ok(Writes::Paths(tar_archives_written(args)));
-    }
-    if family(base).is_some_and(|f| f.check == Check::Go) {
-        return Ok(Writes::Paths(go_outputs(args)));
-    }
-    if family(base).is_some_and(|f| f.check == Check::Compiler) {
-        return Ok(Writes::Paths(compiler_outputs(args)));
-    }
-    if let Some(out) = converter_outputs(base, args) {
-        return Ok(Writes::Paths(out));
-    }
-    if let Some(found) = table_outputs(base, args) {
-        if tail {
-            return Err(format!(
-                "`xargs` or `find -exec … +` would append arguments to `{base}`, which names the files it writes; denied"
-            ));
-        }
-        let mut out = match found? {
-            Writes::Paths(p) => p,
-            Writes::Unknown => Vec::new(),
-        };
-        if base == "cpp" {
-            // The compiler driver's own output options (`-o`, `-MF`, `-dumpdir`).
-            out.extend(compiler_outputs(args));
-        }
-        return Ok(Writes::Paths(out));
+    if let Some(found) = family_outputs(base, args, tail) {
+        return found;
     }
     let copy_like = matches!(base, "cp" | "mv" | "ln" | "install");
     let known = copy_like
@@ -376,193 +333,264 @@ pub(crate) fn writes(base: &str, args: &[Word], tail: bool) -> Result<Writes, St
             "`xargs` or `find -exec … +` would append arguments to `{base}`, which names the files it writes; denied"
         ));
     }
-    let mut out = Vec::new();
     match base {
         "cp" | "mv" | "ln" | "install" => {
             let g = if base == "install" { &INSTALL } else { &CP };
-            return copies(base, args, g, base == "install");
+            copies(base, args, g, base == "install")
         }
-        "tee" | "sponge" => {
-            let p = parse(base, args, if base == "tee" { &TEE } else { &SPONGE })?;
-            for w in &p.operands {
-                if let Some(e) = unreadable(base, w) {
-                    return Err(e);
-                }
-                out.push(w.value.clone());
-            }
+        "tee" | "sponge" => operands_written(
+            base,
+            &parse(base, args, if base == "tee" { &TEE } else { &SPONGE })?,
+        ),
+        "truncate" => operands_written(base, &parse(base, args, &TRUNCATE)?),
+        "dd" => dd_writes(base, args),
+        "csplit" => csplit_writes(base, args),
+        "split" => split_writes(base, args),
+        "rsync" => rsync_writes(base, args),
+        _ => compressor_writes(base, args),
+    }
+}
+
+/// What a git subcommand writes: `git mv` like `mv`, and the paths of the subcommands that
+/// create files.
+fn git_subcommand_writes(args: &[Word]) -> Result<Writes, String> {
+    // The git check has already refused global options it does not know.
+    let i = subcommand_at(args);
+    let rest = args.get(i + 1..).unwrap_or_default();
+    match args.get(i).map(|w| w.value.as_str()) {
+        Some("mv") => copies("git mv", rest, &GIT_MV, false),
+        Some(sub @ ("bundle" | "merge-file" | "format-patch" | "clone" | "worktree" | "init")) => {
+            git_writes(sub, rest)
         }
-        "truncate" => {
-            let p = parse(base, args, &TRUNCATE)?;
-            for w in &p.operands {
-                if let Some(e) = unreadable(base, w) {
-                    return Err(e);
-                }
-                out.push(w.value.clone());
-            }
+        _ => Ok(Writes::Unknown),
+    }
+}
+
+/// The files of the families whose outputs other files read: archivers, go, compilers,
+/// converters and the programs of the output table. `None` for every other program.
+fn family_outputs(base: &str, args: &[Word], tail: bool) -> Option<Result<Writes, String>> {
+    let check = family(base).map(|f| f.check);
+    if check == Some(Check::Tar) {
+        return Some(Ok(Writes::Paths(tar_archives_written(args))));
+    }
+    if check == Some(Check::Go) {
+        return Some(Ok(Writes::Paths(go_outputs(args))));
+    }
+    if check == Some(Check::Compiler) {
+        return Some(Ok(Writes::Paths(compiler_outputs(args))));
+    }
+    if let Some(out) = converter_outputs(base, args) {
+        return Some(Ok(Writes::Paths(out)));
+    }
+    let found = table_outputs(base, args)?;
+    if tail {
+        return Some(Err(format!(
+            "`xargs` or `find -exec … +` would append arguments to `{base}`, which names the files it writes; denied"
+        )));
+    }
+    let mut out = match found {
+        Ok(Writes::Paths(p)) => p,
+        Ok(Writes::Unknown) => Vec::new(),
+        Err(e) => return Some(Err(e)),
+    };
+    if base == "cpp" {
+        // The compiler driver's own output options (`-o`, `-MF`, `-dumpdir`).
+        out.extend(compiler_outputs(args));
+    }
+    Some(Ok(Writes::Paths(out)))
+}
+
+/// tee, sponge and truncate write every operand.
+fn operands_written(base: &str, p: &Parsed) -> Result<Writes, String> {
+    let mut out = Vec::new();
+    for w in &p.operands {
+        if let Some(e) = unreadable(base, w) {
+            return Err(e);
         }
-        "dd" => {
-            for w in args {
-                if let Some(path) = w.value.strip_prefix("of=") {
-                    if w.glob || w.brace {
-                        return unreadable(base, w).map_or(Ok(Writes::Unknown), Err);
-                    }
-                    out.push(path.to_string());
-                }
+        out.push(w.value.clone());
+    }
+    Ok(Writes::Paths(out))
+}
+
+/// dd writes its `of=` file.
+fn dd_writes(base: &str, args: &[Word]) -> Result<Writes, String> {
+    let mut out = Vec::new();
+    for w in args {
+        if let Some(path) = w.value.strip_prefix("of=") {
+            if w.glob || w.brace {
+                return unreadable(base, w).map_or(Ok(Writes::Unknown), Err);
             }
+            out.push(path.to_string());
         }
-        "csplit" => {
-            let p = parse(base, args, &CSPLIT)?;
-            let prefix = opt_value(&p, 'f', "prefix").unwrap_or_else(|| "xx".into());
-            if let Some(w) = p.value('f', "prefix") {
-                if let Some(e) = unreadable(base, w) {
-                    return Err(e);
-                }
+    }
+    Ok(Writes::Paths(out))
+}
+
+/// csplit writes numbered files after its prefix (`xx00`, `xx01`...).
+fn csplit_writes(base: &str, args: &[Word]) -> Result<Writes, String> {
+    let p = parse(base, args, &CSPLIT)?;
+    let prefix = opt_value(&p, 'f', "prefix").unwrap_or_else(|| "xx".into());
+    if let Some(w) = p.value('f', "prefix") {
+        if let Some(e) = unreadable(base, w) {
+            return Err(e);
+        }
+    }
+    // The suffix format numbers the files (`%02d`); a `/` would move them, and its
+    // text can end the name (`%.0d` prints nothing for 0: `-f Makefile -b '%.0d'`).
+    let suffix = opt_value(&p, 'b', "suffix-format");
+    if suffix.as_deref().is_some_and(|b| b.contains('/')) {
+        return Err(format!(
+            "`{base}` with a `/` in its suffix format writes elsewhere; denied"
+        ));
+    }
+    let text: String = suffix
+        .unwrap_or_default()
+        .split('%')
+        .enumerate()
+        .map(|(k, part)| {
+            if k == 0 {
+                part
+            } else {
+                part.trim_start_matches(|c: char| !"diouxX".contains(c))
+                    .get(1..)
+                    .unwrap_or("")
             }
-            // The suffix format numbers the files (`%02d`); a `/` would move them, and its
-            // text can end the name (`%.0d` prints nothing for 0: `-f Makefile -b '%.0d'`).
-            let suffix = opt_value(&p, 'b', "suffix-format");
-            if suffix.as_deref().is_some_and(|b| b.contains('/')) {
+        })
+        .collect();
+    if let Some(b) = counter_reaches_build_file(&prefix, &text) {
+        return Err(format!(
+            "`{base}` with the prefix `{prefix}` names a later file `{b}`, which build and test tools run; denied"
+        ));
+    }
+    Ok(Writes::Paths(vec![
+        format!("{prefix}00"),
+        format!("{prefix}{text}"),
+    ]))
+}
+
+/// `split [FILE [PREFIX]]`: the prefix starts every output name, and `--additional-suffix`
+/// ends it (`xaa.mk`).
+fn split_writes(base: &str, args: &[Word]) -> Result<Writes, String> {
+    let p = parse(base, args, &SPLIT)?;
+    let extra = opt_value(&p, '\0', "additional-suffix").unwrap_or_default();
+    let mut out = Vec::new();
+    match p.operands.get(1) {
+        Some(prefix) => {
+            if let Some(e) = unreadable(base, prefix) {
+                return Err(e);
+            }
+            if let Some(b) = counter_reaches_build_file(&prefix.value, &extra) {
                 return Err(format!(
-                    "`{base}` with a `/` in its suffix format writes elsewhere; denied"
+                    "`{base}` with the prefix `{}` names a later file `{b}`, which build and test tools run; denied",
+                    prefix.value
                 ));
             }
-            let text: String = suffix
-                .unwrap_or_default()
-                .split('%')
-                .enumerate()
-                .map(|(k, part)| {
-                    if k == 0 {
-                        part
-                    } else {
-                        part.trim_start_matches(|c: char| !"diouxX".contains(c))
-                            .get(1..)
-                            .unwrap_or("")
-                    }
-                })
-                .collect();
-            if let Some(b) = counter_reaches_build_file(&prefix, &text) {
-                return Err(format!(
-                    "`{base}` with the prefix `{prefix}` names a later file `{b}`, which build and test tools run; denied"
-                ));
-            }
-            out.push(format!("{prefix}00"));
-            out.push(format!("{prefix}{text}"));
+            out.push(format!("{}aa{extra}", prefix.value));
         }
-        "split" => {
-            let p = parse(base, args, &SPLIT)?;
-            // `split [FILE [PREFIX]]`: the prefix starts every output name, and
-            // `--additional-suffix` ends it (`xaa.mk`).
-            let extra = opt_value(&p, '\0', "additional-suffix").unwrap_or_default();
-            match p.operands.get(1) {
-                Some(prefix) => {
-                    if let Some(e) = unreadable(base, prefix) {
-                        return Err(e);
-                    }
-                    if let Some(b) = counter_reaches_build_file(&prefix.value, &extra) {
-                        return Err(format!(
-                            "`{base}` with the prefix `{}` names a later file `{b}`, which build and test tools run; denied",
-                            prefix.value
-                        ));
-                    }
-                    out.push(format!("{}aa{extra}", prefix.value));
-                }
-                None if !extra.is_empty() => out.push(format!("xaa{extra}")),
-                None => {}
-            }
+        None if !extra.is_empty() => out.push(format!("xaa{extra}")),
+        None => {}
+    }
+    Ok(Writes::Paths(out))
+}
+
+/// rsync writes its side files and the destination (the last operand), with each source's
+/// name inside it.
+fn rsync_writes(base: &str, args: &[Word]) -> Result<Writes, String> {
+    // Side files rsync writes wherever told: a log, a batch and its replay script
+    // (`FILE.sh`, executable), backups, partial and temporary files.
+    let side = [
+        "log-file",
+        "write-batch",
+        "only-write-batch",
+        "backup-dir",
+        "partial-dir",
+        "temp-dir",
+    ];
+    let mut out = Vec::new();
+    for (k, w) in args.iter().enumerate() {
+        let v = w.value.as_str();
+        let Some(name) = long_abbrev(v, &side) else {
+            continue;
+        };
+        let value = match v.split_once('=') {
+            Some((_, x)) => x.to_string(),
+            None => args.get(k + 1).map_or(String::new(), |x| x.value.clone()),
+        };
+        if name.ends_with("batch") {
+            out.push(format!("{value}.sh"));
         }
-        "rsync" => {
-            // Side files rsync writes wherever told: a log, a batch and its replay script
-            // (`FILE.sh`, executable), backups, partial and temporary files.
-            let side = [
-                "log-file",
-                "write-batch",
-                "only-write-batch",
-                "backup-dir",
-                "partial-dir",
-                "temp-dir",
-            ];
-            for (k, w) in args.iter().enumerate() {
-                let v = w.value.as_str();
-                let Some(name) = long_abbrev(v, &side) else {
-                    continue;
-                };
-                let value = match v.split_once('=') {
-                    Some((_, x)) => x.to_string(),
-                    None => args.get(k + 1).map_or(String::new(), |x| x.value.clone()),
-                };
-                if name.ends_with("batch") {
-                    out.push(format!("{value}.sh"));
-                }
-                out.push(value);
-            }
-            // Options are checked by the rsync check; the destination is the last operand.
-            let ops: Vec<&Word> = args
-                .iter()
-                .filter(|w| !w.value.starts_with('-') || w.value == "-")
-                .collect();
-            if let Some((last, srcs)) = ops.split_last() {
-                if let Some(e) = unreadable(base, last) {
-                    return Err(e);
-                }
-                out.push(last.value.clone());
-                for src in srcs {
-                    let name = last_component(&src.value);
-                    if src.value.ends_with('/') || matches!(name, "." | "") {
-                        if is_root(&last.value) {
-                            return Err(format!(
-                                "`{base}` copies the contents of `{}` into the work root itself, where they could replace .git or a build file; denied",
-                                src.raw
-                            ));
-                        }
-                    } else {
-                        out.push(join(&last.value, name));
-                    }
-                }
-            }
+        out.push(value);
+    }
+    // Options are checked by the rsync check; the destination is the last operand.
+    let ops: Vec<&Word> = args
+        .iter()
+        .filter(|w| !w.value.starts_with('-') || w.value == "-")
+        .collect();
+    if let Some((last, srcs)) = ops.split_last() {
+        if let Some(e) = unreadable(base, last) {
+            return Err(e);
         }
-        _ => {
-            // (De)compressors.
-            let to_stdout = args.iter().any(|w| {
-                let v = w.value.as_str();
-                v == "--stdout"
-                    || v == "--to-stdout"
-                    || (v.starts_with('-') && !v.starts_with("--") && v.contains('c'))
-            });
-            for (k, w) in args.iter().enumerate() {
-                let v = w.value.as_str();
-                if v == "-S" || v.starts_with("--suffix") || v == "-N" || v == "--name" {
+        out.push(last.value.clone());
+        for src in srcs {
+            let name = last_component(&src.value);
+            if src.value.ends_with('/') || matches!(name, "." | "") {
+                if is_root(&last.value) {
                     return Err(format!(
-                        "`{base}` `{v}` chooses the name it writes from a suffix or the archive; denied"
+                        "`{base}` copies the contents of `{}` into the work root itself, where they could replace .git or a build file; denied",
+                        src.raw
                     ));
                 }
-                if let Some(o) = compressor_output(v, args.get(k + 1)) {
-                    out.push(o);
-                }
+            } else {
+                out.push(join(&last.value, name));
             }
-            if !to_stdout {
-                let valued = |k: usize| {
-                    k > 0
-                        && args.get(k - 1).is_some_and(|p| {
-                            compressor_output(&p.value, None).is_none()
-                                && compressor_output(&p.value, Some(&Word::synthetic("x")))
-                                    .is_some()
-                        })
-                };
-                for (_, w) in args
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, w)| !w.value.starts_with('-') && !valued(*k))
-                {
-                    if let Some(e) = unreadable(base, w) {
-                        return Err(e);
-                    }
-                    out.push(w.value.clone());
-                    if let Some((stem, _)) = w.value.rsplit_once('.') {
-                        if !stem.ends_with('/') && !stem.is_empty() {
-                            out.push(stem.to_string());
-                        }
-                    }
-                }
+        }
+    }
+    Ok(Writes::Paths(out))
+}
+
+/// (De)compressors write their `-o` file, or beside each operand (`x.gz` and `x`) unless
+/// they write to stdout.
+fn compressor_writes(base: &str, args: &[Word]) -> Result<Writes, String> {
+    let to_stdout = args.iter().any(|w| {
+        let v = w.value.as_str();
+        v == "--stdout"
+            || v == "--to-stdout"
+            || (v.starts_with('-') && !v.starts_with("--") && v.contains('c'))
+    });
+    let mut out = Vec::new();
+    for (k, w) in args.iter().enumerate() {
+        let v = w.value.as_str();
+        if v == "-S" || v.starts_with("--suffix") || v == "-N" || v == "--name" {
+            return Err(format!(
+                "`{base}` `{v}` chooses the name it writes from a suffix or the archive; denied"
+            ));
+        }
+        if let Some(o) = compressor_output(v, args.get(k + 1)) {
+            out.push(o);
+        }
+    }
+    if to_stdout {
+        return Ok(Writes::Paths(out));
+    }
+    let valued = |k: usize| {
+        k > 0
+            && args.get(k - 1).is_some_and(|p| {
+                compressor_output(&p.value, None).is_none()
+                    && compressor_output(&p.value, Some(&Word::synthetic("x"))).is_some()
+            })
+    };
+    for (_, w) in args
+        .iter()
+        .enumerate()
+        .filter(|(k, w)| !w.value.starts_with('-') && !valued(*k))
+    {
+        if let Some(e) = unreadable(base, w) {
+            return Err(e);
+        }
+        out.push(w.value.clone());
+        if let Some((stem, _)) = w.value.rsplit_once('.') {
+            if !stem.ends_with('/') && !stem.is_empty() {
+                out.push(stem.to_string());
             }
         }
     }
@@ -601,13 +629,7 @@ fn copies(base: &str, args: &[Word], g: &Grammar, install: bool) -> Result<Write
         ));
     }
     if install && p.has('d', "directory") {
-        for w in &p.operands {
-            if let Some(e) = unreadable(base, w) {
-                return Err(e);
-            }
-            out.push(w.value.clone());
-        }
-        return Ok(Writes::Paths(out));
+        return operands_written(base, &p);
     }
     // ln's and `cp -s`/`cp -l` sources become link targets: a link to `.git` turns a
     // harmless-looking path into a protected one, so they are checked like destinations.
@@ -620,22 +642,8 @@ fn copies(base: &str, args: &[Word], g: &Grammar, install: bool) -> Result<Write
         || p.has('R', "recursive")
         || p.has('a', "archive");
     let mut ops: Vec<&Word> = p.operands.clone();
-    let dest: String = match &target {
-        Some(t) => t.clone(),
-        None => {
-            if base == "ln" && ops.len() == 1 {
-                // `ln TARGET` links TARGET's name into the current directory.
-                ".".to_string()
-            } else {
-                let Some(last) = ops.pop() else {
-                    return Ok(Writes::Paths(out));
-                };
-                if let Some(e) = unreadable(base, last) {
-                    return Err(e);
-                }
-                last.value.clone()
-            }
-        }
+    let Some(dest) = destination(base, target.as_deref(), &mut ops)? else {
+        return Ok(Writes::Paths(out));
     };
     out.push(dest.clone());
     // With one source and a destination that does not say it is a directory (no
@@ -650,27 +658,19 @@ fn copies(base: &str, args: &[Word], g: &Grammar, install: bool) -> Result<Write
     // A symbolic link's target is read from the link's own directory (`ln -r`: from here).
     let symbolic = base != "git mv" && p.has('s', "symbolic-link");
     let relative_to_here = base == "ln" && p.has('r', "relative");
+    let link_dir = if into_dir {
+        dest.as_str()
+    } else {
+        parent_of(&dest)
+    };
+    let link_from = if symbolic && !relative_to_here {
+        link_dir
+    } else {
+        "."
+    };
     for src in ops {
         if links {
-            if let Some(e) = unreadable(base, src) {
-                return Err(e);
-            }
-            let link_dir = if into_dir {
-                dest.as_str()
-            } else {
-                parent_of(&dest)
-            };
-            let from = if symbolic && !relative_to_here {
-                link_dir
-            } else {
-                "."
-            };
-            if let Some(why) = link_leaves_root(src, from) {
-                return Err(format!(
-                    "`{base}` makes a link to `{}`, which {why}: harness and later commands would follow it out of the work root; denied",
-                    src.raw
-                ));
-            }
+            link_target_check(base, src, link_from)?;
             out.push(src.value.clone());
         }
         let name = last_component(&src.value);
@@ -690,28 +690,77 @@ fn copies(base: &str, args: &[Word], g: &Grammar, install: bool) -> Result<Write
                 src.raw
             ));
         }
-        if !into_dir {
-            continue;
-        }
-        if src.glob || src.brace {
-            // A glob source lands under its own names: the names a glob can match
-            // in the work root are never dotfiles, but a build file could be one.
-            out.push(join(&dest, last_component(&src.value)));
-            continue;
-        }
-        if parents {
-            out.push(join(&dest, src.value.trim_start_matches('/')));
-        } else if !whole {
-            out.push(join(&dest, name));
+        if into_dir {
+            out.extend(name_in_dir(&dest, src, parents));
         }
     }
-    // A backup keeps the old file beside each one written, under its name and the suffix
-    // (`cp -b -S .mk a x` writes `x.mk`).
-    if let Some(suffix) = opt_value(&p, 'S', "suffix") {
+    Ok(Writes::Paths(with_backups(&p, out)))
+}
+
+/// A backup keeps the old file beside each one written, under its name and the suffix
+/// (`cp -b -S .mk a x` writes `x.mk`).
+fn with_backups(p: &Parsed, mut out: Vec<String>) -> Vec<String> {
+    if let Some(suffix) = opt_value(p, 'S', "suffix") {
         let backups: Vec<String> = out.iter().map(|w| format!("{w}{suffix}")).collect();
         out.extend(backups);
     }
-    Ok(Writes::Paths(out))
+    out
+}
+
+/// The path a source is copied, moved or linked to inside the directory `dest` (`--parents`:
+/// under its whole path); none for `.` or `..`, whose contents land in `dest`.
+fn name_in_dir(dest: &str, src: &Word, parents: bool) -> Option<String> {
+    let name = last_component(&src.value);
+    if src.glob || src.brace {
+        // A glob source lands under its own names: the names a glob can match
+        // in the work root are never dotfiles, but a build file could be one.
+        return Some(join(dest, name));
+    }
+    if parents {
+        Some(join(dest, src.value.trim_start_matches('/')))
+    } else if !matches!(name, "" | "." | "..") {
+        Some(join(dest, name))
+    } else {
+        None
+    }
+}
+
+/// Where cp, mv, ln, install and `git mv` write: `-t DIR`, the current directory for
+/// `ln TARGET`, else the last operand (taken from `ops`); `None` with no operands.
+fn destination(
+    base: &str,
+    target: Option<&str>,
+    ops: &mut Vec<&Word>,
+) -> Result<Option<String>, String> {
+    if let Some(t) = target {
+        return Ok(Some(t.to_string()));
+    }
+    if base == "ln" && ops.len() == 1 {
+        // `ln TARGET` links TARGET's name into the current directory.
+        return Ok(Some(".".to_string()));
+    }
+    let Some(last) = ops.pop() else {
+        return Ok(None);
+    };
+    if let Some(e) = unreadable(base, last) {
+        return Err(e);
+    }
+    Ok(Some(last.value.clone()))
+}
+
+/// A link target is checked like a destination, and must not lead out of the work root
+/// when read from `from`.
+fn link_target_check(base: &str, src: &Word, from: &str) -> Result<(), String> {
+    if let Some(e) = unreadable(base, src) {
+        return Err(e);
+    }
+    if let Some(why) = link_leaves_root(src, from) {
+        return Err(format!(
+            "`{base}` makes a link to `{}`, which {why}: harness and later commands would follow it out of the work root; denied",
+            src.raw
+        ));
+    }
+    Ok(())
 }
 
 /// The directory a path names its last component in (`a/b` -> `a`, `b` -> `.`).

@@ -224,38 +224,8 @@ impl<'a> Lexer<'a> {
                     self.i += 1;
                     self.read_heredocs()?;
                 }
-                ';' => {
-                    if matches!(next, Some(';' | '&')) {
-                        return Err("`;;`/`;&` belong to `case`, which the gate does not allow".into());
-                    }
-                    self.end_segment(Sep::Semi)?;
-                    self.i += 1;
-                }
                 '&' if next == Some('>') => self.lex_redirect()?,
-                '&' => {
-                    if next == Some('&') {
-                        self.end_segment(Sep::AndOr)?;
-                        self.i = self.skip_cont(self.i + 1) + 1;
-                    } else {
-                        self.end_segment(Sep::Amp)?;
-                        self.i += 1;
-                    }
-                }
-                '|' => {
-                    if next == Some('|') {
-                        self.end_segment(Sep::AndOr)?;
-                    } else if next == Some('&') {
-                        self.posix_refuses("|&")?;
-                        self.end_segment(Sep::PipeAmp)?;
-                    } else {
-                        self.end_segment(Sep::Pipe)?;
-                    }
-                    self.i = if matches!(next, Some('|' | '&')) {
-                        self.skip_cont(self.i + 1) + 1
-                    } else {
-                        self.i + 1
-                    };
-                }
+                ';' | '&' | '|' => self.lex_separator(c, next)?,
                 '<' | '>' => self.lex_redirect()?,
                 '(' | ')' => {
                     return Err(format!(
@@ -273,21 +243,7 @@ impl<'a> Lexer<'a> {
                     }
                 }
                 '$' => self.lex_dollar(false)?,
-                '\'' => {
-                    self.word_mut().quoted = true;
-                    let mut j = self.i + 1;
-                    let mut text = String::new();
-                    loop {
-                        match self.at(j) {
-                            None => return Err("syntax error: unterminated single quote".into()),
-                            Some('\'') => break,
-                            Some(c) => text.push(c),
-                        }
-                        j += 1;
-                    }
-                    self.word_mut().value.push_str(&text);
-                    self.i = j + 1;
-                }
+                '\'' => self.lex_single_quote()?,
                 '"' => self.lex_double_quote()?,
                 '\\' => {
                     let Some(c) = self.at(self.i + 1) else {
@@ -298,24 +254,7 @@ impl<'a> Lexer<'a> {
                     w.value.push(c);
                     self.i += 2;
                 }
-                _ => {
-                    let at_start = self.word.is_none();
-                    let w = self.word_mut();
-                    match c {
-                        '*' | '?' => w.glob = true,
-                        // `[` only globs when a `]` closes it in the same word.
-                        '[' => w.bracket = true,
-                        ']' if w.bracket => w.glob = true,
-                        '{' | '}' => w.brace = true,
-                        '~' if at_start => w.tilde = true,
-                        // bash also expands a tilde after `=` or `:` in a word that looks
-                        // like an assignment (`a=~/x`, `--o=~` is not, `p=a:~`): mark all.
-                        '~' if w.value.ends_with(['=', ':']) => w.tilde = true,
-                        _ => {}
-                    }
-                    w.value.push(c);
-                    self.i += 1;
-                }
+                _ => self.lex_plain(c),
             }
         }
         self.end_segment(Sep::Eof)?;
@@ -323,6 +262,83 @@ impl<'a> Lexer<'a> {
             return Err("a heredoc has no body (input ends before its delimiter)".into());
         }
         Ok(self.segs)
+    }
+
+    /// `;`, `&`, `&&`, `|`, `||`, `|&` (`c` and the character after it, past line
+    /// continuations): ends the segment.
+    fn lex_separator(&mut self, c: char, next: Option<char>) -> Result<(), String> {
+        match c {
+            ';' => {
+                if matches!(next, Some(';' | '&')) {
+                    return Err("`;;`/`;&` belong to `case`, which the gate does not allow".into());
+                }
+                self.end_segment(Sep::Semi)?;
+                self.i += 1;
+            }
+            '&' => {
+                if next == Some('&') {
+                    self.end_segment(Sep::AndOr)?;
+                    self.i = self.skip_cont(self.i + 1) + 1;
+                } else {
+                    self.end_segment(Sep::Amp)?;
+                    self.i += 1;
+                }
+            }
+            _ => {
+                if next == Some('|') {
+                    self.end_segment(Sep::AndOr)?;
+                } else if next == Some('&') {
+                    self.posix_refuses("|&")?;
+                    self.end_segment(Sep::PipeAmp)?;
+                } else {
+                    self.end_segment(Sep::Pipe)?;
+                }
+                self.i = if matches!(next, Some('|' | '&')) {
+                    self.skip_cont(self.i + 1) + 1
+                } else {
+                    self.i + 1
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// `'…'`: the text up to the next `'`, as it is.
+    fn lex_single_quote(&mut self) -> Result<(), String> {
+        self.word_mut().quoted = true;
+        let mut j = self.i + 1;
+        let mut text = String::new();
+        loop {
+            match self.at(j) {
+                None => return Err("syntax error: unterminated single quote".into()),
+                Some('\'') => break,
+                Some(c) => text.push(c),
+            }
+            j += 1;
+        }
+        self.word_mut().value.push_str(&text);
+        self.i = j + 1;
+        Ok(())
+    }
+
+    /// An unquoted character of a word: globs, braces and tildes are marked on the word.
+    fn lex_plain(&mut self, c: char) {
+        let at_start = self.word.is_none();
+        let w = self.word_mut();
+        match c {
+            '*' | '?' => w.glob = true,
+            // `[` only globs when a `]` closes it in the same word.
+            '[' => w.bracket = true,
+            ']' if w.bracket => w.glob = true,
+            '{' | '}' => w.brace = true,
+            '~' if at_start => w.tilde = true,
+            // bash also expands a tilde after `=` or `:` in a word that looks
+            // like an assignment (`a=~/x`, `--o=~` is not, `p=a:~`): mark all.
+            '~' if w.value.ends_with(['=', ':']) => w.tilde = true,
+            _ => {}
+        }
+        w.value.push(c);
+        self.i += 1;
     }
 
     fn lex_double_quote(&mut self) -> Result<(), String> {
@@ -587,12 +603,13 @@ impl<'a> Lexer<'a> {
     }
 }
 
+const NUL: &str = "`$'…'` decodes to a NUL byte, which bash truncates at";
+const HIGH: &str = "`$'…'` decodes to a non-ASCII byte whose value depends on the locale";
+
 /// Decodes the text of `$'…'` (without its quotes) exactly as bash 5's `ansicstr` does in the
 /// C locale. What would differ by locale or truncate the word (a NUL, a byte above 0x7f, a
 /// `\\u` escape above 0x7f) is an error: the gate cannot know the value bash passes.
 pub(crate) fn ansi_c_decode(body: &[char]) -> Result<String, String> {
-    const NUL: &str = "`$'…'` decodes to a NUL byte, which bash truncates at";
-    const HIGH: &str = "`$'…'` decodes to a non-ASCII byte whose value depends on the locale";
     let mut out = String::new();
     let mut j = 0;
     while let Some(&c) = body.get(j) {
@@ -606,19 +623,7 @@ pub(crate) fn ansi_c_decode(body: &[char]) -> Result<String, String> {
             break;
         };
         j += 1;
-        let simple = match e {
-            'n' => Some('\n'),
-            't' => Some('\t'),
-            'r' => Some('\r'),
-            'a' => Some('\x07'),
-            'b' => Some('\x08'),
-            'e' | 'E' => Some('\x1b'),
-            'f' => Some('\x0c'),
-            'v' => Some('\x0b'),
-            '\\' | '\'' | '"' | '?' => Some(e),
-            _ => None,
-        };
-        if let Some(s) = simple {
+        if let Some(s) = simple_escape(e) {
             out.push(s);
             continue;
         }
@@ -641,18 +646,7 @@ pub(crate) fn ansi_c_decode(body: &[char]) -> Result<String, String> {
                 if x == '\\' && body.get(j) == Some(&'\\') {
                     j += 1;
                 }
-                if !x.is_ascii() {
-                    return Err(HIGH.into());
-                }
-                let code = if x == '?' {
-                    0x7f
-                } else {
-                    (x.to_ascii_uppercase() as u32) & 0x1f
-                };
-                if code == 0 {
-                    return Err(NUL.into());
-                }
-                out.extend(char::from_u32(code));
+                out.extend(char::from_u32(control_code(x)?));
                 continue;
             }
             _ => {
@@ -661,23 +655,11 @@ pub(crate) fn ansi_c_decode(body: &[char]) -> Result<String, String> {
                 continue;
             }
         };
-        let mut n: u32 = 0;
-        let mut digits = 0;
-        while digits < max {
-            match body.get(j).and_then(|d| d.to_digit(radix)) {
-                Some(d) => {
-                    n = n.saturating_mul(radix).saturating_add(d);
-                    digits += 1;
-                    j += 1;
-                }
-                None => break,
-            }
-        }
-        if digits == 0 {
+        let Some(mut n) = number(body, &mut j, radix, max) else {
             out.push('\\');
             out.push(e);
             continue;
-        }
+        };
         if radix == 8 {
             n &= 0xff;
         }
@@ -690,6 +672,55 @@ pub(crate) fn ansi_c_decode(body: &[char]) -> Result<String, String> {
         out.extend(char::from_u32(n));
     }
     Ok(out)
+}
+
+/// The one-letter escapes of `$'…'`.
+fn simple_escape(e: char) -> Option<char> {
+    match e {
+        'n' => Some('\n'),
+        't' => Some('\t'),
+        'r' => Some('\r'),
+        'a' => Some('\x07'),
+        'b' => Some('\x08'),
+        'e' | 'E' => Some('\x1b'),
+        'f' => Some('\x0c'),
+        'v' => Some('\x0b'),
+        '\\' | '\'' | '"' | '?' => Some(e),
+        _ => None,
+    }
+}
+
+/// The code `\cX` stands for (`\c?` is DEL), or why bash's value cannot be known.
+fn control_code(x: char) -> Result<u32, String> {
+    if !x.is_ascii() {
+        return Err(HIGH.into());
+    }
+    let code = if x == '?' {
+        0x7f
+    } else {
+        (x.to_ascii_uppercase() as u32) & 0x1f
+    };
+    if code == 0 {
+        return Err(NUL.into());
+    }
+    Ok(code)
+}
+
+/// Up to `max` digits in `radix` from `j` on (advanced past them); `None` with no digit.
+fn number(body: &[char], j: &mut usize, radix: u32, max: usize) -> Option<u32> {
+    let mut n: u32 = 0;
+    let mut digits = 0;
+    while digits < max {
+        match body.get(*j).and_then(|d| d.to_digit(radix)) {
+            Some(d) => {
+                n = n.saturating_mul(radix).saturating_add(d);
+                digits += 1;
+                *j += 1;
+            }
+            None => break,
+        }
+    }
+    (digits > 0).then_some(n)
 }
 
 /// What a command reads on stdin: another segment's output, heredoc and here-string text, a
