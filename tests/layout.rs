@@ -464,40 +464,17 @@ const MAX_FN_LINES: usize = 80;
 /// and an entry that is no longer long must be removed. `table` marks a body that is one
 /// lookup table (a `match` of one-line arms), where splitting would scatter one fact.
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
-    ("crates/gate/src/programs/git.rs", "git_check", 311),
-    ("crates/gate/src/judge.rs", "judge_invocation", 259),
-    ("crates/gate/src/programs/writes.rs", "writes", 248),
-    ("crates/gate/src/programs/outfiles.rs", "read", 192),
-    ("crates/gate/src/programs/make.rs", "make_override", 190),
-    ("crates/gate/src/programs/wrappers.rs", "inner_command", 182),
     ("src/turn/mod.rs", "run_on", 177),
-    ("crates/gate/src/programs/tar.rs", "read_tar", 160),
     ("src/config/validate.rs", "config", 155),
-    ("crates/gate/src/programs/sed.rs", "sed_script_ok", 147),
     ("src/once/after.rs", "turn_and_report", 124),
     ("src/writeback.rs", "write_back", 121),
     ("src/check.rs", "gate_items", 118),
     ("src/intake/redmine.rs", "take", 116),
     ("src/tools/mod.rs", "run", 116),
-    ("crates/gate/src/shell/lex.rs", "run", 114),
     ("src/config/validate.rs", "bash", 110),
-    ("crates/gate/src/programs/writes.rs", "copies", 109),
-    ("crates/gate/src/programs/shells.rs", "shell_inner", 106),
-    ("crates/gate/src/programs/sed.rs", "sed_args", 105),
     ("src/plan.rs", "plan", 102),
-    ("crates/gate/src/shell/lex.rs", "ansi_c_decode", 99),
-    ("crates/gate/src/judge.rs", "judge_segment_outcome", 96),
-    ("crates/gate/src/render.rs", "render_human", 89),
-    ("crates/gate/src/judge.rs", "judge_program", 88),
     ("src/tools/mod.rs", "prepare", 87),
     ("src/intake/inbox.rs", "take_one", 84),
-    (
-        "crates/gate/src/programs/interpreters.rs",
-        "opaque_mentions",
-        84,
-    ),
-    ("crates/gate/src/programs/awk.rs", "awk_skeleton", 82),
-    ("crates/gate/src/programs/wrappers.rs", "xargs_inner", 82),
 ];
 
 #[test]
