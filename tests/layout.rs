@@ -484,7 +484,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("crates/gate/src/programs/writes.rs", "copies", 109),
     ("crates/gate/src/programs/shells.rs", "shell_inner", 106),
     ("crates/gate/src/programs/sed.rs", "sed_args", 105),
-    ("src/plan.rs", "plan", 102),
     ("crates/gate/src/shell/lex.rs", "ansi_c_decode", 99),
     ("src/once/after.rs", "deliver", 97),
     ("crates/gate/src/judge.rs", "judge_segment_outcome", 96),
