@@ -489,7 +489,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("crates/gate/src/render.rs", "render_human", 89),
     ("crates/gate/src/judge.rs", "judge_program", 88),
     ("src/tools/mod.rs", "prepare", 87),
-    ("src/intake/inbox.rs", "take_one", 84),
     (
         "crates/gate/src/programs/interpreters.rs",
         "opaque_mentions",
