@@ -477,7 +477,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("src/once/after.rs", "turn_and_report", 124),
     ("src/writeback.rs", "write_back", 121),
     ("src/intake/redmine.rs", "take", 116),
-    ("src/tools/mod.rs", "run", 116),
     ("crates/gate/src/shell/lex.rs", "run", 114),
     ("src/config/validate.rs", "bash", 110),
     ("crates/gate/src/programs/writes.rs", "copies", 109),
@@ -488,7 +487,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("crates/gate/src/judge.rs", "judge_segment_outcome", 96),
     ("crates/gate/src/render.rs", "render_human", 89),
     ("crates/gate/src/judge.rs", "judge_program", 88),
-    ("src/tools/mod.rs", "prepare", 87),
     (
         "crates/gate/src/programs/interpreters.rs",
         "opaque_mentions",
