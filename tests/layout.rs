@@ -470,7 +470,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("crates/gate/src/programs/outfiles.rs", "read", 192),
     ("crates/gate/src/programs/make.rs", "make_override", 190),
     ("crates/gate/src/programs/wrappers.rs", "inner_command", 182),
-    ("src/turn/mod.rs", "run_on", 177),
     ("crates/gate/src/programs/tar.rs", "read_tar", 160),
     ("src/config/validate.rs", "config", 155),
     ("crates/gate/src/programs/sed.rs", "sed_script_ok", 147),
