@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::{Config, Prices};
+use crate::config::{Config, EgressConfig, Prices, SocketName};
 use crate::llm::client::{ClientOptions, HttpClient};
 use crate::preflight;
 use crate::redmine::client::RedmineClient;
@@ -79,26 +79,10 @@ pub async fn run(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
     items
 }
 
+/// The bash tool's checks: its policy, the sandbox and what it confines (execution, the
+/// programs, reads, sockets, egress), then the Unix sockets it names.
 fn gate_items(cfg: &Config) -> Vec<Item> {
-    let p = &cfg.bash.policy;
-    let default = match p.default {
-        gate::Verdict::Allow => "allow",
-        gate::Verdict::Deny => "deny",
-    };
-    let mut items = vec![item(
-        Status::Ok,
-        "gate",
-        format!(
-            "{} allow rules, {} deny rules, default {default}",
-            p.allow.len(),
-            p.deny.len()
-        ),
-    )];
-    items.extend(
-        gate::lint(p)
-            .into_iter()
-            .map(|w| item(Status::Warn, "gate", w)),
-    );
+    let mut items = policy_items(&cfg.bash.policy);
     let sandbox = crate::tools::sandbox::decide(
         cfg.bash.sandbox,
         crate::tools::sandbox::kernel_abi(),
@@ -130,7 +114,42 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
         items.extend(program_items(cfg));
     }
     items.extend(read_items(cfg, confined));
-    items.push(match (confined, crate::tools::sandbox::kernel_abi()) {
+    items.push(sockets_item(cfg, confined));
+    if let Some(egress) = &cfg.bash.egress {
+        items.extend(egress_items(cfg, egress, confined));
+    }
+    if !cfg.bash.network {
+        items.extend(socket_path_items(&cfg.bash.unix_sockets));
+    }
+    items
+}
+
+/// The gate's policy in one line (its rules, its default), then a warning per lint.
+fn policy_items(p: &gate::Policy) -> Vec<Item> {
+    let default = match p.default {
+        gate::Verdict::Allow => "allow",
+        gate::Verdict::Deny => "deny",
+    };
+    let mut items = vec![item(
+        Status::Ok,
+        "gate",
+        format!(
+            "{} allow rules, {} deny rules, default {default}",
+            p.allow.len(),
+            p.deny.len()
+        ),
+    )];
+    items.extend(
+        gate::lint(p)
+            .into_iter()
+            .map(|w| item(Status::Warn, "gate", w)),
+    );
+    items
+}
+
+/// Which Unix sockets (and network) the kernel confines commands to; skipped unconfined.
+fn sockets_item(cfg: &Config, confined: bool) -> Item {
+    match (confined, crate::tools::sandbox::kernel_abi()) {
         (true, Ok(abi)) => item(
             Status::Ok,
             "sockets",
@@ -141,59 +160,65 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
             "sockets",
             "commands run unconfined: Unix sockets (and the network) are not confined",
         ),
-    });
-    if let Some(egress) = &cfg.bash.egress {
-        let line = crate::tools::egress::describe(egress);
-        items.push(match crate::tools::egress::settings(egress) {
-            Err(e) => item(Status::Fail, "egress", format!("{e:#}")),
-            Ok(_) if !confined => item(
-                Status::Fail,
+    }
+}
+
+/// `network = "allowlist"`: the proxy's settings (which need the sandbox), and a warning for
+/// each of the harness's own services the allow list lets commands reach.
+fn egress_items(cfg: &Config, egress: &EgressConfig, confined: bool) -> Vec<Item> {
+    let line = crate::tools::egress::describe(egress);
+    let mut items = vec![match crate::tools::egress::settings(egress) {
+        Err(e) => item(Status::Fail, "egress", format!("{e:#}")),
+        Ok(_) if !confined => item(
+            Status::Fail,
+            "egress",
+            format!("{line}; but commands run unconfined, and network = \"allowlist\" needs the sandbox"),
+        ),
+        Ok(_) => item(Status::Ok, "egress", line),
+    }];
+    // The proxy adds no key, but a listed LLM proxy or Redmine is a door to the harness's
+    // own services that the operator should have opened on purpose.
+    let own = [
+        (
+            "the LLM proxy ([litellm].base_url)",
+            cfg.litellm.base_url.as_deref(),
+        ),
+        (
+            "Redmine ([redmine].url)",
+            cfg.redmine.as_ref().map(|r| r.url.as_str()),
+        ),
+    ];
+    for (what, url) in own {
+        let host = url.and_then(crate::tools::egress::policy::url_host);
+        if let Some(host) = host.filter(|h| crate::tools::egress::policy::allowed(&egress.allow, h))
+        {
+            items.push(item(
+                Status::Warn,
                 "egress",
-                format!("{line}; but commands run unconfined, and network = \"allowlist\" needs the sandbox"),
-            ),
-            Ok(_) => item(Status::Ok, "egress", line),
-        });
-        // The proxy adds no key, but a listed LLM proxy or Redmine is a door to the harness's
-        // own services that the operator should have opened on purpose.
-        let own = [
-            (
-                "the LLM proxy ([litellm].base_url)",
-                cfg.litellm.base_url.as_deref(),
-            ),
-            (
-                "Redmine ([redmine].url)",
-                cfg.redmine.as_ref().map(|r| r.url.as_str()),
-            ),
-        ];
-        for (what, url) in own {
-            let host = url.and_then(crate::tools::egress::policy::url_host);
-            if let Some(host) =
-                host.filter(|h| crate::tools::egress::policy::allowed(&egress.allow, h))
-            {
-                items.push(item(
-                    Status::Warn,
-                    "egress",
-                    format!("the allow list lets commands reach {what} at {host}; the proxy adds no key, but is that meant?"),
-                ));
-            }
+                format!("the allow list lets commands reach {what} at {host}; the proxy adds no key, but is that meant?"),
+            ));
         }
     }
-    if !cfg.bash.network {
-        for name in &cfg.bash.unix_sockets {
-            if let crate::config::SocketName::Path(p) = name {
-                use std::os::unix::fs::FileTypeExt;
-                let problem = match std::fs::metadata(p) {
-                    Err(_) => Some("does not exist (yet)"),
-                    Ok(m) if !m.file_type().is_socket() => Some("is not a socket"),
-                    Ok(_) => None,
-                };
-                if let Some(problem) = problem {
-                    items.push(item(
-                        Status::Warn,
-                        "sockets",
-                        format!("unix_sockets names {}, which {problem}", p.display()),
-                    ));
-                }
+    items
+}
+
+/// A warning for each socket path `unix_sockets` names that is missing or not a socket.
+fn socket_path_items(names: &[SocketName]) -> Vec<Item> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut items = Vec::new();
+    for name in names {
+        if let SocketName::Path(p) = name {
+            let problem = match std::fs::metadata(p) {
+                Err(_) => Some("does not exist (yet)"),
+                Ok(m) if !m.file_type().is_socket() => Some("is not a socket"),
+                Ok(_) => None,
+            };
+            if let Some(problem) = problem {
+                items.push(item(
+                    Status::Warn,
+                    "sockets",
+                    format!("unix_sockets names {}, which {problem}", p.display()),
+                ));
             }
         }
     }

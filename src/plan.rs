@@ -83,26 +83,80 @@ pub fn plan(
     replay: Option<&Path>,
     sandbox: Status,
 ) -> Plan {
-    let tools = if cfg.bash.enabled {
-        let default = match cfg.bash.policy.default {
-            gate::Verdict::Allow => "allow",
-            gate::Verdict::Deny => "deny",
-        };
-        let files = if cfg.files.enabled {
-            ", read_file write_file edit_file (jailed in the work root)"
+    Plan {
+        vertical: cfg.vertical.clone(),
+        task: format!(
+            "[{}] {} (source {})",
+            task.id,
+            task.subject,
+            task.source.as_str()
+        ),
+        routing: route.describe(),
+        tools: tools_line(cfg),
+        sandbox: if cfg.bash.enabled {
+            sandbox.plan_line(cfg.bash.write_roots.len())
         } else {
-            ""
-        };
-        format!(
-            "bash (allow={} deny={} default={default} timeout={}s){files}",
-            cfg.bash.policy.allow.len(),
-            cfg.bash.policy.deny.len(),
-            cfg.bash.timeout.as_secs()
-        )
-    } else {
-        "none ([tools.bash] enabled = false)".to_string()
+            "none (no bash tool)".to_string()
+        },
+        max_rounds: cfg.max_rounds,
+        max_total_tokens: cfg.budget.max_total_tokens,
+        max_cost_usd: cfg.budget.max_cost_usd,
+        llm: llm_line(cfg, replay),
+        report_dir: cfg.report_dir.display().to_string(),
+        check: cfg
+            .check
+            .for_class(route.class.as_deref())
+            .map(|c| {
+                format!(
+                    "`{}` when the model is done (max {} attempts, timeout {}s, {} bytes of output back)",
+                    c.command,
+                    c.max_attempts,
+                    c.timeout.as_secs(),
+                    c.feedback_bytes
+                )
+            }),
+        workspace: workspace_line(cfg, task),
+        session: None,
+        egress: cfg
+            .bash
+            .egress
+            .as_ref()
+            .filter(|_| cfg.bash.enabled)
+            .map(crate::tools::egress::describe),
+        result: cfg.result_schema.as_ref().map(|r| {
+            format!(
+                "a `finish` result matching {} (draft 2020-12; required with done)",
+                r.path.display()
+            )
+        }),
+    }
+}
+
+/// The PLAN's `tools:` line: the bash tool's policy and bounds, and the file tools when on.
+fn tools_line(cfg: &Config) -> String {
+    if !cfg.bash.enabled {
+        return "none ([tools.bash] enabled = false)".to_string();
+    }
+    let default = match cfg.bash.policy.default {
+        gate::Verdict::Allow => "allow",
+        gate::Verdict::Deny => "deny",
     };
-    let llm = match (replay, &cfg.litellm.base_url) {
+    let files = if cfg.files.enabled {
+        ", read_file write_file edit_file (jailed in the work root)"
+    } else {
+        ""
+    };
+    format!(
+        "bash (allow={} deny={} default={default} timeout={}s){files}",
+        cfg.bash.policy.allow.len(),
+        cfg.bash.policy.deny.len(),
+        cfg.bash.timeout.as_secs()
+    )
+}
+
+/// The PLAN's `llm:` line: the cassette replayed, or the endpoint with its key ref and modes.
+fn llm_line(cfg: &Config, replay: Option<&Path>) -> String {
+    match (replay, &cfg.litellm.base_url) {
         (Some(p), _) => format!("replay {}", p.display()),
         (None, Some(url)) => format!(
             "{url}/chat/completions (key {}{}{})",
@@ -122,67 +176,27 @@ pub fn plan(
             }
         ),
         (None, None) => "none".to_string(),
-    };
-    Plan {
-        vertical: cfg.vertical.clone(),
-        task: format!(
-            "[{}] {} (source {})",
-            task.id,
-            task.subject,
-            task.source.as_str()
-        ),
-        routing: route.describe(),
-        tools,
-        sandbox: if cfg.bash.enabled {
-            sandbox.plan_line(cfg.bash.write_roots.len())
-        } else {
-            "none (no bash tool)".to_string()
-        },
-        max_rounds: cfg.max_rounds,
-        max_total_tokens: cfg.budget.max_total_tokens,
-        max_cost_usd: cfg.budget.max_cost_usd,
-        llm,
-        report_dir: cfg.report_dir.display().to_string(),
-        check: cfg
-            .check
-            .for_class(route.class.as_deref())
-            .map(|c| {
-                format!(
-                    "`{}` when the model is done (max {} attempts, timeout {}s, {} bytes of output back)",
-                    c.command,
-                    c.max_attempts,
-                    c.timeout.as_secs(),
-                    c.feedback_bytes
-                )
-            }),
-        workspace: cfg.workspace.as_ref().map(|w| {
-            let branch = crate::workspace::name::branch(&w.branch, &cfg.vertical, &task.id);
-            format!(
-                "branch {branch} from {} of {}, worktree {}{}",
-                w.base,
-                w.repo.display(),
-                cfg.work_root
-                    .join(crate::workspace::name::worktree_dir(&branch))
-                    .display(),
-                w.push
-                    .as_ref()
-                    .map_or_else(|| ", not pushed".to_string(), |r| format!(", pushed to {r}"))
-            )
-        }),
-        session: None,
-        egress: cfg
-            .bash
-            .egress
-            .as_ref()
-            .filter(|_| cfg.bash.enabled)
-            .map(crate::tools::egress::describe),
-        result: cfg.result_schema.as_ref().map(|r| {
-            format!(
-                "a `finish` result matching {} (draft 2020-12; required with done)",
-                r.path.display()
-            )
-        }),
     }
+}
+
+/// The PLAN's `workspace:` line when `[workspace]` is set: the task's branch, its base, the
+/// worktree and where it is pushed.
+fn workspace_line(cfg: &Config, task: &Task) -> Option<String> {
+    cfg.workspace.as_ref().map(|w| {
+        let branch = crate::workspace::name::branch(&w.branch, &cfg.vertical, &task.id);
+        format!(
+            "branch {branch} from {} of {}, worktree {}{}",
+            w.base,
+            w.repo.display(),
+            cfg.work_root
+                .join(crate::workspace::name::worktree_dir(&branch))
+                .display(),
+            w.push.as_ref().map_or_else(
+                || ", not pushed".to_string(),
+                |r| format!(", pushed to {r}")
+            )
+        )
+    })
 }
 
 #[cfg(test)]

@@ -446,6 +446,8 @@ pub struct Inbox<'a> {
 }
 
 impl Inbox<'_> {
+    /// The first waiting task `want` may take, read and routed: claimed (stale claims put
+    /// back first), or for a dry run only read; a reply waits until its task has run.
     async fn take_one<R>(
         &self,
         want: &Want<'_>,
@@ -462,75 +464,109 @@ impl Inbox<'_> {
             cfg.dir.display(),
             waiting.len()
         );
-        if !odd.is_empty() {
-            if want.claim {
-                let moved = reject_odd(&inbox, &odd, want.run_id);
-                SKIPPED.fetch_add(moved as u64, Ordering::Relaxed);
-            } else {
-                for (name, why) in &odd {
-                    warn!("intake: inbox entry {name:?} is not a task: {why}");
-                }
-            }
-        }
+        set_odd_aside(&inbox, &odd, want);
         for (stem, name) in &waiting {
-            let (stem, name) = (stem.clone(), name.clone());
-            if want.task_id.is_some_and(|id| id != stem) {
+            if want.task_id.is_some_and(|id| id != stem.as_str()) {
                 continue;
             }
-            if let Some(base) = reply::base(&stem).filter(|b| reply_waits(&inbox, &waiting, b)) {
+            if let Some(base) = reply::base(stem).filter(|b| reply_waits(&inbox, &waiting, b)) {
                 info!("intake: inbox reply {name:?} waits until task {base:?} has run");
                 continue;
             }
-            if !want.claim {
-                // A dry run: read, never move.
-                let Ok(task) = read_task(&inbox, &name)
-                    .and_then(|t| parse(&stem, &t))
-                    .and_then(|t| complete(&inbox, &stem, &name, t))
-                else {
-                    continue;
-                };
-                let route = route(&task).map_err(TakeError::Routing)?;
-                return Ok(Some(Picked {
-                    task,
-                    route,
-                    claim: None,
-                    issue: None,
-                }));
+            let picked = if want.claim {
+                claim_and_route(cfg, &inbox, stem, name, want.run_id, route)?
+            } else {
+                read_and_route(&inbox, stem, name, route)?
+            };
+            if picked.is_some() {
+                return Ok(picked);
             }
-            let Some(claimed) = claim(cfg, &inbox, &stem, &name, want.run_id)? else {
-                info!("intake: inbox task {stem:?} was claimed by another worker first");
-                continue;
-            };
-            let dir = inbox.sub(CLAIMED, false).map_err(anyhow::Error::from)?;
-            let file = claimed.file_name();
-            let parsed = read_task(&dir, &file)
-                .and_then(|t| parse(&stem, &t))
-                .and_then(|t| complete(&inbox, &stem, &name, t));
-            let task = match parsed {
-                Ok(task) => task,
-                Err(why) => {
-                    reject(&inbox, &dir, OsStr::new(&file), &stem, want.run_id, &why)?;
-                    continue;
-                }
-            };
-            let route = match route(&task) {
-                Ok(r) => r,
-                Err(e) => {
-                    let why = format!("{e:#}");
-                    reject(&inbox, &dir, OsStr::new(&file), &stem, want.run_id, &why)?;
-                    return Err(TakeError::Routing(e));
-                }
-            };
-            info!("intake: claimed inbox task {stem:?} (run {})", want.run_id);
-            return Ok(Some(Picked {
-                task,
-                route,
-                claim: Some(Claim::Inbox(claimed)),
-                issue: None,
-            }));
         }
         Ok(None)
     }
+}
+
+/// The inbox entries that can never be a task: moved to `failed/` (and counted) by a run
+/// that claims; a dry run, which never moves anything, only warns of them.
+fn set_odd_aside(inbox: &Dir, odd: &Odd, want: &Want<'_>) {
+    if odd.is_empty() {
+        return;
+    }
+    if want.claim {
+        let moved = reject_odd(inbox, odd, want.run_id);
+        SKIPPED.fetch_add(moved as u64, Ordering::Relaxed);
+    } else {
+        for (name, why) in odd {
+            warn!("intake: inbox entry {name:?} is not a task: {why}");
+        }
+    }
+}
+
+/// A dry run's pick: the task file `name` read and routed, never moved; `None` when it
+/// cannot be read.
+fn read_and_route<R>(
+    inbox: &Dir,
+    stem: &str,
+    name: &str,
+    route: RouteFn<'_, R>,
+) -> Result<Option<Picked<R>>, TakeError> {
+    let Ok(task) = read_task(inbox, name)
+        .and_then(|t| parse(stem, &t))
+        .and_then(|t| complete(inbox, stem, name, t))
+    else {
+        return Ok(None);
+    };
+    let route = route(&task).map_err(TakeError::Routing)?;
+    Ok(Some(Picked {
+        task,
+        route,
+        claim: None,
+        issue: None,
+    }))
+}
+
+/// Claims the task file `name` for `run_id`, then reads and routes it; `None` when another
+/// worker claimed it first or it cannot be read (it moves to `failed/`). A task that cannot
+/// be routed moves to `failed/` too, and the routing error ends the intake.
+fn claim_and_route<R>(
+    cfg: &InboxConfig,
+    inbox: &Dir,
+    stem: &str,
+    name: &str,
+    run_id: &str,
+    route: RouteFn<'_, R>,
+) -> Result<Option<Picked<R>>, TakeError> {
+    let Some(claimed) = claim(cfg, inbox, stem, name, run_id)? else {
+        info!("intake: inbox task {stem:?} was claimed by another worker first");
+        return Ok(None);
+    };
+    let dir = inbox.sub(CLAIMED, false).map_err(anyhow::Error::from)?;
+    let file = claimed.file_name();
+    let parsed = read_task(&dir, &file)
+        .and_then(|t| parse(stem, &t))
+        .and_then(|t| complete(inbox, stem, name, t));
+    let task = match parsed {
+        Ok(task) => task,
+        Err(why) => {
+            reject(inbox, &dir, OsStr::new(&file), stem, run_id, &why)?;
+            return Ok(None);
+        }
+    };
+    let route = match route(&task) {
+        Ok(r) => r,
+        Err(e) => {
+            let why = format!("{e:#}");
+            reject(inbox, &dir, OsStr::new(&file), stem, run_id, &why)?;
+            return Err(TakeError::Routing(e));
+        }
+    };
+    info!("intake: claimed inbox task {stem:?} (run {run_id})");
+    Ok(Some(Picked {
+        task,
+        route,
+        claim: Some(Claim::Inbox(claimed)),
+        issue: None,
+    }))
 }
 
 /// Entries this process moved to `failed/` because they could never be a task (for the

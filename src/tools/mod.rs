@@ -203,6 +203,57 @@ fn sweep_dead_temp_dirs(parent: &Path) {
     }
 }
 
+/// The Landlock rulesets of a confined run (`status` says whether it is): the commands', and
+/// the success check's, which is another only when the first confines execution.
+fn rulesets(
+    config: &BashConfig,
+    work_root: &Path,
+    tmp: &Path,
+    tcp: Option<sandbox::unix::supervisor::TcpGuard>,
+    status: sandbox::Status,
+) -> anyhow::Result<(Option<sandbox::Landlock>, Option<sandbox::Landlock>)> {
+    match status {
+        sandbox::Status::Landlock { .. } => {
+            let commands = sandbox::Landlock::build(config, work_root, tmp, tcp.clone())?;
+            // A second ruleset only when the first confines execution.
+            let check = if sandbox::exec::unrestricted_reason(config).is_some() {
+                commands.clone()
+            } else {
+                sandbox::Landlock::build_for_check(config, work_root, tmp, tcp)?
+            };
+            Ok((Some(commands), Some(check)))
+        }
+        sandbox::Status::Off | sandbox::Status::Unavailable => Ok((None, None)),
+    }
+}
+
+/// Under an exec set that names dynamic loaders, what keeps commands from running one as a
+/// program: the Unix-socket supervisor's pass, or else a guard thread of its own.
+fn loader_guard(
+    landlock: Option<&sandbox::Landlock>,
+    spawner: &spawner::Spawner,
+) -> anyhow::Result<Option<sandbox::loader::Guard>> {
+    match landlock {
+        Some(l) if !l.loaders().is_empty() => match l.supervised_exec_pass() {
+            // The Unix-socket supervisor guards the loader in each command's own filter.
+            Some(pass) => {
+                spawner
+                    .set_pass(pass)
+                    .context("cannot keep commands from running the dynamic loader")?;
+                Ok(None)
+            }
+            None => {
+                let pass = sandbox::loader::pass();
+                let listener = spawner
+                    .guard(&sandbox::loader::filter(pass), pass)
+                    .context("cannot keep commands from running the dynamic loader")?;
+                Ok(Some(sandbox::loader::Guard::start(listener, l.loaders())?))
+            }
+        },
+        _ => Ok(None),
+    }
+}
+
 /// One call to a tool of a [`BashTool`] (`bash`, a file tool), read from its JSON once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -280,39 +331,8 @@ impl BashTool {
             None => env,
         };
         let tcp = proxy.as_ref().map(egress::guard);
-        let (landlock, check_landlock) = match status {
-            sandbox::Status::Landlock { .. } => {
-                let commands =
-                    sandbox::Landlock::build(&config, &work_root, tmp.path(), tcp.clone())?;
-                // A second ruleset only when the first confines execution.
-                let check = if sandbox::exec::unrestricted_reason(&config).is_some() {
-                    commands.clone()
-                } else {
-                    sandbox::Landlock::build_for_check(&config, &work_root, tmp.path(), tcp)?
-                };
-                (Some(commands), Some(check))
-            }
-            sandbox::Status::Off | sandbox::Status::Unavailable => (None, None),
-        };
-        let loader_guard = match &landlock {
-            Some(l) if !l.loaders().is_empty() => match l.supervised_exec_pass() {
-                // The Unix-socket supervisor guards the loader in each command's own filter.
-                Some(pass) => {
-                    spawner
-                        .set_pass(pass)
-                        .context("cannot keep commands from running the dynamic loader")?;
-                    None
-                }
-                None => {
-                    let pass = sandbox::loader::pass();
-                    let listener = spawner
-                        .guard(&sandbox::loader::filter(pass), pass)
-                        .context("cannot keep commands from running the dynamic loader")?;
-                    Some(sandbox::loader::Guard::start(listener, l.loaders())?)
-                }
-            },
-            _ => None,
-        };
+        let (landlock, check_landlock) = rulesets(&config, &work_root, tmp.path(), tcp, status)?;
+        let loader_guard = loader_guard(landlock.as_ref(), &spawner)?;
         let check_files: Vec<String> = config
             .inputs
             .iter()
@@ -473,27 +493,8 @@ impl BashTool {
         // The command as narrated and recorded in the REPORT: a model that echoes a key
         // must not put it into stderr or the round log.
         let shown = self.redactor.redact(&command);
-        if judgement.verdict == Verdict::Deny {
-            let reason = match &judgement.hint {
-                Some(h) => format!("{}; try instead: {h}", judgement.reason),
-                None => judgement.reason.clone(),
-            };
+        if let Err(reason) = self.admit(&judgement) {
             return denied(shown, self.redactor.redact(&reason));
-        }
-        for dir in &judgement.workdirs {
-            if let Err(reason) = real_subdir(&self.work_root, dir) {
-                return denied(shown, self.redactor.redact(&reason));
-            }
-        }
-        for (path, prefix) in &judgement.runtime_path_checks {
-            // `/tmp/x` (rewritten below) and `$TMPDIR/x` land in the private temp dir.
-            let checked = match path.strip_prefix("/tmp/").filter(|_| prefix == "/tmp") {
-                Some(rest) => stays_under(self.tmp.path(), rest, "."),
-                None => stays_under(&self.work_root, path, prefix),
-            };
-            if let Err(reason) = checked {
-                return denied(shown, self.redactor.redact(&reason));
-            }
         }
         // Unconfined, `/tmp` is the real one: nothing hides it, so nothing is rewritten.
         let run = if self.landlock.is_some() {
@@ -509,12 +510,51 @@ impl BashTool {
         } else {
             self.work_root.join(workdir)
         };
+        let (finished, egress_denied) = self.execute(&judgement, &run, &cwd, interrupt).await;
+        match finished {
+            Ok(f) => self.ran(f, shown, egress_denied),
+            Err(e) => invalid(self.redactor.redact(&format!("{e:#}"))),
+        }
+    }
+
+    /// Why the command may not run although the gate read it, if it may not (unredacted): the
+    /// gate denied it (with its hint), a directory it runs in is no plain directory under the
+    /// work root, or a symlink leads a path out of its rule's directory.
+    fn admit(&self, judgement: &gate::Judgement) -> Result<(), String> {
+        if judgement.verdict == Verdict::Deny {
+            return Err(match &judgement.hint {
+                Some(h) => format!("{}; try instead: {h}", judgement.reason),
+                None => judgement.reason.clone(),
+            });
+        }
+        for dir in &judgement.workdirs {
+            real_subdir(&self.work_root, dir)?;
+        }
+        for (path, prefix) in &judgement.runtime_path_checks {
+            // `/tmp/x` (rewritten below) and `$TMPDIR/x` land in the private temp dir.
+            match path.strip_prefix("/tmp/").filter(|_| prefix == "/tmp") {
+                Some(rest) => stays_under(self.tmp.path(), rest, "."),
+                None => stays_under(&self.work_root, path, prefix),
+            }?;
+        }
+        Ok(())
+    }
+
+    /// Runs the command line `run` the gate judged, in `cwd`; with what the egress proxy
+    /// refused while it ran.
+    async fn execute(
+        &self,
+        judgement: &gate::Judgement,
+        run: &str,
+        cwd: &Path,
+        interrupt: &Interrupt,
+    ) -> (anyhow::Result<bash::Finished>, Vec<egress::proxy::Refusal>) {
         // A plain pipeline runs as the gate read it; everything else bash reads again.
         let direct = judgement
-            .plain_argv_of(&run)
-            .and_then(|argv| direct::plan(&argv, &self.path_var(), &cwd));
+            .plain_argv_of(run)
+            .and_then(|argv| direct::plan(&argv, &self.path_var(), cwd));
         let at = bash::Setting {
-            work_root: &cwd,
+            work_root: cwd,
             timeout: self.config.timeout,
             max_output: self.config.max_output_bytes,
             env: &self.env,
@@ -525,62 +565,71 @@ impl BashTool {
         let refused_before = self.egress.as_ref().map_or(0, |p| p.refusal_count());
         let finished = match direct {
             Some(stages) => direct::run(&stages, &at).await,
-            None => bash::run(&run, &at).await,
+            None => bash::run(run, &at).await,
         };
         let egress_denied = self
             .egress
             .as_ref()
             .map(|p| p.refusals_from(refused_before))
             .unwrap_or_default();
-        match finished {
-            Ok(f) => {
-                let output = f.output.render(&self.redactor);
-                let ending = f.ending;
-                let status_line = match f.ending {
-                    bash::Ending::Exited(c) => format!("[exit status: {c}]"),
-                    bash::Ending::Signaled(s) => format!("[killed by signal {s}]"),
-                    bash::Ending::TimedOut => format!(
-                        "[killed: timed out after {}s]",
-                        self.config.timeout.as_secs()
-                    ),
-                    bash::Ending::Interrupted => {
-                        "[killed: the harness was interrupted]".to_string()
-                    }
-                };
-                // A refusal of the sandbox's gets one line saying which root would let it
-                // through (or that the path is hidden on purpose), before the status.
-                let hint = match (f.ending, &self.landlock) {
-                    (bash::Ending::Exited(c), Some(l)) => l
-                        .denied_hint(&output, c, &self.work_root, &self.path_var())
-                        .map(|h| self.redactor.redact(&h)),
-                    _ => None,
-                };
-                let mut body = if output.is_empty() {
-                    "(no output)\n".to_string()
-                } else if output.ends_with('\n') {
-                    output
-                } else {
-                    format!("{output}\n")
-                };
-                if let Some(hint) = hint {
-                    body.push_str(&hint);
-                    body.push('\n');
-                }
-                for refusal in &egress_denied {
-                    body.push_str(&self.redactor.redact(&refusal.line()));
-                    body.push('\n');
-                }
-                ToolRun {
-                    result: format!("{body}{status_line}"),
-                    event: ToolEvent::Ran {
-                        command: shown,
-                        ending,
-                        output_bytes: f.output.total(),
-                    },
-                    egress_denied,
-                }
-            }
-            Err(e) => invalid(self.redactor.redact(&format!("{e:#}"))),
+        (finished, egress_denied)
+    }
+
+    /// The result of a command that ran: its output (redacted), a hint when the sandbox
+    /// refused it something, each egress refusal, then its status line.
+    fn ran(
+        &self,
+        f: bash::Finished,
+        shown: String,
+        egress_denied: Vec<egress::proxy::Refusal>,
+    ) -> ToolRun {
+        let output = f.output.render(&self.redactor);
+        let ending = f.ending;
+        let status_line = self.status_line(f.ending);
+        // A refusal of the sandbox's gets one line saying which root would let it
+        // through (or that the path is hidden on purpose), before the status.
+        let hint = match (f.ending, &self.landlock) {
+            (bash::Ending::Exited(c), Some(l)) => l
+                .denied_hint(&output, c, &self.work_root, &self.path_var())
+                .map(|h| self.redactor.redact(&h)),
+            _ => None,
+        };
+        let mut body = if output.is_empty() {
+            "(no output)\n".to_string()
+        } else if output.ends_with('\n') {
+            output
+        } else {
+            format!("{output}\n")
+        };
+        if let Some(hint) = hint {
+            body.push_str(&hint);
+            body.push('\n');
+        }
+        for refusal in &egress_denied {
+            body.push_str(&self.redactor.redact(&refusal.line()));
+            body.push('\n');
+        }
+        ToolRun {
+            result: format!("{body}{status_line}"),
+            event: ToolEvent::Ran {
+                command: shown,
+                ending,
+                output_bytes: f.output.total(),
+            },
+            egress_denied,
+        }
+    }
+
+    /// The last line of a command's result: how it ended.
+    fn status_line(&self, ending: bash::Ending) -> String {
+        match ending {
+            bash::Ending::Exited(c) => format!("[exit status: {c}]"),
+            bash::Ending::Signaled(s) => format!("[killed by signal {s}]"),
+            bash::Ending::TimedOut => format!(
+                "[killed: timed out after {}s]",
+                self.config.timeout.as_secs()
+            ),
+            bash::Ending::Interrupted => "[killed: the harness was interrupted]".to_string(),
         }
     }
 }
@@ -602,9 +651,6 @@ fn denied(command: String, reason: String) -> ToolRun {
     }
 }
 
-/// A directory the gate judged a command to run in (`workdir`, a leading `cd DIR`): it must
-/// be a directory under the work root reached without a symlink, so that the paths the gate
-/// read relative to it (`../x` from it) are the paths the kernel opens.
 impl BashTool {
     /// The places the operator named (sockets, read, write and exec roots), which a command's
     /// `/tmp/…` words keep naming, also where `/tmp` is the private temp dir.
@@ -629,6 +675,9 @@ impl BashTool {
     }
 }
 
+/// A directory the gate judged a command to run in (`workdir`, a leading `cd DIR`): it must
+/// be a directory under the work root reached without a symlink, so that the paths the gate
+/// read relative to it (`../x` from it) are the paths the kernel opens.
 fn real_subdir(work_root: &Path, rel: &str) -> Result<(), String> {
     let root = work_root
         .canonicalize()

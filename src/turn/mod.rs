@@ -18,6 +18,7 @@ pub mod step;
 pub mod toolbox;
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 
 use serde::Serialize;
 use tracing::info;
@@ -27,7 +28,7 @@ use crate::events::{Event, Events};
 use crate::llm::cassette::Recorded;
 pub use crate::llm::preflight::SkippedModel;
 use crate::llm::wire::{Message, Usage};
-use crate::llm::{Backend, LlmError};
+use crate::llm::{Backend, LlmError, Reply};
 use crate::routing::Route;
 use crate::signals::Interrupt;
 use crate::tools::{BashTool, ToolEvent};
@@ -276,18 +277,29 @@ pub async fn run(
     interrupt: &Interrupt,
     events: &Events,
 ) -> Turn {
-    let mut messages = start;
-    let turn = run_on(
-        &mut messages,
+    let mut rounds = Rounds {
+        messages: start,
         route,
         limits,
         backend,
         bash,
         interrupt,
         events,
-    )
-    .await;
-    Turn { messages, ..turn }
+        toolbox: toolbox::Toolbox::new(bash, limits.result.as_ref()),
+        turn: Turn::start(route),
+        chain: 0,
+        nudged: false,
+        answered: None,
+    };
+    for round in 1..=limits.max_rounds {
+        if rounds.round(round).await.is_break() {
+            break;
+        }
+    }
+    Turn {
+        messages: rounds.messages,
+        ..rounds.turn
+    }
 }
 
 /// The note before the last round: call `finish` now, or answer in text.
@@ -299,57 +311,46 @@ fn last_round_note(mode: FinishMode, with_result: bool) -> Message {
     Message::User { content }
 }
 
-/// The loop of [`run`], on the conversation it extends.
-async fn run_on(
-    messages: &mut Vec<Message>,
-    route: &Route,
-    limits: &Limits,
-    backend: &mut Backend,
-    bash: Option<&BashTool>,
-    interrupt: &Interrupt,
-    events: &Events,
-) -> Turn {
-    let max_rounds = limits.max_rounds;
-    let toolbox = toolbox::Toolbox::new(bash, limits.result.as_ref());
-    let mut turn = Turn::start(route);
-    // Index into the tier's chain; a fallback moves it on for the rest of the turn.
-    let mut chain = 0;
-    let mut nudged = false;
-    // The complete text answer the reminder to call `finish` followed, until the model
-    // replies to it: that round failing, or another text, must not lose it.
-    let mut answered: Option<String> = None;
-    for round in 1..=max_rounds {
-        let answer = answered.take();
-        let (used, spent) = (turn.usage.total_tokens, turn.cost_usd);
-        if let Some(stop) = step::before_round(interrupt.received(), &limits.budget, used, spent) {
-            if let TurnOutcome::Budget { stop } = &stop {
-                info!("{}; stopping before round {round}", stop.describe());
-            }
-            turn.outcome = stop;
-            return turn;
-        }
-        let shape = step::shape(round, max_rounds, bash.is_some(), limits.finish);
-        if shape.last_round_note {
-            messages.push(last_round_note(limits.finish, limits.result.is_some()));
-        }
-        turn.rounds = round;
-        events.emit(Event::RoundStarted {
-            round,
-            max_rounds,
-            model: route.models.get(chain).cloned().unwrap_or_default(),
-        });
+/// What the rounds of one turn share: its inputs, the turn as it grows, and what one round
+/// leaves for the next.
+struct Rounds<'a> {
+    /// The conversation: the first request's, then what this turn adds.
+    messages: Vec<Message>,
+    route: &'a Route,
+    limits: &'a Limits,
+    backend: &'a mut Backend,
+    bash: Option<&'a BashTool>,
+    interrupt: &'a Interrupt,
+    events: &'a Events,
+    toolbox: toolbox::Toolbox<'a>,
+    turn: Turn,
+    /// Index into the tier's chain; a fallback moves it on for the rest of the turn.
+    chain: usize,
+    /// Whether the model was reminded to call `finish` already.
+    nudged: bool,
+    /// The complete text answer the reminder to call `finish` followed, until the model
+    /// replies to it: that round failing, or another text, must not lose it.
+    answered: Option<String>,
+}
+
+impl Rounds<'_> {
+    /// One round: the limits checked, the model asked, its reply booked and answered (tools
+    /// run, a reminder, the success check). `Break` ends the turn, whose outcome is set.
+    async fn round(&mut self, round: u32) -> ControlFlow<()> {
+        let answer = self.answered.take();
+        let shape = self.begin(round)?;
         let asked = round::ask(
-            backend,
-            route,
-            &mut chain,
+            self.backend,
+            self.route,
+            &mut self.chain,
             round::Prompt {
-                messages,
-                tools: toolbox.specs(),
-                finish: toolbox.finish_spec(),
+                messages: &mut self.messages,
+                tools: self.toolbox.specs(),
+                finish: self.toolbox.finish_spec(),
             },
             shape,
-            interrupt,
-            &mut turn,
+            self.interrupt,
+            &mut self.turn,
         );
         let round::Answer {
             model,
@@ -357,149 +358,231 @@ async fn run_on(
             shape,
         } = match asked.await {
             Ok(answer) => answer,
-            Err(outcome) => {
-                let Some(rescued) = answer::rescue(&outcome, answer.as_deref()) else {
-                    turn.outcome = outcome;
-                    return turn;
-                };
-                info!(
-                    "round {round}/{max_rounds}: the text answer before the reminder stands: {}",
-                    rescued.error
-                );
-                turn.reply = Some(rescued.reply);
-                turn.noted_error = Some(rescued.error);
-                // The answer is final: a failed check cannot be retried without the model.
-                let done = verify(
-                    TurnOutcome::Completed,
-                    limits,
-                    bash,
-                    interrupt,
-                    &mut turn,
-                    max_rounds,
-                );
-                turn.outcome = match done.await {
-                    check::After::End(outcome) => outcome,
-                    check::After::Retry { .. } => TurnOutcome::CheckFailed,
-                };
-                return turn;
-            }
+            Err(outcome) => return self.rescue(outcome, answer.as_deref(), round).await,
         };
-        let mut record = round::account(&mut turn, limits, &model, &reply, shape);
-        events.emit(Event::RoundCompleted {
+        let record = self.book(&model, &reply, shape, round);
+        let text = self.take_reply(&mut reply, answer.as_deref(), round);
+        let calls = reply.tool_calls.len();
+        match step::after_reply(shape, calls, self.turn.reply.is_some(), self.nudged) {
+            step::Next::RunTools => {
+                self.run_tools(&reply, shape, round, record, text.dropped)
+                    .await
+            }
+            step::Next::Nudge => self.nudge(text.text, &reply, round, record),
+            step::Next::Finish { outcome, stand_in } => {
+                if let Some(text) = stand_in {
+                    self.turn.reply = Some(text.to_string());
+                }
+                self.turn.log.push(record);
+                match self.verify(outcome, round).await {
+                    check::After::End(outcome) => self.end(outcome),
+                    // The reply is in the conversation already; the failure follows it.
+                    check::After::Retry { feedback } => {
+                        self.messages.push(Message::User { content: feedback });
+                        ControlFlow::Continue(())
+                    }
+                }
+            }
+        }
+    }
+
+    /// Before the model call: the limits checked (`Break` when they stop the turn), then the
+    /// round's shape, with the note before the last round, and `round.started`.
+    fn begin(&mut self, round: u32) -> ControlFlow<(), step::Shape> {
+        let max_rounds = self.limits.max_rounds;
+        let (used, spent) = (self.turn.usage.total_tokens, self.turn.cost_usd);
+        let budget = &self.limits.budget;
+        if let Some(stop) = step::before_round(self.interrupt.received(), budget, used, spent) {
+            if let TurnOutcome::Budget { stop } = &stop {
+                info!("{}; stopping before round {round}", stop.describe());
+            }
+            return self.end(stop);
+        }
+        let mode = self.limits.finish;
+        let shape = step::shape(round, max_rounds, self.bash.is_some(), mode);
+        if shape.last_round_note {
+            self.messages
+                .push(last_round_note(mode, self.limits.result.is_some()));
+        }
+        self.turn.rounds = round;
+        self.events.emit(Event::RoundStarted {
             round,
             max_rounds,
-            model: model.clone(),
+            model: self
+                .route
+                .models
+                .get(self.chain)
+                .cloned()
+                .unwrap_or_default(),
+        });
+        ControlFlow::Continue(shape)
+    }
+
+    /// Books the reply of `model` on the turn and emits `round.completed`; the round's
+    /// record, to which the tool events are added.
+    fn book(&mut self, model: &str, reply: &Reply, shape: step::Shape, round: u32) -> RoundRecord {
+        let record = round::account(&mut self.turn, self.limits, model, reply, shape);
+        self.events.emit(Event::RoundCompleted {
+            round,
+            max_rounds: self.limits.max_rounds,
+            model: model.to_string(),
             usage: record.usage,
             cost_usd: record.cost_usd,
             latency_ms: record.latency_ms,
             retries: record.retries,
             tool_calls: reply.tool_calls.len(),
         });
+        record
+    }
+
+    /// A reply without a tool call where `finish` ends the turn: the model is reminded once;
+    /// a complete `text` answer is kept in case the next round fails.
+    fn nudge(
+        &mut self,
+        text: Option<String>,
+        reply: &Reply,
+        round: u32,
+        record: RoundRecord,
+    ) -> ControlFlow<()> {
+        let max_rounds = self.limits.max_rounds;
+        info!("round {round}/{max_rounds}: no tool call; reminding the model of `finish`");
+        self.nudged = true;
+        self.answered = text.filter(|_| answer::complete(reply.finish_reason.as_deref()));
+        self.messages.push(Message::User {
+            content: finish::NUDGE.to_string(),
+        });
+        self.turn.log.push(record);
+        ControlFlow::Continue(())
+    }
+
+    /// The turn when the model call failed: it fails, unless the failed round is the reply
+    /// to the reminder to call `finish` and the text answer before it stands.
+    async fn rescue(
+        &mut self,
+        outcome: TurnOutcome,
+        answer: Option<&str>,
+        round: u32,
+    ) -> ControlFlow<()> {
+        let max_rounds = self.limits.max_rounds;
+        let Some(rescued) = answer::rescue(&outcome, answer) else {
+            return self.end(outcome);
+        };
+        info!(
+            "round {round}/{max_rounds}: the text answer before the reminder stands: {}",
+            rescued.error
+        );
+        self.turn.reply = Some(rescued.reply);
+        self.turn.noted_error = Some(rescued.error);
+        // The answer is final: a failed check cannot be retried without the model.
+        let outcome = match self.verify(TurnOutcome::Completed, max_rounds).await {
+            check::After::End(outcome) => outcome,
+            check::After::Retry { .. } => TurnOutcome::CheckFailed,
+        };
+        self.end(outcome)
+    }
+
+    /// Takes the reply into the turn: its text as the turn's reply (kept with the answer
+    /// before the reminder), its tool calls capped, the reply added to the conversation.
+    fn take_reply(&mut self, reply: &mut Reply, answer: Option<&str>, round: u32) -> TakenReply {
         let text = reply.content.clone().filter(|c| !c.trim().is_empty());
         if let Some(text) = &text {
-            turn.reply = Some(match (&answer, reply.tool_calls.is_empty()) {
+            self.turn.reply = Some(match (answer, reply.tool_calls.is_empty()) {
                 (Some(first), true) => answer::kept(first, text),
                 _ => text.clone(),
             });
         }
-        let dropped = step::cap_calls(&mut reply.tool_calls, limits.max_tool_calls);
+        let dropped = step::cap_calls(&mut reply.tool_calls, self.limits.max_tool_calls);
         if let Some(note) = &dropped {
             info!("round {round}: {note}");
         }
-        messages.push(Message::Assistant {
+        self.messages.push(Message::Assistant {
             content: reply.content.clone(),
             tool_calls: reply.tool_calls.clone(),
             extra: reply.extra.clone(),
         });
-        let calls = reply.tool_calls.len();
-        match step::after_reply(shape, calls, turn.reply.is_some(), nudged) {
-            step::Next::RunTools => {
-                let handled =
-                    round::run_tools(&toolbox, &reply.tool_calls, shape, interrupt, round, events)
-                        .await;
-                for (call, run) in reply.tool_calls.iter().zip(handled.runs) {
-                    messages.push(Message::Tool {
-                        tool_call_id: call.id.clone(),
-                        content: run.result,
-                    });
-                    record.tools.push(run.event);
-                }
-                if let Some(note) = dropped {
-                    messages.push(Message::User { content: note });
-                }
-                turn.log.push(record);
-                if let Some(done) = handled.finish {
-                    let outcome = match handled.result_errors {
-                        errors if errors.is_empty() => step::finished(done.status),
-                        errors => TurnOutcome::ResultInvalid { errors },
-                    };
-                    turn.reply = Some(done.summary.clone());
-                    turn.finish = Some(done);
-                    match verify(outcome, limits, bash, interrupt, &mut turn, round).await {
-                        check::After::End(outcome) => {
-                            turn.outcome = outcome;
-                            return turn;
-                        }
-                        check::After::Retry { feedback } => {
-                            // The task is not done after all: the turn goes on.
-                            turn.finish = None;
-                            messages.push(Message::User { content: feedback });
-                            continue;
-                        }
-                    }
-                }
-                if shape.last {
-                    turn.outcome = TurnOutcome::MaxRounds;
-                    return turn;
-                }
-            }
-            step::Next::Nudge => {
-                info!("round {round}/{max_rounds}: no tool call; reminding the model of `finish`");
-                nudged = true;
-                answered = text.filter(|_| answer::complete(reply.finish_reason.as_deref()));
-                messages.push(Message::User {
-                    content: finish::NUDGE.to_string(),
-                });
-                turn.log.push(record);
-            }
-            step::Next::Finish { outcome, stand_in } => {
-                if let Some(text) = stand_in {
-                    turn.reply = Some(text.to_string());
-                }
-                turn.log.push(record);
-                match verify(outcome, limits, bash, interrupt, &mut turn, round).await {
-                    check::After::End(outcome) => {
-                        turn.outcome = outcome;
-                        return turn;
-                    }
-                    // The reply is in the conversation already; the failure follows it.
-                    check::After::Retry { feedback } => {
-                        messages.push(Message::User { content: feedback });
-                    }
+        TakenReply { text, dropped }
+    }
+
+    /// Runs the reply's tool calls, their results (and the note on dropped calls) added to
+    /// the conversation; an accepted `finish` is checked, and the last round ends the turn.
+    async fn run_tools(
+        &mut self,
+        reply: &Reply,
+        shape: step::Shape,
+        round: u32,
+        mut record: RoundRecord,
+        dropped: Option<String>,
+    ) -> ControlFlow<()> {
+        let calls = &reply.tool_calls;
+        let handled = round::run_tools(
+            &self.toolbox,
+            calls,
+            shape,
+            self.interrupt,
+            round,
+            self.events,
+        )
+        .await;
+        for (call, run) in calls.iter().zip(handled.runs) {
+            self.messages.push(Message::Tool {
+                tool_call_id: call.id.clone(),
+                content: run.result,
+            });
+            record.tools.push(run.event);
+        }
+        if let Some(note) = dropped {
+            self.messages.push(Message::User { content: note });
+        }
+        self.turn.log.push(record);
+        if let Some(done) = handled.finish {
+            let outcome = match handled.result_errors {
+                errors if errors.is_empty() => step::finished(done.status),
+                errors => TurnOutcome::ResultInvalid { errors },
+            };
+            self.turn.reply = Some(done.summary.clone());
+            self.turn.finish = Some(done);
+            match self.verify(outcome, round).await {
+                check::After::End(outcome) => return self.end(outcome),
+                check::After::Retry { feedback } => {
+                    // The task is not done after all: the turn goes on.
+                    self.turn.finish = None;
+                    self.messages.push(Message::User { content: feedback });
+                    return ControlFlow::Continue(());
                 }
             }
         }
+        if shape.last {
+            return self.end(TurnOutcome::MaxRounds);
+        }
+        ControlFlow::Continue(())
     }
-    turn
+
+    /// Runs the success check when the model says the task is done (a `finish` with `done`,
+    /// or a message-style answer, the forced last one included) and says what the turn does
+    /// next.
+    async fn verify(&mut self, outcome: TurnOutcome, round: u32) -> check::After {
+        let checked = match (&outcome, self.limits.check.as_ref(), self.bash) {
+            (TurnOutcome::Completed | TurnOutcome::MaxRounds, Some(spec), Some(tool)) => {
+                check::run(spec, tool, self.interrupt, &mut self.turn.check).await
+            }
+            _ => check::CheckVerdict::Passed,
+        };
+        check::after(checked, outcome, round < self.limits.max_rounds)
+    }
+
+    /// Ends the turn with `outcome`.
+    fn end<C>(&mut self, outcome: TurnOutcome) -> ControlFlow<(), C> {
+        self.turn.outcome = outcome;
+        ControlFlow::Break(())
+    }
 }
 
-/// Runs the success check when the model says the task is done (a `finish` with `done`, or a
-/// message-style answer, the forced last one included) and says what the turn does next.
-async fn verify(
-    outcome: TurnOutcome,
-    limits: &Limits,
-    bash: Option<&BashTool>,
-    interrupt: &Interrupt,
-    turn: &mut Turn,
-    round: u32,
-) -> check::After {
-    let checked = match (&outcome, limits.check.as_ref(), bash) {
-        (TurnOutcome::Completed | TurnOutcome::MaxRounds, Some(spec), Some(tool)) => {
-            check::run(spec, tool, interrupt, &mut turn.check).await
-        }
-        _ => check::CheckVerdict::Passed,
-    };
-    check::after(checked, outcome, round < limits.max_rounds)
+/// What [`Rounds::take_reply`] leaves for the rest of the round.
+struct TakenReply {
+    /// The reply's text, when it has any besides white space.
+    text: Option<String>,
+    /// The note on the tool calls over `max_tool_calls`, which were dropped.
+    dropped: Option<String>,
 }
 
 impl Turn {
