@@ -252,13 +252,23 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Writes the timestamped REPORT and then `REPORT-latest.md`; returns the timestamped path.
-pub fn write_reports(dir: &Path, report: &Report) -> Result<PathBuf> {
+/// A REPORT on disk: where, and the text written, which the write-back sends as it is (the
+/// REPORT is rendered once per run).
+#[derive(Debug)]
+pub struct Written {
+    /// The timestamped REPORT file.
+    pub path: PathBuf,
+    /// Its text.
+    pub text: String,
+}
+
+/// Writes the timestamped REPORT and then `REPORT-latest.md`.
+pub fn write_reports(dir: &Path, report: &Report) -> Result<Written> {
     let text = render(report);
     let name = file_name(&report.vertical, &report.task_id, report.started);
     let path = atomic::write_new(dir, &name, text.as_bytes())?;
     atomic::write(&dir.join("REPORT-latest.md"), text.as_bytes())?;
-    Ok(path)
+    Ok(Written { path, text })
 }
 
 #[cfg(test)]
@@ -438,8 +448,8 @@ All good.
     fn writes_both_files_and_never_clobbers() {
         let dir = tempfile::tempdir().unwrap();
         prepare_dir(dir.path()).unwrap();
-        let p1 = write_reports(dir.path(), &sample()).unwrap();
-        let p2 = write_reports(dir.path(), &sample()).unwrap();
+        let p1 = write_reports(dir.path(), &sample()).unwrap().path;
+        let p2 = write_reports(dir.path(), &sample()).unwrap().path;
         assert_ne!(p1, p2);
         assert!(p2.to_string_lossy().ends_with("-2.md"));
         let latest = std::fs::read_to_string(dir.path().join("REPORT-latest.md")).unwrap();

@@ -108,8 +108,8 @@ pub(super) async fn turn_and_report(
     // before the session records this run. A REPORT that cannot be written leaves the
     // session as it was and gives the claim back, so the task stays eligible and the next
     // run does it again, instead of finding "nothing new" and losing the answer.
-    let path = match report::write_reports(&cfg.report_dir, &report) {
-        Ok(path) => path,
+    let written = match report::write_reports(&cfg.report_dir, &report) {
+        Ok(written) => written,
         Err(e) => {
             return Ended::GiveBack {
                 why: "the REPORT could not be written; the task stays eligible".to_string(),
@@ -127,7 +127,7 @@ pub(super) async fn turn_and_report(
             Stage::Interrupted(signal),
             anyhow!(
                 "{why}: the REPORT is on disk at {}; the task stays eligible",
-                path.display()
+                written.path.display()
             ),
         );
         return Ended::GiveBack {
@@ -152,7 +152,7 @@ pub(super) async fn turn_and_report(
         };
         save_session(cfg, o, record, &turn, redactor)
     });
-    Ended::Spent(deliver(env, held, &report, &path, &turn, extra, redactor).await)
+    Ended::Spent(deliver(env, held, &report, &written, &turn, extra, redactor).await)
 }
 
 /// The REPORT is on disk: `report.written`, the `--output json` object's facts, and the path
@@ -199,12 +199,13 @@ pub(super) async fn deliver(
     env: &Env<'_>,
     held: Held<'_>,
     report: &report::Report,
-    path: &Path,
+    written: &report::Written,
     turn: &turn::Turn,
     extra: Option<writeback::Extra>,
     redactor: &Redactor,
 ) -> Result<Success, Failure> {
     let (cfg, task) = (held.cfg, &held.taken.task);
+    let path = written.path.as_path();
     let printed = announce(env, report, path, turn);
     // The cassette comes after the REPORT, so a bad --record path cannot cost the REPORT.
     if let Some(cassette) = &env.args.record {
@@ -221,7 +222,7 @@ pub(super) async fn deliver(
     // writeback
     if let Some(file) = &held.taken.inbox {
         let completed = matches!(turn.outcome, turn::TurnOutcome::Completed);
-        let settled = intake::inbox::settle(file, completed, &report::render(report), env.run_id);
+        let settled = intake::inbox::settle(file, completed, &written.text, env.run_id);
         env.events.emit(Event::WritebackCompleted {
             target: "inbox".to_string(),
             task_id: task.id.clone(),
@@ -237,7 +238,7 @@ pub(super) async fn deliver(
     let tracker = env
         .redmine
         .filter(|_| task.source == intake::Source::Redmine);
-    let delivered = write_back(cfg, tracker, report, path, extra).await;
+    let delivered = write_back(cfg, tracker, written, extra).await;
     if tracker.is_some() {
         env.events.emit(Event::WritebackCompleted {
             target: "redmine".to_string(),
@@ -444,10 +445,10 @@ pub(super) fn unwritten(report: &report::Report, e: anyhow::Error) -> Failure {
 pub(super) async fn write_back(
     cfg: &Config,
     redmine: Option<&RedmineClient>,
-    report: &report::Report,
-    path: &Path,
+    written: &report::Written,
     extra: Option<writeback::Extra>,
 ) -> Result<(), Failure> {
+    let path = written.path.as_path();
     let (Some(client), Some(rm)) = (redmine, cfg.redmine.as_ref()) else {
         return Ok(());
     };
@@ -455,7 +456,7 @@ pub(super) async fn write_back(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    writeback::write_back(client, rm, &report::render(report), &name, extra)
+    writeback::write_back(client, rm, &written.text, &name, extra)
         .await
         .map_err(|e| {
             anyhow!(
