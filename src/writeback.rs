@@ -8,9 +8,10 @@ use tracing::{info, warn};
 
 use crate::config::RedmineConfig;
 use crate::redmine::attachments;
-use crate::redmine::client::RedmineClient;
+use crate::redmine::claim::{CONFLICT_PAUSE, CONFLICT_RETRIES};
+use crate::redmine::client::{Put, RedmineClient};
 use crate::redmine::issue::Issue;
-use crate::redmine::notes::{marker_run, status_before_claim, REPORT_MARKER};
+use crate::redmine::notes::{marker_run, status_before_claim, wrote, REPORT_MARKER};
 use crate::report::Parsed;
 
 /// Characters of the reply kept in the note when the full REPORT is attached instead.
@@ -147,7 +148,9 @@ pub struct Extra {
 }
 
 /// Posts the REPORT to its issue and moves the issue; safe to repeat. `extra` (the
-/// session) is attached in the same update as the note, so a note never lacks it.
+/// session) is attached in the same update as the note, so a note never lacks it. An
+/// update that met a concurrent one (Redmine saved nothing of it) is made again from a
+/// fresh read of the issue.
 pub async fn write_back(
     client: &RedmineClient,
     cfg: &RedmineConfig,
@@ -155,6 +158,25 @@ pub async fn write_back(
     file_name: &str,
     extra: Option<Extra>,
 ) -> Result<()> {
+    for _ in 0..CONFLICT_RETRIES {
+        match write_back_once(client, cfg, report_text, file_name, extra.clone()).await? {
+            Put::Applied => return Ok(()),
+            Put::Conflict => {
+                info!("writeback: the issue was updated at the same moment; writing back again");
+                tokio::time::sleep(CONFLICT_PAUSE).await;
+            }
+        }
+    }
+    bail!("writing back: every attempt met a concurrent update of the issue")
+}
+
+async fn write_back_once(
+    client: &RedmineClient,
+    cfg: &RedmineConfig,
+    report_text: &str,
+    file_name: &str,
+    extra: Option<Extra>,
+) -> Result<Put> {
     let report = crate::report::parse(report_text)?;
     if report.str("source") != "redmine" {
         bail!(
@@ -172,7 +194,6 @@ pub async fn write_back(
     if run_id.is_empty() {
         bail!("the REPORT has no run_id");
     }
-    let path = format!("/issues/{issue_id}.json");
     let before = client.issue(issue_id).await?;
     let posted = before
         .journals
@@ -224,17 +245,30 @@ pub async fn write_back(
     let assign = async {
         match assignee {
             Some(author) => assign_author(client, &before, author).await,
-            None => Ok(()),
+            None => Ok(Put::Applied),
         }
     };
     if fields.is_empty() {
         info!("writeback: issue #{issue_id} is already up to date");
         return assign.await;
     }
-    client
-        .put_json(&path, &serde_json::json!({ "issue": fields }))
+    // Landed: the note when it is sent (a status the workflow refuses must not make it sent
+    // twice), else the status.
+    let status_only = target
+        .as_ref()
+        .map(|(_, id)| *id)
+        .filter(|_| !fields.contains_key("notes"));
+    let landed = |i: &Issue| match status_only {
+        Some(id) => i.status.id == id,
+        None => wrote(i, REPORT_MARKER, &run_id, 0),
+    };
+    let put = client
+        .put_once(issue_id, &serde_json::json!({ "issue": fields }), landed)
         .await
         .with_context(|| format!("writing back to issue #{issue_id}"))?;
+    if put == Put::Conflict {
+        return Ok(Put::Conflict);
+    }
     let after = client.issue(issue_id).await?;
     if fields.contains_key("notes")
         && !after
@@ -276,22 +310,26 @@ pub async fn write_back(
 
 /// Assigns the issue to its author (`assign_needs_input = "author"`), so the asker is
 /// notified; verified by reading the issue back.
-async fn assign_author(client: &RedmineClient, issue: &Issue, author: u64) -> Result<()> {
+async fn assign_author(client: &RedmineClient, issue: &Issue, author: u64) -> Result<Put> {
     let id = issue.id;
     let fix = format!(
         "assigning issue #{id} to its author {:?} (id {author}) for [redmine.writeback].assign_needs_input: the author must be a member of the project with a role that issues can be assigned to",
         issue.author.name
     );
     if issue.assigned_to.as_ref().map(|a| a.id) == Some(author) {
-        return Ok(());
+        return Ok(Put::Applied);
     }
-    client
-        .put_json(
-            &format!("/issues/{id}.json"),
+    let put = client
+        .put_once(
+            id,
             &serde_json::json!({"issue": {"assigned_to_id": author}}),
+            |i| i.assigned_to.as_ref().map(|a| a.id) == Some(author),
         )
         .await
         .with_context(|| fix.clone())?;
+    if put == Put::Conflict {
+        return Ok(Put::Conflict);
+    }
     let after = client.issue(id).await?;
     if after.assigned_to.as_ref().map(|a| a.id) != Some(author) {
         bail!("{fix} (Redmine did not apply it)");
@@ -300,7 +338,7 @@ async fn assign_author(client: &RedmineClient, issue: &Issue, author: u64) -> Re
         "writeback: issue #{id} assigned to its author {:?}",
         issue.author.name
     );
-    Ok(())
+    Ok(Put::Applied)
 }
 
 #[cfg(test)]

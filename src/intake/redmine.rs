@@ -133,7 +133,7 @@ pub async fn take<R>(
         if !explicit && skip_answered(&fresh) {
             continue;
         }
-        if let Some((holder, at)) = active_claim(&fresh.journals) {
+        if let Some((holder, at)) = active_claim(&fresh.journals, stale) {
             if Utc::now() - at < stale {
                 info!(
                     "intake: issue #{} is claimed by run {holder} since {at}; skipping",
@@ -160,6 +160,10 @@ pub async fn take<R>(
             }
             Claimed::Lost { winner } => info!(
                 "intake: issue #{} was claimed first by run {winner}; trying the next one",
+                fresh.id
+            ),
+            Claimed::Contended => info!(
+                "intake: issue #{} was updated at the same moment (Redmine refused the claim as stale); trying the next one",
                 fresh.id
             ),
         }
@@ -381,7 +385,7 @@ impl<R> super::source::Source<R> for RedmineSource<'_> {
                 if skip_answered(&issue) {
                     continue;
                 }
-                if let Some((holder, at)) = active_claim(&issue.journals) {
+                if let Some((holder, at)) = active_claim(&issue.journals, stale) {
                     if Utc::now() - at < stale {
                         info!(
                             "scope: issue #{} is claimed by run {holder}; not in scope",
