@@ -1,7 +1,8 @@
 //! Redmine adapter (HTTP): a thin REST client bound to one server and one key, the key only
 //! in the `X-Redmine-API-Key` header. Retries follow the one policy of [`crate::http`]
-//! (transient statuses and transport faults, `Retry-After` honoured); refusals are explained
-//! in terms of what to fix.
+//! (transient statuses and transport faults, `Retry-After` honoured), except that an update
+//! carrying a note is sent at most once ([`RedmineClient::put_once`]: read back before it is
+//! sent again); refusals are explained in terms of what to fix.
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
@@ -305,22 +306,6 @@ impl RedmineClient {
                 )
             },
         )
-    }
-
-    /// PUT a JSON document; Redmine answers 204 (which does not prove anything was applied).
-    pub async fn put_json(&self, path: &str, body: &Value) -> Result<()> {
-        let bytes = serde_json::to_vec(body).context("cannot encode the request")?;
-        let a = self
-            .send(
-                reqwest::Method::PUT,
-                path,
-                Some((bytes, "application/json")),
-            )
-            .await?;
-        match a.status {
-            200 | 201 | 204 => Ok(()),
-            _ => Err(self.refusal("PUT", path, &a)),
-        }
     }
 
     /// The key's user: proves the key works and the REST API is on (an anonymous
