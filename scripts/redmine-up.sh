@@ -2,7 +2,8 @@
 # scripts/redmine-up.sh [--reset] [--rest on|off] [ENV_FILE]
 #
 # A REAL Redmine 5.0 for the integration tests: Debian bookworm's `redmine` +
-# `redmine-sqlite`, served by Debian's `puma` (no apache/passenger), on 127.0.0.1.
+# `redmine-sqlite` (or, with REDMINE_DB=postgresql, `redmine-pgsql` + `postgresql` in a
+# cluster of this script's own), served by Debian's `puma` (no apache/passenger), on 127.0.0.1.
 # It installs what is missing, configures and seeds headless (scripts/redmine-seed.rb),
 # starts the server, waits until it is healthy, prints eval-able KEY=value lines and
 # writes them to ENV_FILE. tests/redmine/README.md documents the keys and the seed.
@@ -11,19 +12,24 @@
 #                  A (re)start serves the pristine seeded snapshot; the printed values
 #                  always describe that snapshot
 #   --reset        restore the pristine seeded DB (same ids and keys). With the server
-#                  up this is done in place (sqlite backup API, no restart, < 1 s);
-#                  otherwise stop, restore, start (~5-8 s). REDMINE_RESET=1 does the same.
+#                  up this is done in place (no restart, < 1 s: SQLite's backup API, or
+#                  PostgreSQL's CREATE DATABASE .. TEMPLATE); otherwise stop, restore,
+#                  start (~5-8 s). REDMINE_RESET=1 does the same.
 #   --rest off|on  disable / re-enable the REST API on the running server (< 1 s, no restart;
 #                  a plain bring-up or --reset turns it back on).
 #
 # Environment: REDMINE_PORT (3000), REDMINE_LAB (/tmp/harness-redmine: state, snapshots,
-# logs; must be readable by www-data), REDMINE_THREADS (1), REDMINE_START_TIMEOUT (180),
+# logs; must be readable by www-data), REDMINE_DB (sqlite | postgresql), REDMINE_THREADS (1:
+# puma threads per process), REDMINE_WORKERS (1: puma processes; more is puma's cluster mode),
+# REDMINE_PG_PORT (15432: the cluster's loopback port), REDMINE_START_TIMEOUT (180),
 # REDMINE_BUSY_TIMEOUT_MS (20000: SQLite's busy timeout in database.yml),
 # REDMINE_ADMIN_PASSWORD, REDMINE_BOT_PASSWORD, REDMINE_DBCONFIG=false (skip dbconfig-common
 # at install time; the seed then migrates and loads the default data itself).
 #
 # Needs root (apt-get, setpriv). The server runs as www-data, the owner of Debian's
-# Redmine instance directories. There is one Redmine DB per machine, hence one server.
+# Redmine instance directories; the PostgreSQL cluster (REDMINE_LAB/pg) as postgres. There
+# is one Redmine instance per machine, hence one server; a run asking for another DB,
+# thread or process count restarts it so (its database.yml is rewritten for the adapter).
 # Stop it with scripts/redmine-down.sh. Adapted from a verified recipe; the REST
 # behaviour it relies on is summarised in tests/redmine/README.md.
 set -euo pipefail
@@ -51,6 +57,15 @@ LAB=${REDMINE_LAB:-/tmp/harness-redmine}
 PORT=${REDMINE_PORT:-3000}
 HOST=127.0.0.1
 THREADS=${REDMINE_THREADS:-1}
+WORKERS=${REDMINE_WORKERS:-1}
+case "${REDMINE_DB:-sqlite}" in
+  sqlite|sqlite3) DB_KIND=sqlite ;;
+  postgresql|postgres|pg) DB_KIND=postgresql ;;
+  *) echo "redmine-up: REDMINE_DB is sqlite or postgresql, not ${REDMINE_DB}" >&2; exit 64 ;;
+esac
+[[ "$THREADS" =~ ^[1-9][0-9]*$ ]] || { echo "redmine-up: REDMINE_THREADS must be a whole number >= 1" >&2; exit 64; }
+[[ "$WORKERS" =~ ^[1-9][0-9]*$ ]] || { echo "redmine-up: REDMINE_WORKERS must be a whole number >= 1" >&2; exit 64; }
+PG_PORT=${REDMINE_PG_PORT:-15432}
 START_TIMEOUT=${REDMINE_START_TIMEOUT:-180}
 BUSY_MS=${REDMINE_BUSY_TIMEOUT_MS:-20000}
 URL="http://$HOST:$PORT"
@@ -69,6 +84,8 @@ BUNDLE_DIR=$LAB/bundle
 ENV_CACHE=$STATE/redmine.env
 SNAPSHOT=$STATE/seeded.sqlite3
 SNAPSHOT_ENV=$STATE/seeded.env
+SERVER_CONF=$RUNDIR/server.conf      # what the running server serves: DB, threads, workers
+SQLITE_YML=$STATE/database.yml.sqlite  # the SQLite database.yml, kept while PostgreSQL is used
 BASE_SNAPSHOT=$STATE/base.sqlite3     # DB as the package left it (before the seed)
 BASE_VERSION=$STATE/base.version      # its package version ("empty" line: rebuild from nothing)
 PIDFILE=$RUNDIR/puma.pid
@@ -77,6 +94,10 @@ SEED_RB=$LAB/seed.rb
 PUMA_RB=$LAB/puma.rb
 
 PACKAGES=(redmine redmine-sqlite puma sqlite3 curl)
+if [ "$DB_KIND" = postgresql ]; then
+  PACKAGES+=(redmine-pgsql postgresql)
+  SNAPSHOT_ENV=$STATE/seeded-pg.env
+fi
 
 T0=$(date +%s.%N)
 elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
@@ -121,9 +142,11 @@ seed_sha() {
     sha256sum | cut -c1-16
 }
 
+# The SQLite file: from database.yml while it is SQLite's, else from the kept copy.
 read_db_file() {
-  local f
-  f=$(sed -n 's/^ *database: *//p' "$DB_YML" 2>/dev/null | head -n1 || true)
+  local f yml=$DB_YML
+  grep -q 'adapter: *sqlite3' "$yml" 2>/dev/null || yml=$SQLITE_YML
+  f=$(sed -n 's/^ *database: *//p' "$yml" 2>/dev/null | head -n1 || true)
   [ -n "$f" ] && DB_FILE=$f
   return 0
 }
@@ -134,6 +157,8 @@ seeded_and_healthy() {
   local ak bk q c
   [ -s "$ENV_CACHE" ] || return 1
   [ -n "$(server_pid)" ] || return 1
+  [ "$(cat "$SERVER_CONF" 2>/dev/null)" = "$(server_conf)" ] || return 1
+  [ "$DB_KIND" = sqlite ] || pg_running || return 1
   [ "$(kv REDMINE_URL "$ENV_CACHE")" = "$URL" ] || return 1
   [ "$(kv REDMINE_SEED_SHA "$ENV_CACHE")" = "$(seed_sha)" ] || return 1
   [ "$(kv REDMINE_PKG_VERSION "$ENV_CACHE")" = "$(pkg_version)" ] || return 1
@@ -150,7 +175,15 @@ emit() {
   { cat "$ENV_CACHE"
     echo "REDMINE_SERVER_PID=$(server_pid)"
     echo "REDMINE_SERVER_LOG=$SERVER_LOG"
-    echo "REDMINE_DB_FILE=$DB_FILE"
+    echo "REDMINE_DB=$DB_KIND"
+    echo "REDMINE_THREADS=$THREADS"
+    echo "REDMINE_WORKERS=$WORKERS"
+    if [ "$DB_KIND" = sqlite ]; then
+      echo "REDMINE_DB_FILE=$DB_FILE"
+    else
+      # psql "$REDMINE_DB_URL" reaches the live DB as its owner (loopback only).
+      echo "REDMINE_DB_URL=postgresql://redmine:$(pg_password)@$HOST:$PG_PORT/redmine"
+    fi
     echo "REDMINE_LAB=$LAB"
   } > "$tmp"
   if [ -n "$OUT_FILE" ]; then
@@ -165,15 +198,21 @@ emit() {
 # process but calls Setting.check_cache at the start of every request, which clears the
 # cache when MAX(settings.updated_on) is newer than the last clear. So an UPDATE with a
 # fresh updated_on is seen by the very next request: no rails runner (~4 s), no restart.
-sql() {  # sql STATEMENT... : sqlite3 on the live DB, retried while the server holds a lock
+sql() {  # sql STATEMENT : on the live DB (sqlite3 retried while the server holds a lock)
   local i
+  if [ "$DB_KIND" = postgresql ]; then pg_sql redmine "$1"; return; fi
   for i in 1 2 3 4 5; do
-    sqlite3 -cmd ".timeout 5000" "$DB_FILE" "$@" && return 0
+    sqlite3 -cmd ".timeout 5000" "$DB_FILE" "$1" && return 0
     sleep 0.2
   done
   return 1
 }
-now_sql="strftime('%Y-%m-%d %H:%M:%f','now')"
+# Redmine stores UTC timestamps without a zone in both adapters.
+if [ "$DB_KIND" = postgresql ]; then
+  now_sql="(now() at time zone 'utc')"
+else
+  now_sql="strftime('%Y-%m-%d %H:%M:%f','now')"
+fi
 set_rest() {  # set_rest 1|0
   sql "UPDATE settings SET value='$1', updated_on=$now_sql WHERE name='rest_api_enabled';
        INSERT INTO settings(name, value, updated_on)
@@ -182,6 +221,107 @@ set_rest() {  # set_rest 1|0
 }
 # Make every running Redmine process drop its settings cache on its next request.
 touch_settings() { sql "UPDATE settings SET updated_on=$now_sql;"; }
+
+# --- PostgreSQL (REDMINE_DB=postgresql) --------------------------------------
+# A cluster of this script's own in $LAB/pg (initdb and pg_ctl as postgres), on
+# 127.0.0.1:$PG_PORT and a socket in $LAB/pg-run; Debian's own "main" cluster is left alone.
+# Durability is traded for speed (fsync off): a test DB is rebuilt, never recovered. The
+# live DB `redmine` is a copy of the template `redmine_seeded` (the pristine seed), owned by
+# the role `redmine`, whose random password lives in $STATE (root only) and database.yml.
+PG_DATA=$LAB/pg
+PG_SOCK=$LAB/pg-run
+PG_LOG=$RUNDIR/postgresql.log
+PG_PASSWORD_FILE=$STATE/pg.password
+pg_bin() { find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin 2>/dev/null | sort -V | tail -n1; }
+as_pg() { (cd / && setpriv --reuid=postgres --regid=postgres --init-groups env -i PATH=/usr/bin:/bin LANG=C.UTF-8 "$@"); }
+pg_running() { [ -s "$PG_DATA/postmaster.pid" ] && as_pg "$(pg_bin)/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; }
+pg_sql() {  # pg_sql DB STATEMENT : as the superuser, over the cluster's socket
+  as_pg psql -X -q -tA -v ON_ERROR_STOP=1 -h "$PG_SOCK" -p "$PG_PORT" -d "$1" -c "$2"
+}
+pg_password() { cat "$PG_PASSWORD_FILE" 2>/dev/null || true; }
+pg_db_exists() { [ "$(pg_sql postgres "SELECT 1 FROM pg_database WHERE datname='$1'")" = 1 ]; }
+
+ensure_pg() {
+  local bin; bin=$(pg_bin)
+  [ -n "$bin" ] || die "no PostgreSQL under /usr/lib/postgresql (package postgresql)"
+  install -d -o postgres -g postgres -m 755 "$PG_SOCK"
+  if [ ! -s "$PG_DATA/PG_VERSION" ]; then
+    log "initdb $PG_DATA (a cluster of this script's own)"
+    rm -rf "$PG_DATA"; install -d -o postgres -g postgres -m 700 "$PG_DATA"
+    as_pg "$bin/initdb" -D "$PG_DATA" -U postgres -E UTF8 --locale=C.UTF-8 \
+      --auth-local=peer --auth-host=scram-sha-256 >/dev/null || die "initdb failed"
+    cat >> "$PG_DATA/postgresql.conf" <<EOF
+# scripts/redmine-up.sh: a test cluster on loopback only; durability off for speed
+listen_addresses = '$HOST'
+unix_socket_directories = '$PG_SOCK'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+EOF
+  fi
+  if ! pg_running; then
+    : > "$PG_LOG"; chown postgres:postgres "$PG_LOG"
+    log "starting PostgreSQL ($PG_DATA) on $HOST:$PG_PORT"
+    # 9>&- : the cluster must not inherit (and hold forever) this script's lock.
+    as_pg "$bin/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -o "-p $PG_PORT" -w -t 60 start >/dev/null 9>&- ||
+      { tail -n 20 "$PG_LOG" >&2; die "PostgreSQL did not start (log: $PG_LOG)"; }
+  fi
+  if [ ! -s "$PG_PASSWORD_FILE" ]; then
+    (umask 077; head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 32 > "$PG_PASSWORD_FILE")
+  fi
+  chmod 600 "$PG_PASSWORD_FILE"
+  if [ "$(pg_sql postgres "SELECT 1 FROM pg_roles WHERE rolname='redmine'")" = 1 ]; then
+    pg_sql postgres "ALTER ROLE redmine LOGIN PASSWORD '$(pg_password)'"
+  else
+    pg_sql postgres "CREATE ROLE redmine LOGIN PASSWORD '$(pg_password)'"
+  fi
+}
+
+stop_pg() {
+  pg_running || return 0
+  log "stopping PostgreSQL ($PG_DATA)"
+  as_pg "$(pg_bin)/pg_ctl" -D "$PG_DATA" -m fast -w stop >/dev/null || true
+}
+
+# The live DB as a copy of the template (FORCE: puma's pooled connections are cut; Rails
+# verifies a connection when a request checks it out, and reconnects).
+pg_restore_live() {
+  pg_sql postgres "DROP DATABASE IF EXISTS redmine WITH (FORCE)" &&
+  pg_sql postgres "CREATE DATABASE redmine TEMPLATE redmine_seeded OWNER redmine STRATEGY ${REDMINE_PG_STRATEGY:-WAL_LOG}"
+}
+pg_empty_live() {
+  pg_sql postgres "DROP DATABASE IF EXISTS redmine WITH (FORCE)" &&
+  pg_sql postgres "CREATE DATABASE redmine OWNER redmine ENCODING 'UTF8'"
+}
+pg_snapshot() {  # server stopped: nothing holds the live DB
+  log "saving the pristine seeded DB as the template redmine_seeded"
+  if pg_db_exists redmine_seeded; then
+    pg_sql postgres "ALTER DATABASE redmine_seeded IS_TEMPLATE false" &&
+    pg_sql postgres "DROP DATABASE redmine_seeded"
+  fi
+  pg_sql postgres "CREATE DATABASE redmine_seeded TEMPLATE redmine" &&
+  pg_sql postgres "ALTER DATABASE redmine_seeded IS_TEMPLATE true ALLOW_CONNECTIONS false" &&
+  cp "$ENV_CACHE" "$SNAPSHOT_ENV"
+}
+
+ensure_database_yml_pg() {
+  local pool=$(( THREADS > 5 ? THREADS : 5 ))
+  if grep -q 'adapter: *sqlite3' "$DB_YML" 2>/dev/null; then cp -p "$DB_YML" "$SQLITE_YML"; fi
+  cat > "$DB_YML.tmp" <<EOF
+# Written by scripts/redmine-up.sh (REDMINE_DB=postgresql); the SQLite one is kept in
+# $SQLITE_YML and put back by the next run without REDMINE_DB=postgresql.
+production:
+  adapter: postgresql
+  database: redmine
+  host: $HOST
+  port: $PG_PORT
+  username: redmine
+  password: "$(pg_password)"
+  encoding: utf8
+  pool: $pool
+EOF
+  chown root:"$RUN_USER" "$DB_YML.tmp"; chmod 640 "$DB_YML.tmp"; mv -f "$DB_YML.tmp" "$DB_YML"
+}
 
 # ---------------------------------------------------------------------------
 ensure_packages() {
@@ -223,6 +363,10 @@ ensure_dirs() {
 
 # database.yml normally comes from dbconfig-common; write one if dbconfig was bypassed.
 ensure_database_yml() {
+  if ! grep -q 'adapter: *sqlite3' "$DB_YML" 2>/dev/null && [ -s "$SQLITE_YML" ]; then
+    log "putting the SQLite $DB_YML back"
+    cp -p "$SQLITE_YML" "$DB_YML"
+  fi
   if [ -r "$DB_YML" ] && grep -q 'adapter: *sqlite3' "$DB_YML"; then
     # dbconfig writes no `timeout:`, i.e. SQLite's busy timeout 0: a request that meets
     # any lock (an in-place --reset, --rest, a second thread) fails at once with HTTP 500
@@ -279,7 +423,17 @@ bind 'tcp://$HOST:$PORT'
 threads $THREADS, $THREADS
 pidfile '$PIDFILE'
 EOF
+  if [ "$WORKERS" -gt 1 ]; then
+    # Cluster mode: the app is loaded once, each forked worker opens its own DB connections.
+    cat >> "$PUMA_RB" <<EOF
+workers $WORKERS
+preload_app!
+before_fork { ActiveRecord::Base.connection_pool.disconnect! if defined?(ActiveRecord::Base) }
+on_worker_boot { ActiveRecord::Base.establish_connection if defined?(ActiveRecord::Base) }
+EOF
+  fi
 }
+server_conf() { echo "db=$DB_KIND threads=$THREADS workers=$WORKERS"; }
 
 stop_server() {
   local pid i
@@ -289,7 +443,7 @@ stop_server() {
   kill -TERM "$pid" 2>/dev/null || true
   for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
   if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
-  rm -f "$PIDFILE"
+  rm -f "$PIDFILE" "$SERVER_CONF"
 }
 
 port_busy() { (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; }
@@ -298,7 +452,8 @@ start_server() {
   port_busy && die "$HOST:$PORT is already in use by a process this script did not start"
   write_puma_config
   : > "$SERVER_LOG"; chown "$RUN_USER:$RUN_USER" "$SERVER_LOG"
-  log "starting puma on $URL (threads $THREADS)"
+  server_conf > "$SERVER_CONF"
+  log "starting puma on $URL ($(server_conf))"
   # setsid: own session, survives the calling shell; puma writes $PIDFILE itself.
   # 9>&- : the server must not inherit (and hold forever) this script's lock.
   (cd "$APP" && exec setsid "${APP_ENV[@]}" bundle exec puma -C "$PUMA_RB") \
@@ -370,7 +525,8 @@ restore_base() {
 }
 
 snapshot_valid() {
-  [ -s "$SNAPSHOT" ] && [ -s "$SNAPSHOT_ENV" ] &&
+  if [ "$DB_KIND" = postgresql ]; then pg_running && pg_db_exists redmine_seeded; else [ -s "$SNAPSHOT" ]; fi &&
+  [ -s "$SNAPSHOT_ENV" ] &&
   [ "$(kv REDMINE_PKG_VERSION "$SNAPSHOT_ENV")" = "$(pkg_version)" ] &&
   [ "$(kv REDMINE_SEED_SHA "$SNAPSHOT_ENV")" = "$(seed_sha)" ]
 }
@@ -391,7 +547,9 @@ run_seed() {
   } > "$ENV_CACHE.tmp" || die "seeding failed"
   mv -f "$ENV_CACHE.tmp" "$ENV_CACHE"
   # a fallback-created DB file must stay writable by www-data
-  chown root:"$RUN_USER" "$DB_FILE" 2>/dev/null || true; chmod 660 "$DB_FILE" 2>/dev/null || true
+  if [ "$DB_KIND" = sqlite ]; then
+    chown root:"$RUN_USER" "$DB_FILE" 2>/dev/null || true; chmod 660 "$DB_FILE" 2>/dev/null || true
+  fi
 }
 
 snapshot_db() {
@@ -414,6 +572,12 @@ restore_db() {  # server stopped
 # touch makes Redmine drop its settings cache (e.g. after --rest off).
 reset_in_place() {
   local i
+  if [ "$DB_KIND" = postgresql ]; then
+    pg_restore_live && touch_settings || return 1
+    rm -rf "${CACHE_DIR:?}"/* 2>/dev/null || true
+    env_from_snapshot
+    return 0
+  fi
   for i in 1 2 3 4 5; do
     sqlite3 -cmd ".timeout 5000" "$DB_FILE" ".restore '$SNAPSHOT'" && break
     [ "$i" = 5 ] && return 1
@@ -469,12 +633,37 @@ fi
 
 ensure_packages
 ensure_dirs
+stop_server
+port_busy && die "$HOST:$PORT is already in use by a process this script did not start"
+if [ "$DB_KIND" = postgresql ]; then
+  ensure_pg
+  ensure_database_yml_pg
+  ensure_bundle
+  if snapshot_valid; then
+    log "restoring the pristine seeded DB (template redmine_seeded)"
+    pg_restore_live || die "cannot copy the template redmine_seeded"
+    rm -rf "${CACHE_DIR:?}"/* 2>/dev/null || true
+    env_from_snapshot
+  else
+    pg_empty_live || die "cannot create the database redmine"
+    # Migrated and filled by processes of their own: a seed that migrates in its own process
+    # works on stale model data (seen here: "Assignee is invalid" for the bot).
+    log "migrating an empty database (rake db:migrate, redmine:load_default_data)"
+    { as_app bundle exec rake db:migrate SCHEMA="$LAB/home/schema.rb" &&
+      as_app env REDMINE_LANG=en bundle exec rake redmine:load_default_data; } >"$RUNDIR/migrate.log" 2>&1 ||
+      { tail -n 20 "$RUNDIR/migrate.log" >&2; die "migrating failed (log: $RUNDIR/migrate.log)"; }
+    run_seed
+    pg_snapshot || die "cannot save the template redmine_seeded"
+  fi
+  start_server
+  emit
+  exit 0
+fi
+stop_pg   # SQLite from here on: a cluster left by a PostgreSQL run is not needed
 ensure_database_yml
 read_db_file
 [ -d "$(dirname "$DB_FILE")" ] || install -d -o root -g "$RUN_USER" -m 2770 "$(dirname "$DB_FILE")"
 ensure_bundle
-stop_server
-port_busy && die "$HOST:$PORT is already in use by a process this script did not start"
 
 base_valid || save_base
 

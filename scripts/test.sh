@@ -3,7 +3,8 @@
 # scripted OpenAI-compatible server, and (when their scripts are present) the integration
 # tests against a real Redmine and a real LiteLLM proxy, which this script starts itself.
 #
-#   scripts/test.sh            # everything
+#   scripts/test.sh            # everything: the Redmine suites on SQLite, then again on
+#                              # PostgreSQL with 4 puma threads
 #   HARNESS_TEST_QUICK=1 scripts/test.sh   # skip the real servers (they skip loudly)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,10 +61,37 @@ fi
 skip_log=$(mktemp "${TMPDIR:-/tmp}/harness-test-skips.XXXXXX")
 export HARNESS_TEST_SKIP_LOG=$skip_log
 
-# The integration tests are one binary (tests/all.rs); two threads, and tests/common's guard
-# lets one real-Redmine test run at a time.
+# The integration tests are one binary (tests/all.rs); tests/common's guard lets one
+# real-Redmine test run at a time. The two 16-worker tests of tests/redmine_concurrency.rs wait for the PostgreSQL pass below: one
+# SQLite puma thread serialises every request, so there they would only cost time.
 rc=0
-cargo test --workspace --all-targets --no-fail-fast -- --test-threads="${HARNESS_TEST_THREADS:-2}" || rc=$?
+cargo test --workspace --all-targets --no-fail-fast -- --test-threads="${HARNESS_TEST_THREADS:-2}" \
+  --skip sixteen_workers_settle_two_hundred_issues_exactly_once \
+  --skip under_injected_faults_no_work_is_duplicated_and_no_claim_is_left_behind || rc=$?
+
+# The claim protocol under real concurrency: the Redmine suites again (claims, sessions, the
+# 16-worker tests), on PostgreSQL served by several puma threads, where two requests on one
+# issue really run at the same time (one SQLite thread serialises them all).
+# HARNESS_TEST_PG_THREADS (4) and HARNESS_TEST_PG_WORKERS (1) choose puma's threads and
+# processes; HARNESS_TEST_NO_PG=1 leaves the pass out (it then says so below, and CI fails).
+if [[ -z "${HARNESS_TEST_QUICK:-}" && -n "${HARNESS_TEST_REDMINE:-}" ]]; then
+  if [[ -n "${HARNESS_TEST_NO_PG:-}" ]]; then
+    echo "SKIPPED: the Redmine suites on PostgreSQL: HARNESS_TEST_NO_PG is set" >>"$skip_log"
+    [[ -z "${CI:-}" ]] || { echo "test.sh: CI cannot leave out the PostgreSQL pass" >&2; rc=1; }
+  elif REDMINE_DB=postgresql REDMINE_THREADS="${HARNESS_TEST_PG_THREADS:-4}" \
+       REDMINE_WORKERS="${HARNESS_TEST_PG_WORKERS:-1}" \
+       scripts/redmine-up.sh "$root/.cache/redmine-pg.env" >/dev/null; then
+    echo "== the Redmine suites on PostgreSQL ($(grep -E '^REDMINE_(THREADS|WORKERS)=' "$root/.cache/redmine-pg.env" | tr '\n' ' '))" >&2
+    (set -a; . "$root/.cache/redmine-pg.env"; set +a
+     cargo test --no-fail-fast --test all \
+       -- redmine:: redmine_sessions:: redmine_concurrency:: --test-threads="${HARNESS_TEST_THREADS:-2}") || rc=$?
+  elif [[ -n "${CI:-}" ]]; then
+    echo "test.sh: Redmine on PostgreSQL did not start; CI cannot skip its tests" >&2
+    rc=1
+  else
+    echo "SKIPPED: the Redmine suites on PostgreSQL: scripts/redmine-up.sh with REDMINE_DB=postgresql failed" >>"$skip_log"
+  fi
+fi
 
 if [[ -s "$skip_log" ]]; then
   {

@@ -28,7 +28,7 @@ pub(crate) mod plan;
 pub(crate) mod preflight;
 pub(crate) mod process;
 pub(crate) mod prompt;
-pub(crate) mod redmine;
+pub mod redmine;
 pub(crate) mod report;
 pub(crate) mod result_schema;
 pub(crate) mod routing;

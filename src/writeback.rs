@@ -13,9 +13,10 @@ use tracing::{info, warn};
 
 use crate::config::RedmineConfig;
 use crate::redmine::attachments;
-use crate::redmine::client::RedmineClient;
+use crate::redmine::claim::{CONFLICT_PAUSE, CONFLICT_RETRIES};
+use crate::redmine::client::{Put, RedmineClient};
 use crate::redmine::issue::{CustomField, Issue};
-use crate::redmine::notes::{marker_run, status_before_claim, REPORT_MARKER};
+use crate::redmine::notes::{status_before_claim, wrote, REPORT_MARKER};
 use crate::report::Parsed;
 
 /// Characters of the reply kept in the note when the full REPORT is attached instead.
@@ -260,12 +261,7 @@ fn note_and_fields_applied(
     issue_id: u64,
     run_id: &str,
 ) -> Result<()> {
-    if fields.contains_key("notes")
-        && !after
-            .journals
-            .iter()
-            .any(|j| marker_run(&j.notes, REPORT_MARKER).as_deref() == Some(run_id))
-    {
+    if fields.contains_key("notes") && !wrote(after, REPORT_MARKER, run_id, 0) {
         bail!("Redmine accepted the note for issue #{issue_id} but did not save it (the bot's role needs \"Add notes\")");
     }
     let unapplied = custom_fields(
@@ -284,7 +280,9 @@ fn note_and_fields_applied(
 }
 
 /// Posts the REPORT to its issue and moves the issue; safe to repeat. `extra` (the
-/// session) is attached in the same update as the note, so a note never lacks it.
+/// session) is attached in the same update as the note, so a note never lacks it. An
+/// update that met a concurrent one (Redmine saved nothing of it) is made again from a
+/// fresh read of the issue.
 pub async fn write_back(
     client: &RedmineClient,
     cfg: &RedmineConfig,
@@ -292,21 +290,32 @@ pub async fn write_back(
     file_name: &str,
     extra: Option<Extra>,
 ) -> Result<()> {
+    for _ in 0..CONFLICT_RETRIES {
+        match write_back_once(client, cfg, report_text, file_name, extra.clone()).await? {
+            Put::Applied => return Ok(()),
+            Put::Conflict => {
+                info!("writeback: the issue was updated at the same moment; writing back again");
+                tokio::time::sleep(CONFLICT_PAUSE).await;
+            }
+        }
+    }
+    bail!("writing back: every attempt met a concurrent update of the issue")
+}
+
+async fn write_back_once(
+    client: &RedmineClient,
+    cfg: &RedmineConfig,
+    report_text: &str,
+    file_name: &str,
+    extra: Option<Extra>,
+) -> Result<Put> {
     let report = crate::report::parse(report_text)?;
     let (issue_id, run_id) = issue_and_run(&report)?;
-    let path = format!("/issues/{issue_id}.json");
     let before = client.issue(issue_id).await?;
-    let posted = before
-        .journals
-        .iter()
-        .any(|j| marker_run(&j.notes, REPORT_MARKER).as_deref() == Some(run_id.as_str()));
+    // Journal ids start at 1: since 0 is every note.
+    let posted = wrote(&before, REPORT_MARKER, &run_id, 0);
     let restoring = target_status(cfg, report.str("stop_reason")) == StatusTarget::BeforeClaim;
-    let target = match target_status(cfg, report.str("stop_reason")) {
-        StatusTarget::Named(name) => Some((name.to_string(), client.status_id(name).await?)),
-        StatusTarget::BeforeClaim => status_before_claim(&before.journals, &run_id)
-            .map(|id| (format!("the status before the claim (id {id})"), id)),
-        StatusTarget::Unchanged => None,
-    };
+    let target = status_to_set(client, cfg, &report, &before, &run_id).await?;
     let assignee = (report.str("stop_reason") == "needs_input"
         && cfg.writeback.assign_needs_input_to_author)
         .then_some(before.author.id);
@@ -344,34 +353,86 @@ pub async fn write_back(
     let assign = async {
         match assignee {
             Some(author) => assign_author(client, &before, author).await,
-            None => Ok(()),
+            None => Ok(Put::Applied),
         }
     };
     if fields.is_empty() {
         info!("writeback: issue #{issue_id} is already up to date");
         return assign.await;
     }
-    client
-        .put_json(&path, &serde_json::json!({ "issue": fields }))
+    // Landed: the note when it is sent (a status the workflow refuses must not make it sent
+    // twice), else the status, else the custom fields.
+    let status_only = target
+        .as_ref()
+        .map(|(_, id)| *id)
+        .filter(|_| !fields.contains_key("notes"));
+    let sends_note = fields.contains_key("notes");
+    let result = report.fields.get("result");
+    let landed = |i: &Issue| match status_only {
+        _ if sends_note => wrote(i, REPORT_MARKER, &run_id, 0),
+        Some(id) => i.status.id == id,
+        None => custom_fields(&cfg.writeback.result_fields, result, &i.custom_fields).is_empty(),
+    };
+    let put = client
+        .put_once(issue_id, &serde_json::json!({ "issue": fields }), landed)
         .await
         .with_context(|| format!("writing back to issue #{issue_id}"))?;
+    if put == Put::Conflict {
+        return Ok(Put::Conflict);
+    }
     let after = client.issue(issue_id).await?;
     note_and_fields_applied(cfg, &report, &fields, &after, issue_id, &run_id)?;
-    if let Some((name, id)) = &target {
-        if after.status.id != *id && restoring {
+    status_applied(target.as_ref(), restoring, &before, &after, issue_id)?;
+    narrate(issue_id, &fields, target.as_ref());
+    assign.await
+}
+
+/// The status the REPORT moves the issue to (its name for messages, its id), if any.
+async fn status_to_set(
+    client: &RedmineClient,
+    cfg: &RedmineConfig,
+    report: &Parsed,
+    before: &Issue,
+    run_id: &str,
+) -> Result<Option<(String, u64)>> {
+    Ok(match target_status(cfg, report.str("stop_reason")) {
+        StatusTarget::Named(name) => Some((name.to_string(), client.status_id(name).await?)),
+        StatusTarget::BeforeClaim => status_before_claim(&before.journals, run_id)
+            .map(|id| (format!("the status before the claim (id {id})"), id)),
+        StatusTarget::Unchanged => None,
+    })
+}
+
+/// The status Redmine kept against the one asked for: a refused transition is an error, a
+/// restore the workflow refuses only a warning (the REPORT is posted).
+fn status_applied(
+    target: Option<&(String, u64)>,
+    restoring: bool,
+    before: &Issue,
+    after: &Issue,
+    issue_id: u64,
+) -> Result<()> {
+    if let Some((name, id)) = target {
+        let id = *id;
+        if after.status.id != id && restoring {
             // Best effort: the REPORT is posted; a workflow without the way back only
             // leaves the claim status, which a human or the next run moves on.
             warn!(
                 "writeback: issue #{issue_id}: Redmine did not restore {name}: the workflow does not allow {:?} -> it for the bot's role",
                 after.status.name
             );
-        } else if after.status.id != *id {
+        } else if after.status.id != id {
             bail!(
                 "Redmine did not apply the status change {:?} -> {name:?} on issue #{issue_id}: the workflow does not allow this transition for the bot's role (Administration > Workflow)",
                 before.status.name
             );
         }
     }
+    Ok(())
+}
+
+/// The write-back's line on stderr.
+fn narrate(issue_id: u64, fields: &serde_json::Map<String, Value>, target: Option<&(String, u64)>) {
     info!(
         "writeback: issue #{issue_id}: {}{}",
         if fields.contains_key("notes") {
@@ -379,32 +440,35 @@ pub async fn write_back(
         } else {
             "note already there"
         },
-        match &target {
+        match target {
             Some((name, _)) => format!(", status {name:?}"),
             None => String::new(),
         }
     );
-    assign.await
 }
 
 /// Assigns the issue to its author (`assign_needs_input = "author"`), so the asker is
 /// notified; verified by reading the issue back.
-async fn assign_author(client: &RedmineClient, issue: &Issue, author: u64) -> Result<()> {
+async fn assign_author(client: &RedmineClient, issue: &Issue, author: u64) -> Result<Put> {
     let id = issue.id;
     let fix = format!(
         "assigning issue #{id} to its author {:?} (id {author}) for [redmine.writeback].assign_needs_input: the author must be a member of the project with a role that issues can be assigned to",
         issue.author.name
     );
     if issue.assigned_to.as_ref().map(|a| a.id) == Some(author) {
-        return Ok(());
+        return Ok(Put::Applied);
     }
-    client
-        .put_json(
-            &format!("/issues/{id}.json"),
+    let put = client
+        .put_once(
+            id,
             &serde_json::json!({"issue": {"assigned_to_id": author}}),
+            |i| i.assigned_to.as_ref().map(|a| a.id) == Some(author),
         )
         .await
         .with_context(|| fix.clone())?;
+    if put == Put::Conflict {
+        return Ok(Put::Conflict);
+    }
     let after = client.issue(id).await?;
     if after.assigned_to.as_ref().map(|a| a.id) != Some(author) {
         bail!("{fix} (Redmine did not apply it)");
@@ -413,12 +477,13 @@ async fn assign_author(client: &RedmineClient, issue: &Issue, author: u64) -> Re
         "writeback: issue #{id} assigned to its author {:?}",
         issue.author.name
     );
-    Ok(())
+    Ok(Put::Applied)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::redmine::notes::marker_run;
     use pretty_assertions::assert_eq;
 
     fn parsed(body: &str) -> Parsed {

@@ -38,6 +38,7 @@ mod properties;
 mod protect;
 mod readme;
 mod redmine;
+mod redmine_concurrency;
 mod redmine_sessions;
 mod reliability;
 mod results;

@@ -379,15 +379,9 @@ fn a_live_claim_is_respected_and_a_stale_one_taken_over() {
     );
     assert!(ws.report_files().is_empty());
     // Two hours later the claim is stale (the journal's time is moved back in the DB).
-    let sql = "UPDATE journals SET created_on = datetime(created_on, '-2 hours') WHERE notes LIKE '[harness-claim] run=dead-run%';";
-    let out = std::process::Command::new("sqlite3")
-        .args(["-cmd", ".timeout 5000", &var("REDMINE_DB_FILE"), sql])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    db_sql(
+        "UPDATE journals SET created_on = datetime(created_on, '-2 hours') WHERE notes LIKE '[harness-claim] run=dead-run%';",
+        "UPDATE journals SET created_on = created_on - interval '2 hours' WHERE notes LIKE '[harness-claim] run=dead-run%';",
     );
     let r = run(&ws, &["once", "--task-id", &n.to_string()]);
     assert_eq!(r.code, 0, "{r:?}");

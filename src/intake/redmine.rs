@@ -70,26 +70,7 @@ pub async fn take<R>(
     );
     let listed = stop(interrupt, client.list(cfg)).await?;
     info!("intake: {} issue(s) in scope", listed.len());
-    let candidates: Vec<Issue> = match task_id {
-        None => listed,
-        Some(raw) => {
-            let id: u64 = raw
-                .trim_start_matches('#')
-                .parse()
-                .map_err(|_| anyhow!("--task-id {raw:?} is not a Redmine issue number"))?;
-            match listed.into_iter().find(|i| i.id == id) {
-                Some(i) => vec![i],
-                None if force => vec![stop(interrupt, client.issue(id)).await?],
-                None => {
-                    return Err(anyhow!(
-                        "issue #{id} is not in scope ({}); pass --force to run it anyway",
-                        list_path(cfg)
-                    )
-                    .into())
-                }
-            }
-        }
-    };
+    let candidates = candidates(interrupt, client, cfg, listed, task_id, force).await?;
     if candidates.is_empty() {
         return Ok(Intake::NothingInScope);
     }
@@ -121,7 +102,10 @@ pub async fn take<R>(
     )
     .await?;
     let stale = chrono::Duration::minutes(cfg.claim.stale_after_mins as i64);
-    for listed in candidates {
+    let mut visit = Visit::new(candidates.len());
+    let mut losses = 0;
+    while let Some(at) = visit.following() {
+        let listed = &candidates[at];
         let fresh = stop(interrupt, client.issue(listed.id)).await?;
         if fresh.updated_on != listed.updated_on && !force {
             info!(
@@ -133,7 +117,7 @@ pub async fn take<R>(
         if !explicit && skip_answered(&fresh) {
             continue;
         }
-        if let Some((holder, at)) = active_claim(&fresh.journals) {
+        if let Some((holder, at)) = active_claim(&fresh.journals, stale) {
             if Utc::now() - at < stale {
                 info!(
                     "intake: issue #{} is claimed by run {holder} since {at}; skipping",
@@ -159,12 +143,92 @@ pub async fn take<R>(
                 })));
             }
             Claimed::Lost { winner } => info!(
-                "intake: issue #{} was claimed first by run {winner}; trying the next one",
+                "intake: issue #{} was claimed first by run {winner}; trying another one",
+                fresh.id
+            ),
+            Claimed::Contended => info!(
+                "intake: issue #{} was updated at the same moment (Redmine refused the claim as stale); trying another one",
                 fresh.id
             ),
         }
+        losses += 1;
+        visit.jump(spread(run_id, losses));
     }
     Ok(Intake::NothingInScope)
+}
+
+/// The issues this run may take: the scope, or the one `--task-id` names (in scope, or
+/// anywhere with `--force`).
+async fn candidates(
+    interrupt: &Interrupt,
+    client: &RedmineClient,
+    cfg: &RedmineConfig,
+    listed: Vec<Issue>,
+    task_id: Option<&str>,
+    force: bool,
+) -> Result<Vec<Issue>, TakeError> {
+    Ok(match task_id {
+        None => listed,
+        Some(raw) => {
+            let id: u64 = raw
+                .trim_start_matches('#')
+                .parse()
+                .map_err(|_| anyhow!("--task-id {raw:?} is not a Redmine issue number"))?;
+            match listed.into_iter().find(|i| i.id == id) {
+                Some(i) => vec![i],
+                None if force => vec![stop(interrupt, client.issue(id)).await?],
+                None => {
+                    return Err(anyhow!(
+                        "issue #{id} is not in scope ({}); pass --force to run it anyway",
+                        list_path(cfg)
+                    )
+                    .into())
+                }
+            }
+        }
+    })
+}
+
+/// The order in which a run tries the candidates: the scope's, except that after a lost
+/// claim it jumps ahead ([`spread`]) and comes back for what it jumped over before it gives
+/// up. A run that never loses takes the issues in the scope's order.
+struct Visit {
+    tried: Vec<bool>,
+    at: usize,
+}
+
+impl Visit {
+    fn new(n: usize) -> Visit {
+        Visit {
+            tried: vec![false; n],
+            at: 0,
+        }
+    }
+
+    /// The next candidate not yet tried, from where the run stands, else from the top.
+    fn following(&mut self) -> Option<usize> {
+        let untried = |r: std::ops::Range<usize>| r.into_iter().find(|&i| !self.tried[i]);
+        let i = untried(self.at.min(self.tried.len())..self.tried.len())
+            .or_else(|| untried(0..self.tried.len()))?;
+        self.tried[i] = true;
+        self.at = i + 1;
+        Some(i)
+    }
+
+    fn jump(&mut self, by: usize) {
+        self.at = self.at.saturating_add(by);
+    }
+}
+
+/// How far a run jumps ahead after its `losses`-th lost claim: 0 to `2^(losses+1) - 1`
+/// candidates, by a hash of its run id. The runs that lost one race spread over the next
+/// issues instead of all racing again for the next one (the herd a shared scope order makes:
+/// with 16 workers started together, about 6 losing claims per issue).
+fn spread(run_id: &str, losses: u32) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (run_id, losses).hash(&mut h);
+    (h.finish() % (2u64 << losses.min(8))) as usize
 }
 
 /// Awaits one pre-claim step of intake unless a signal comes first.
@@ -377,7 +441,7 @@ impl<R> super::source::Source<R> for RedmineSource<'_> {
                 if skip_answered(&issue) {
                     continue;
                 }
-                if let Some((holder, at)) = active_claim(&issue.journals) {
+                if let Some((holder, at)) = active_claim(&issue.journals, stale) {
                     if Utc::now() - at < stale {
                         info!(
                             "scope: issue #{} is claimed by run {holder}; not in scope",
@@ -400,6 +464,36 @@ mod tests {
     use super::*;
     use crate::redmine::issue::fixtures::issue;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_run_that_loses_jumps_ahead_and_comes_back() {
+        let mut v = Visit::new(6);
+        assert_eq!((v.following(), v.following()), (Some(0), Some(1)));
+        v.jump(3);
+        assert_eq!(v.following(), Some(5));
+        assert_eq!(
+            (v.following(), v.following(), v.following()),
+            (Some(2), Some(3), Some(4))
+        );
+        assert_eq!(v.following(), None);
+        let mut v = Visit::new(2);
+        v.jump(usize::MAX);
+        assert_eq!(
+            (v.following(), v.following(), v.following()),
+            (Some(0), Some(1), None)
+        );
+        for losses in 1..12 {
+            let by = spread("20261203T064316Z-22840-1617873d", losses);
+            assert!(by < 2 << losses.min(8), "{losses}: {by}");
+        }
+        let spreads: std::collections::BTreeSet<usize> =
+            (0..64).map(|r| spread(&format!("run-{r}"), 1)).collect();
+        assert_eq!(
+            spreads,
+            (0..4).collect(),
+            "runs that lost once spread over 4 places"
+        );
+    }
 
     #[test]
     fn class_comes_from_the_field_or_the_default() {

@@ -287,7 +287,7 @@ pub(super) async fn release_claim(
     let (Some(client), Some(issue)) = (redmine, taken.claimed) else {
         return;
     };
-    if let Err(e) = redmine::claim::release(client, issue, run_id, why).await {
+    if let Err(e) = redmine::claim::release(client, issue, run_id, why, None).await {
         error!("could not release the claim on issue #{issue}: {e:#}");
     }
 }

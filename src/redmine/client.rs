@@ -1,7 +1,8 @@
 //! Redmine adapter (HTTP): a thin REST client bound to one server and one key, the key only
 //! in the `X-Redmine-API-Key` header. Retries follow the one policy of [`crate::http`]
-//! (transient statuses and transport faults, `Retry-After` honoured); refusals are explained
-//! in terms of what to fix.
+//! (transient statuses and transport faults, `Retry-After` honoured), except that an update
+//! carrying a note is sent at most once ([`RedmineClient::put_once`]: read back before it is
+//! sent again); refusals are explained in terms of what to fix.
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
@@ -37,6 +38,32 @@ impl Answer {
             body: String::from_utf8_lossy(&bytes).into_owned(),
         }
     }
+}
+
+/// A failed attempt: what the retry policy sees, and what the user would read.
+struct Failed {
+    fault: Fault,
+    retry_after: Option<String>,
+    answer: Option<Answer>,
+    reason: String,
+}
+
+/// How an update sent with [`RedmineClient::put_once`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    /// Redmine took it (which, for a status or an assignee, a read-back must still prove).
+    Applied,
+    /// A concurrent update of the same issue came first; nothing of this one was saved.
+    Conflict,
+}
+
+/// Whether a 422 body is Redmine's answer to a stale object (`{"errors":[]}`): the issue
+/// changed between the request's read and its write, and the transaction was rolled back.
+fn is_stale(body: &str) -> bool {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("errors")?.as_array().map(Vec::is_empty))
+        .unwrap_or(false)
 }
 
 /// A final answer, or with [`RedmineClient::send_streaming`] a 200 whose body is still
@@ -90,75 +117,150 @@ impl RedmineClient {
         body: Option<(Vec<u8>, &str)>,
         stream: bool,
     ) -> Result<Reply> {
-        let url = format!("{}{path}", self.base);
         let mut attempt = 0;
         loop {
-            let mut req = self
-                .http
-                .request(method.clone(), &url)
-                .header("X-Redmine-API-Key", self.key.expose())
-                .header(reqwest::header::ACCEPT, "application/json");
-            if let Some((bytes, content_type)) = &body {
-                req = req
-                    .header(reqwest::header::CONTENT_TYPE, *content_type)
-                    .body(bytes.clone());
+            let failed = match self.attempt(&method, path, body.as_ref(), stream).await {
+                Ok(reply) => return Ok(reply),
+                Err(failed) => failed,
+            };
+            attempt = self.after_failure(&method, path, failed, attempt).await?;
+        }
+    }
+
+    /// One request: a final answer (a success, or a status no retry changes), or what failed.
+    async fn attempt(
+        &self,
+        method: &reqwest::Method,
+        path: &str,
+        body: Option<&(Vec<u8>, &str)>,
+        stream: bool,
+    ) -> Result<Reply, Failed> {
+        let mut req = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.base))
+            .header("X-Redmine-API-Key", self.key.expose())
+            .header(reqwest::header::ACCEPT, "application/json");
+        if let Some((bytes, content_type)) = body {
+            req = req
+                .header(reqwest::header::CONTENT_TYPE, *content_type)
+                .body(bytes.clone());
+        }
+        match req.send().await {
+            Ok(resp) if stream && resp.status().as_u16() == 200 => {
+                debug!("redmine: {method} {path} -> 200 (streamed)");
+                Ok(Reply::Body(resp))
             }
-            // A failed attempt: what the retry policy sees, and what the user would read.
-            let (fault, retry_after, answer, reason) = match req.send().await {
-                Ok(resp) if stream && resp.status().as_u16() == 200 => {
-                    debug!("redmine: {method} {path} -> 200 (streamed)");
-                    return Ok(Reply::Body(resp));
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let retry_after = http::retry_after_header(resp.headers());
+                match http::read_body_bytes(resp, http::MAX_BODY).await {
+                    Ok(body) if !http::is_retryable_status(status) => {
+                        debug!("redmine: {method} {path} -> {status}");
+                        Ok(Reply::Answer(Answer::new(status, body)))
+                    }
+                    Ok(body) => Err(Failed {
+                        fault: Fault::Status(status),
+                        retry_after,
+                        answer: Some(Answer::new(status, body)),
+                        reason: format!("HTTP {status}"),
+                    }),
+                    Err(e) => Err(Failed {
+                        fault: e.fault(),
+                        retry_after: None,
+                        answer: None,
+                        reason: e.to_string(),
+                    }),
                 }
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    let retry_after = http::retry_after_header(resp.headers());
-                    match http::read_body_bytes(resp, http::MAX_BODY).await {
-                        Ok(body) if !http::is_retryable_status(status) => {
-                            debug!("redmine: {method} {path} -> {status}");
-                            return Ok(Reply::Answer(Answer::new(status, body)));
-                        }
-                        Ok(body) => (
-                            Fault::Status(status),
-                            retry_after,
-                            Some(Answer::new(status, body)),
-                            format!("HTTP {status}"),
-                        ),
-                        Err(e) => (e.fault(), None, None, e.to_string()),
+            }
+            Err(e) => Err(Failed {
+                fault: Fault::NoAnswer,
+                retry_after: None,
+                answer: None,
+                reason: http::transport_message(&e),
+            }),
+        }
+    }
+
+    /// After failed attempt number `attempt`: waits as the one retry policy says and returns
+    /// the next attempt's number, or the error that ends the request.
+    async fn after_failure(
+        &self,
+        method: &reqwest::Method,
+        path: &str,
+        failed: Failed,
+        attempt: u32,
+    ) -> Result<u32> {
+        let url = format!("{}{path}", self.base);
+        let decision = http::decide(
+            failed.fault,
+            attempt,
+            self.max_retries,
+            failed.retry_after.as_deref(),
+            chrono::Utc::now(),
+            http::jitter_seed(),
+        );
+        match (decision, failed.answer) {
+            (Retry::After(wait), _) => {
+                info!(
+                    "redmine: {method} {url} failed ({}); retry {} of {} in {:.1}s",
+                    failed.reason,
+                    attempt + 1,
+                    self.max_retries,
+                    wait.as_secs_f64()
+                );
+                tokio::time::sleep(wait).await;
+                Ok(attempt + 1)
+            }
+            (Retry::GiveUp, Some(a)) => bail!(
+                "{method} {url}: Redmine answered HTTP {} after {} attempts: {}",
+                a.status,
+                attempt + 1,
+                self.redactor.redact(&excerpt(&a.body))
+            ),
+            (Retry::GiveUp, None) => bail!(
+                "{method} {url}: {} (after {} attempts)",
+                self.redactor.redact(&failed.reason),
+                attempt + 1
+            ),
+        }
+    }
+
+    /// PUTs an update of issue `id` that must take effect at most once (a note: a claim, a
+    /// release, a REPORT). An attempt whose answer is lost or is a server error may still
+    /// have been applied, so before it is sent again the issue is read back and `landed`
+    /// asked whether the update is already there; it is never re-sent blindly. A conflict
+    /// (409, or Redmine's 422 with no error, which is how its optimistic lock answers a
+    /// concurrent update of the same issue) saved nothing and is [`Put::Conflict`].
+    pub async fn put_once(
+        &self,
+        id: u64,
+        body: &Value,
+        landed: impl Fn(&Issue) -> bool,
+    ) -> Result<Put> {
+        let path = format!("/issues/{id}.json");
+        let bytes = serde_json::to_vec(body).context("cannot encode the request")?;
+        let body = (bytes, "application/json");
+        let method = reqwest::Method::PUT;
+        let mut attempt = 0;
+        loop {
+            let failed = match self.attempt(&method, &path, Some(&body), false).await {
+                Ok(Reply::Answer(a)) => {
+                    return match a.status {
+                        200 | 201 | 204 => Ok(Put::Applied),
+                        409 => Ok(Put::Conflict),
+                        422 if is_stale(&a.body) => Ok(Put::Conflict),
+                        _ => Err(self.refusal("PUT", &path, &a)),
                     }
                 }
-                Err(e) => (Fault::NoAnswer, None, None, http::transport_message(&e)),
+                Ok(Reply::Body(_)) => return Err(anyhow!("an unread body")),
+                Err(failed) => failed,
             };
-            let decision = http::decide(
-                fault,
-                attempt,
-                self.max_retries,
-                retry_after.as_deref(),
-                chrono::Utc::now(),
-                http::jitter_seed(),
-            );
-            match (decision, answer) {
-                (Retry::After(wait), _) => {
-                    info!(
-                        "redmine: {method} {url} failed ({reason}); retry {} of {} in {:.1}s",
-                        attempt + 1,
-                        self.max_retries,
-                        wait.as_secs_f64()
-                    );
-                    tokio::time::sleep(wait).await;
-                    attempt += 1;
-                }
-                (Retry::GiveUp, Some(a)) => bail!(
-                    "{method} {url}: Redmine answered HTTP {} after {} attempts: {}",
-                    a.status,
-                    attempt + 1,
-                    self.redactor.redact(&excerpt(&a.body))
-                ),
-                (Retry::GiveUp, None) => bail!(
-                    "{method} {url}: {} (after {} attempts)",
-                    self.redactor.redact(&reason),
-                    attempt + 1
-                ),
+            let reason = failed.reason.clone();
+            if landed(&self.issue(id).await?) {
+                info!("redmine: PUT {path} failed ({reason}) but the update is there: applied");
+                return Ok(Put::Applied);
             }
+            attempt = self.after_failure(&method, &path, failed, attempt).await?;
         }
     }
 
@@ -204,22 +306,6 @@ impl RedmineClient {
                 )
             },
         )
-    }
-
-    /// PUT a JSON document; Redmine answers 204 (which does not prove anything was applied).
-    pub async fn put_json(&self, path: &str, body: &Value) -> Result<()> {
-        let bytes = serde_json::to_vec(body).context("cannot encode the request")?;
-        let a = self
-            .send(
-                reqwest::Method::PUT,
-                path,
-                Some((bytes, "application/json")),
-            )
-            .await?;
-        match a.status {
-            200 | 201 | 204 => Ok(()),
-            _ => Err(self.refusal("PUT", path, &a)),
-        }
     }
 
     /// The key's user: proves the key works and the REST API is on (an anonymous

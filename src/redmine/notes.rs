@@ -1,7 +1,7 @@
 //! Redmine adapter, PURE part: the marker notes harness writes on an issue (claim, REPORT,
 //! release) and what they say about who holds the issue.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 
 use super::issue::{Issue, Journal};
 
@@ -48,24 +48,42 @@ pub fn marker_field(notes: &str, marker: &str, key: &str) -> Option<String> {
     Some(token.trim_end_matches(['.', ',', ':']).to_string())
 }
 
-/// Who holds the issue now: the earliest claim after the last report/release note, with its
-/// time. `None` when the issue is unclaimed.
-pub fn active_claim(journals: &[Journal]) -> Option<(String, DateTime<Utc>)> {
+/// Who holds the issue now, with the time of its claim; `None` when nobody does. The journals
+/// are replayed in id order (the order Redmine committed them in): a claim note takes an
+/// unheld issue, or one whose holder's claim is older than `stale` at that note (a takeover);
+/// any other claim note lost. Only the holder's own REPORT or release note ends its hold: a
+/// late note of a run that lost, or whose claim was taken over, does not.
+pub fn active_claim(journals: &[Journal], stale: Duration) -> Option<(String, DateTime<Utc>)> {
     let mut sorted: Vec<&Journal> = journals.iter().collect();
     sorted.sort_by_key(|j| j.id);
-    let mut holder = None;
+    let mut holder: Option<(String, DateTime<Utc>)> = None;
     for j in sorted {
-        if marker_run(&j.notes, REPORT_MARKER).is_some()
-            || marker_run(&j.notes, RELEASE_MARKER).is_some()
-        {
-            holder = None;
+        let ends = [REPORT_MARKER, RELEASE_MARKER]
+            .iter()
+            .find_map(|m| marker_run(&j.notes, m));
+        if let Some(run) = ends {
+            if holder.as_ref().is_some_and(|(h, _)| *h == run) {
+                holder = None;
+            }
         } else if let Some(run) = marker_run(&j.notes, CLAIM_MARKER) {
-            if holder.is_none() {
+            if holder
+                .as_ref()
+                .is_none_or(|(_, at)| j.created_on - *at >= stale)
+            {
                 holder = Some((run, j.created_on));
             }
         }
     }
     holder
+}
+
+/// Whether `run_id` wrote a note with `marker` after journal `since` (an update sent with
+/// [`super::client::RedmineClient::put_once`] landed).
+pub fn wrote(issue: &Issue, marker: &str, run_id: &str, since: u64) -> bool {
+    issue
+        .journals
+        .iter()
+        .any(|j| j.id > since && marker_run(&j.notes, marker).as_deref() == Some(run_id))
 }
 
 /// The run whose REPORT note is the issue's latest journal: the issue was answered and
@@ -131,29 +149,56 @@ mod tests {
 
     #[test]
     fn active_claim_is_released_by_report_or_release() {
-        assert_eq!(active_claim(&[journal(1, "hello")]), None);
+        let hour = Duration::hours(1);
+        let holder = |js: &[Journal]| active_claim(js, hour).map(|c| c.0);
+        assert_eq!(holder(&[journal(1, "hello")]), None);
+        let x = journal(1, "[harness-claim] run=x");
+        let y = journal(2, "[harness-claim] run=y");
+        assert_eq!(holder(&[x.clone(), y.clone()]), Some("x".into()));
+        for end in ["[harness-report] run=x\n...", "[harness-release] run=x"] {
+            assert_eq!(holder(&[x.clone(), journal(2, end)]), None, "{end}");
+        }
+        // A loser's release, or a late REPORT of a run that no longer holds it, ends nothing.
         assert_eq!(
-            active_claim(&[
-                journal(1, "[harness-claim] run=x"),
-                journal(2, "[harness-claim] run=y")
-            ])
-            .map(|c| c.0),
+            holder(&[x.clone(), y.clone(), journal(3, "[harness-release] run=y")]),
             Some("x".into())
         );
+        // A claim after the holder's REPORT (a loser's late claim) holds until released.
+        let late = journal(3, "[harness-claim] run=y");
+        let report = journal(2, "[harness-report] run=x");
         assert_eq!(
-            active_claim(&[
-                journal(1, "[harness-claim] run=x"),
-                journal(2, "[harness-report] run=x\n...")
-            ]),
-            None
+            holder(&[x.clone(), report.clone(), late.clone()]),
+            Some("y".into())
         );
-        assert_eq!(
-            active_claim(&[
-                journal(1, "[harness-claim] run=x"),
-                journal(2, "[harness-release] run=x")
-            ]),
-            None
-        );
+        let freed = journal(4, "[harness-release] run=y");
+        assert_eq!(holder(&[x.clone(), report, late, freed]), None);
+    }
+
+    #[test]
+    fn a_stale_claim_is_taken_over_once() {
+        let hour = Duration::hours(1);
+        let at = |mut j: Journal, mins: i64| {
+            j.created_on += Duration::minutes(mins);
+            j
+        };
+        let dead = journal(1, "[harness-claim] run=dead");
+        let taker = at(journal(2, "[harness-claim] run=c"), 90);
+        let late = at(journal(3, "[harness-claim] run=e"), 100);
+        let js = vec![dead.clone(), taker.clone(), late];
+        // c took the stale claim over; e came while c held it (fresh) and lost.
+        let (run, when) = active_claim(&js, hour).unwrap();
+        assert_eq!((run.as_str(), when), ("c", taker.created_on));
+        // The dead run's REPORT, written late, does not end c's hold.
+        let mut js = js;
+        js.push(at(journal(4, "[harness-report] run=dead"), 110));
+        assert_eq!(active_claim(&js, hour).unwrap().0, "c");
+        let i = Issue {
+            journals: js,
+            ..crate::redmine::issue::fixtures::issue()
+        };
+        assert!(wrote(&i, CLAIM_MARKER, "e", 2));
+        assert!(!wrote(&i, CLAIM_MARKER, "c", 2));
+        assert!(!wrote(&i, RELEASE_MARKER, "c", 0));
     }
 
     #[test]

@@ -134,3 +134,25 @@ pub fn admin_put(n: u64, issue: Value) {
     );
     assert_eq!(status, 204, "{body}");
 }
+
+/// Runs SQL on the live Redmine DB, `sqlite` or `postgresql` by the server's adapter
+/// (`REDMINE_DB`; the two spell dates differently), as `scripts/redmine-up.sh` exported it.
+pub fn db_sql(sqlite: &str, postgresql: &str) {
+    let out = if std::env::var("REDMINE_DB").as_deref() == Ok("postgresql") {
+        std::process::Command::new("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &var("REDMINE_DB_URL")])
+            .args(["-c", postgresql])
+            .output()
+            .unwrap()
+    } else {
+        std::process::Command::new("sqlite3")
+            .args(["-cmd", ".timeout 5000", &var("REDMINE_DB_FILE"), sqlite])
+            .output()
+            .unwrap()
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
