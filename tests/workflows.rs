@@ -419,3 +419,58 @@ fn workflow_mistakes_are_named_by_key_and_check_lists_the_workflows() {
         "{listed}"
     );
 }
+
+#[test]
+fn the_workflow_example_runs_offline_on_its_cassette() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let ex = dir.path().join("examples/workflow");
+    std::fs::create_dir_all(ex.join("skills")).unwrap();
+    std::fs::create_dir_all(ex.join("work")).unwrap();
+    for f in [
+        "harness.toml",
+        "cassette.json",
+        "skills/plan.md",
+        "skills/implement.md",
+        "skills/review.md",
+    ] {
+        std::fs::copy(format!("{root}/examples/workflow/{f}"), ex.join(f)).unwrap();
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args([
+            "once",
+            "--demo",
+            "--config",
+            "examples/workflow/harness.toml",
+        ])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let run = Run::from(out);
+    assert_eq!(run.code, 0, "{run:?}");
+    let report = std::fs::read_to_string(run.stdout.trim()).unwrap();
+    assert_eq!(front(&report, "stop_reason"), "completed");
+    let w = front(&report, "workflow");
+    let outcomes: Vec<(&str, &str)> = w["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["stage"].as_str().unwrap(), a["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("plan", "passed"),
+            ("implement", "failed"),
+            ("implement", "passed"),
+            ("review", "passed")
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(ex.join("work/NOTES.txt")).unwrap(),
+        "the demo ran\n"
+    );
+}
