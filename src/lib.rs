@@ -31,7 +31,7 @@ pub(crate) mod prompt;
 pub mod redmine;
 pub(crate) mod report;
 pub(crate) mod result_schema;
-pub(crate) mod routing;
+pub mod routing;
 pub(crate) mod scope;
 pub mod secrets;
 pub(crate) mod session;
@@ -39,7 +39,7 @@ pub(crate) mod sha256;
 pub mod signals;
 pub mod tools;
 pub mod turn;
-pub(crate) mod workflow;
+pub mod workflow;
 pub(crate) mod workspace;
 pub(crate) mod writeback;
 

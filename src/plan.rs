@@ -42,6 +42,8 @@ pub struct Plan {
     pub egress: Option<String>,
     /// `[finish] result_schema`: the schema file the `finish` result must match.
     pub result: Option<String>,
+    /// A workflow task: its stages, how many run, and where the task stands.
+    pub workflow: Option<String>,
 }
 
 /// Renders the PLAN block printed by `--dry-run`.
@@ -71,6 +73,9 @@ pub fn render(p: &Plan) -> String {
     }
     if let Some(result) = &p.result {
         out.push_str(&format!("  result: {result}\n"));
+    }
+    if let Some(workflow) = &p.workflow {
+        out.push_str(&format!("  workflow: {workflow}\n"));
     }
     out
 }
@@ -129,7 +134,37 @@ pub fn plan(
                 r.path.display()
             )
         }),
+        workflow: None,
     }
+}
+
+/// The PLAN's `workflow:` line: the stages, how many a run takes, and the stage this run
+/// would start with (after `last`, the session's last mark of the task).
+pub fn workflow_line(
+    flows: &crate::config::Workflows,
+    flow: &crate::config::Workflow,
+    last: Option<&crate::workflow::state::Mark>,
+) -> String {
+    let at = crate::workflow::state::position(flow, last);
+    let names: Vec<&str> = flow.stages.iter().map(|s| s.name.as_str()).collect();
+    format!(
+        "{} ({}), {} per run, max_loops {}; this run starts at stage {}/{} {}{}",
+        flow.name,
+        names.join(" -> "),
+        match flows.per_run {
+            crate::config::PerRun::Stage => "one stage",
+            crate::config::PerRun::All => "every stage",
+        },
+        flows.max_loops,
+        at.index + 1,
+        flow.stages.len(),
+        names.get(at.index).copied().unwrap_or("?"),
+        if at.loops > 0 {
+            format!(" ({} loops taken)", at.loops)
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// The PLAN's `tools:` line: the bash tool's policy and bounds, and the file tools when on.

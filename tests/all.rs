@@ -40,6 +40,7 @@ mod readme;
 mod redmine;
 mod redmine_concurrency;
 mod redmine_sessions;
+mod redmine_workflows;
 mod reliability;
 mod results;
 mod sandbox;

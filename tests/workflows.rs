@@ -13,12 +13,17 @@ use common::*;
 use serde_json::{json, Value};
 
 /// A `finish` call step.
-fn finish(id: &str, status: &str, summary: &str) -> Value {
+pub(crate) fn finish(id: &str, status: &str, summary: &str) -> Value {
     json!({"type": "tool_call", "calls": [{"id": id, "name": "finish", "arguments": {"status": status, "summary": summary}}]})
 }
 
 /// The three skills and the workflow `fix` over them; `extra` goes after `[workflows]`.
-fn workflow_config(c: String, per_run: &str, review_on_fail: bool, max_loops: u32) -> String {
+pub(crate) fn workflow_config(
+    c: String,
+    per_run: &str,
+    review_on_fail: bool,
+    max_loops: u32,
+) -> String {
     let c = c
         .replace("finish = \"message\"", "finish = \"tool\"")
         .replace("[session]\nenabled = false", "[session]\nenabled = true\nstore = \"local\"")
@@ -62,7 +67,7 @@ tier = "mopac-review"
     )
 }
 
-fn skills(ws: &Workspace) {
+pub(crate) fn skills(ws: &Workspace) {
     let dir = ws.path().join("skills");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -139,6 +144,12 @@ fn three_runs_take_a_task_through_plan_implement_review_each_on_its_model() {
     assert_eq!(started[0]["model"], "glm-4.7-flash");
     assert_eq!(of_type(&ev1, "stage.completed")[0]["outcome"], "passed");
 
+    // The PLAN says where the task stands.
+    let plan = ws.run(&["once", "--demo", "--dry-run"]);
+    assert!(
+        plan.stdout.contains("  workflow: fix (plan -> implement -> review), one stage per run, max_loops 2; this run starts at stage 2/3 implement\n"),
+        "{plan:?}"
+    );
     let run2 = ws.run(&["once", "--demo", "--events", "ev2.jsonl"]);
     assert_eq!(run2.code, 0, "{run2:?}");
     let r2 = std::fs::read_to_string(run2.stdout.trim()).unwrap();

@@ -765,6 +765,7 @@ pub fn parse_reading(text: &str, path: &Path, read: ReadFile) -> Result<Config, 
     let mut v = Validator {
         problems: unknown,
         dir,
+        skills: Default::default(),
     };
     let mut raw = raw;
     let finish = raw.finish.take();

@@ -11,6 +11,8 @@ use harness_gate::{self as gate, Rule, Verdict};
 pub(super) struct Validator {
     pub(super) problems: Vec<String>,
     pub(super) dir: PathBuf,
+    /// Workflow skills read so far, by file: stages of several workflows share them.
+    pub(super) skills: std::collections::BTreeMap<PathBuf, crate::workflow::skill::Skill>,
 }
 
 impl Validator {

@@ -265,6 +265,9 @@ impl Validator {
     /// inside the work root is an input of the next run, so commands may not rewrite it.
     fn skill(&mut self, key: &str, path: &str, read: ReadFile, cfg: &mut Config) -> Option<Skill> {
         let file = self.path(Some(path.to_string()), "");
+        if let Some(known) = self.skills.get(&file) {
+            return Some(known.clone());
+        }
         let text = match read(&file) {
             Ok(text) => text,
             Err(e) => {
@@ -291,6 +294,7 @@ impl Validator {
             }
         };
         protect_input(cfg, &file, "a workflow skill ([workflows])");
+        self.skills.insert(file, parsed.clone());
         Some(parsed)
     }
 }

@@ -268,6 +268,21 @@ fn dry_run(
         plan.sandbox = sandbox.plan_line_with_reads(&cfg.bash, &cfg.work_root);
     }
     plan.session = opened.as_ref().map(Opened::plan_line);
+    plan.workflow = taken.route.workflow.as_ref().and_then(|c| {
+        let flows = cfg.workflows.as_ref()?;
+        let last = opened.as_ref().and_then(|o| {
+            o.stored
+                .runs
+                .iter()
+                .rev()
+                .find_map(|r| r.workflow.as_deref())
+        });
+        Some(plan::workflow_line(
+            flows,
+            flows.named.get(&c.workflow)?,
+            last,
+        ))
+    });
     let text = redactor.redact(&plan::render(&plan));
     env.events
         .result(&text, Some(Event::Plan { text: text.clone() }))?;
