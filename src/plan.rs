@@ -257,6 +257,7 @@ mod tests {
             egress: None,
             session: None,
             result: None,
+            workflow: None,
         };
         assert_eq!(
             render(&p),
