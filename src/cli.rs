@@ -323,6 +323,33 @@ mod tests {
     }
 
     #[test]
+    fn test_takes_cases_after_the_config() {
+        let cli = Cli::try_parse_from([
+            "harness",
+            "test",
+            "--config",
+            "h.toml",
+            "a.case.toml",
+            "tests",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Test(t) => {
+                assert_eq!(t.config, Some(PathBuf::from("h.toml")));
+                assert_eq!(
+                    t.cases,
+                    vec![PathBuf::from("a.case.toml"), PathBuf::from("tests")]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from(["harness", "test"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Test(t) if t.cases.is_empty() && t.config.is_none())
+        );
+    }
+
+    #[test]
     fn unknown_flags_are_errors() {
         assert!(Cli::try_parse_from(["harness", "once", "--bogus"]).is_err());
         assert!(Cli::try_parse_from(["harness", "twice"]).is_err());
