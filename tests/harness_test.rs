@@ -227,6 +227,37 @@ fn a_malformed_case_is_a_config_error_naming_the_file_and_the_key() {
 }
 
 #[test]
+fn files_from_copies_a_tree_into_the_work_root_and_refuses_a_symlink() {
+    let wire = Tripwire::start();
+    let ws = workspace(&wire);
+    let fixture = ws.path().join("tests/fixture");
+    std::fs::create_dir_all(fixture.join("sub")).unwrap();
+    std::fs::write(fixture.join("sub/a.txt"), "from the fixture\n").unwrap();
+    // The check passes only when the copied file is in the work root, as copied.
+    case(
+        &ws,
+        "copied",
+        &format!(
+            "files_from = \"fixture\"\n{TASK}[config.check]\ncommand = \"grep -q 'from the fixture' sub/a.txt\"\n{}[[assert]]\ncheck_passed = true\n[[assert]]\nexit_code = 0\n",
+            finish_reply("c1", "done", "Done.")
+        ),
+    );
+    let run = test(&ws, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "ok   copied\n1 case: 1 passed, 0 failed\n");
+    std::os::unix::fs::symlink("/etc/passwd", fixture.join("sub/link")).unwrap();
+    let run = test(&ws, &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        run.stdout,
+        format!(
+            "FAIL copied: cannot run: files_from: {} is a symbolic link; only files and directories are copied\n1 case: 0 passed, 1 failed\n",
+            fixture.join("sub/link").display()
+        )
+    );
+}
+
+#[test]
 fn a_case_past_its_timeout_is_stopped_and_fails() {
     let wire = Tripwire::start();
     let ws = workspace(&wire);

@@ -10,6 +10,8 @@ use crate::llm::cassette::Recorded;
 
 /// Largest case file read (bytes).
 pub const CASE_MAX: u64 = 256 * 1024;
+/// Longest case name shown (characters).
+const NAME_MAX: usize = 200;
 /// Most workspace files one case may create.
 pub const FILES_MAX: usize = 200;
 /// The per-case timeout when the case names none (seconds).
@@ -26,6 +28,9 @@ pub struct Case {
     pub task: CaseTask,
     /// Where the model's replies come from.
     pub replies: Replies,
+    /// `files_from`: a directory (relative to the case file) whose tree is copied into the
+    /// work root before `[files]` are written.
+    pub files_from: Option<String>,
     /// `[files]`: workspace files (path relative to the work root -> text).
     pub files: BTreeMap<String, String>,
     /// `[config]`: keys merged over the operator's config.
@@ -117,6 +122,7 @@ const TOP: &[&str] = &[
     "cassette",
     "replies",
     "files",
+    "files_from",
     "config",
     "assert",
 ];
@@ -132,6 +138,8 @@ pub fn parse(text: &str, stem: &str) -> Result<Case, Vec<String>> {
         p.add(key, "unknown key");
     }
     let name = p.string(&table, "name").unwrap_or_else(|| stem.to_string());
+    // One line per case: a name cannot break the output's lines.
+    let name = crate::bounded::one_line(&name, NAME_MAX);
     let timeout_secs = match table.get("timeout_secs") {
         None => DEFAULT_TIMEOUT_SECS,
         Some(toml::Value::Integer(n)) if (1..=MAX_TIMEOUT_SECS as i64).contains(n) => *n as u64,
@@ -146,6 +154,7 @@ pub fn parse(text: &str, stem: &str) -> Result<Case, Vec<String>> {
     let task = task(&mut p, &table, stem);
     let replies = replies(&mut p, &table);
     let files = files(&mut p, &table);
+    let files_from = p.string(&table, "files_from");
     let config = match table.get("config") {
         None => toml::Table::new(),
         Some(toml::Value::Table(t)) => t.clone(),
@@ -160,6 +169,7 @@ pub fn parse(text: &str, stem: &str) -> Result<Case, Vec<String>> {
             name,
             task,
             replies,
+            files_from,
             files,
             config,
             asserts,
@@ -411,6 +421,7 @@ mod tests {
     const GOOD: &str = r#"
 name = "lists files"
 timeout_secs = 30
+files_from = "fixtures/repo"
 [task]
 subject = "Look around"
 description = "List the files."
@@ -459,6 +470,7 @@ stage_reached = "plan"
         assert_eq!(replies.len(), 1);
         assert_eq!(replies[0].model, "m");
         assert_eq!(case.files.len(), 2);
+        assert_eq!(case.files_from.as_deref(), Some("fixtures/repo"));
         assert_eq!(case.config["loop"]["max_rounds"].as_integer(), Some(3));
         assert_eq!(
             case.asserts,
@@ -475,18 +487,29 @@ stage_reached = "plan"
         );
     }
 
+    /// The smallest case that parses, after `head` (top-level keys).
+    fn minimal(head: &str, stem: &str) -> Case {
+        let text = format!(
+            "{head}\n[task]\nsubject = \"s\"\ndescription = \"d\"\n[[assert]]\nexit_code = 5\n"
+        );
+        parse(&text, stem).unwrap()
+    }
+
     #[test]
     fn defaults_come_from_the_stem() {
-        let case = parse(
-            "cassette = \"c.json\"\n[task]\nsubject = \"s\"\ndescription = \"d\"\n[[assert]]\nexit_code = 5\n",
-            "fix",
-        )
-        .unwrap();
+        let case = minimal("cassette = \"c.json\"", "fix");
         assert_eq!(case.name, "fix");
         assert_eq!(case.task.id, "case-fix");
         assert_eq!(case.task.prompt(), "d");
         assert_eq!(case.replies, Replies::File("c.json".into()));
         assert_eq!(case.timeout_secs, DEFAULT_TIMEOUT_SECS);
+        assert_eq!(case.files_from, None);
+    }
+
+    #[test]
+    fn a_name_is_one_line() {
+        let case = minimal("name = \"two\\nlines\"\ncassette = \"c\"", "t");
+        assert_eq!(case.name, "two lines");
     }
 
     #[test]

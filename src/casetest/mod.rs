@@ -179,6 +179,15 @@ fn load_one(file: &Path, operator: &toml::Table, dir: &Path) -> Result<Case, Vec
         .unwrap_or_default();
     let stem = name.strip_suffix(SUFFIX).unwrap_or(name);
     let case = case::parse(&text, stem)?;
+    if let Some(from) = &case.files_from {
+        let dir = run::case_dir(file).join(from);
+        if !dir.is_dir() {
+            return Err(vec![format!(
+                "files_from: {} is not a directory",
+                dir.display()
+            )]);
+        }
+    }
     if let case::Replies::File(name) = &case.replies {
         let path = run::case_dir(file).join(name);
         crate::llm::cassette::Replayer::load(&path)

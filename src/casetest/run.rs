@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use super::case::{Case, Replies};
 use super::derive::{self, Paths};
@@ -17,6 +17,10 @@ use super::verdict::Observed;
 const EVENTS_MAX: u64 = 64 * 1024 * 1024;
 /// How long a run stopped at its timeout has after SIGTERM before SIGKILL.
 const GRACE: Duration = Duration::from_secs(10);
+/// Most files a case's `files_from` tree may hold.
+const FROM_FILES_MAX: usize = 2000;
+/// Most bytes a case's `files_from` tree may hold.
+const FROM_BYTES_MAX: u64 = 256 * 1024 * 1024;
 /// Lines of the run's stderr shown when a case fails.
 const STDERR_LINES: usize = 20;
 
@@ -59,6 +63,9 @@ pub async fn run(
     };
     for d in [&paths.work_root, &paths.report_dir] {
         std::fs::create_dir(d).with_context(|| format!("cannot create {}", d.display()))?;
+    }
+    if let Some(from) = &case.files_from {
+        copy_tree(&case_dir(file).join(from), &paths.work_root)?;
     }
     write_files(&paths.work_root, case)?;
     let derived = derive::config(operator, dir, &case.config, &case.task, &paths)?;
@@ -112,6 +119,50 @@ pub fn case_dir(file: &Path) -> PathBuf {
         Some(p) if !p.as_os_str().is_empty() => std::path::absolute(p).unwrap_or(p.to_path_buf()),
         _ => PathBuf::from("."),
     }
+}
+
+/// Copies the tree at `from` into `to`: directories and regular files only (a symlink or a
+/// device is refused, naming it), at most [`FROM_FILES_MAX`] files and [`FROM_BYTES_MAX`]
+/// bytes.
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    let (mut files, mut bytes) = (0usize, 0u64);
+    let mut stack = vec![(from.to_path_buf(), to.to_path_buf())];
+    while let Some((src, dst)) = stack.pop() {
+        let entries = std::fs::read_dir(&src)
+            .with_context(|| format!("files_from: cannot list {}", src.display()))?;
+        for entry in entries {
+            let entry =
+                entry.with_context(|| format!("files_from: cannot list {}", src.display()))?;
+            let (path, target) = (entry.path(), dst.join(entry.file_name()));
+            let meta = std::fs::symlink_metadata(&path)
+                .with_context(|| format!("files_from: {}", path.display()))?;
+            if meta.is_dir() {
+                std::fs::create_dir(&target)
+                    .with_context(|| format!("cannot create {}", target.display()))?;
+                stack.push((path, target));
+                continue;
+            }
+            if let Some(kind) = crate::bounded::irregular(meta.file_type()) {
+                bail!(
+                    "files_from: {} is {kind}; only files and directories are copied",
+                    path.display()
+                );
+            }
+            files += 1;
+            bytes += meta.len();
+            if files > FROM_FILES_MAX || bytes > FROM_BYTES_MAX {
+                bail!(
+                    "files_from {}: more than {FROM_FILES_MAX} files or {}",
+                    from.display(),
+                    crate::bounded::size(FROM_BYTES_MAX)
+                );
+            }
+            std::fs::copy(&path, &target).with_context(|| {
+                format!("cannot copy {} to {}", path.display(), target.display())
+            })?;
+        }
+    }
+    Ok(())
 }
 
 fn write_files(work_root: &Path, case: &Case) -> Result<()> {
