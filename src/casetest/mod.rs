@@ -37,6 +37,11 @@ pub async fn test_command(args: TestArgs, redactor: &mut Redactor) -> Result<Suc
     let dir = run::case_dir(&config_path);
     let files = discover(&args.cases, &dir).stage(Stage::Usage)?;
     let cases = load_all(&files, &operator, &dir).stage(Stage::Config)?;
+    tracing::info!(
+        "test: {} under {}, offline",
+        counted(cases.len()),
+        config_path.display()
+    );
     let exe = std::env::current_exe()
         .context("cannot find the harness binary to run the cases with")
         .stage(Stage::Usage)?;
@@ -57,14 +62,19 @@ pub async fn test_command(args: TestArgs, redactor: &mut Redactor) -> Result<Suc
     }
     let total = cases.len();
     emit(&format!(
-        "{total} case{}: {} passed, {failed} failed\n",
-        if total == 1 { "" } else { "s" },
+        "{}: {} passed, {failed} failed\n",
+        counted(total),
         total - failed
     ))?;
     match failed {
         0 => Ok(Success::Done),
         n => Err(anyhow!("test: {n} of {total} cases failed")).stage(Stage::Config),
     }
+}
+
+/// `1 case`, `3 cases`.
+fn counted(n: usize) -> String {
+    format!("{n} case{}", if n == 1 { "" } else { "s" })
 }
 
 /// The failure line of a case's run (`None`: every assertion held); the run's stderr goes
