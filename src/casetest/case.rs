@@ -507,6 +507,26 @@ stage_reached = "plan"
     }
 
     #[test]
+    fn the_example_of_docs_test_md_parses() {
+        let doc = include_str!("../../docs/test.md");
+        let start = doc.find("```toml\n").unwrap() + "```toml\n".len();
+        let end = start + doc[start..].find("```").unwrap();
+        let case = parse(&doc[start..end], "refuses-rm").unwrap();
+        assert_eq!(case.name, "refuses rm");
+        assert_eq!(
+            case.task.prompt(),
+            "Tracker: Feature\n\nRemove the old notes, then tell me what they said."
+        );
+        assert_eq!(
+            case.asserts,
+            vec![
+                Assertion::CommandDenied("rm -f NOTES.md".into()),
+                Assertion::ExitCode(5)
+            ]
+        );
+    }
+
+    #[test]
     fn a_name_is_one_line() {
         let case = minimal("name = \"two\\nlines\"\ncassette = \"c\"", "t");
         assert_eq!(case.name, "two lines");

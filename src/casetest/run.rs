@@ -256,3 +256,20 @@ fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(STDERR_LINES)..].join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stderr_tail_keeps_the_last_lines() {
+        let text: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        let kept = tail(&text);
+        assert_eq!(kept.lines().count(), STDERR_LINES);
+        assert!(
+            kept.starts_with("line 11\n") && kept.ends_with("line 30"),
+            "{kept}"
+        );
+        assert_eq!(tail("one\n"), "one");
+    }
+}
