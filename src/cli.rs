@@ -25,6 +25,14 @@ Flags for `harness once`:
                    tokens, cost_usd); not with --dry-run or --events -
   (the single-dash spellings -config, -dry-run, -demo, -task-id are accepted too)
 
+`harness test [--config PATH] [CASES...]` runs declarative cases (`*.case.toml`; default
+  tests/ beside the config) offline: each case's task, workspace files and scripted model
+  replies (a cassette) go through `harness once --demo --replay` in a temp dir, and its
+  [[assert]] list (exit_code, stop_reason, finish_status, check_passed, report_contains,
+  tool_called, command_denied, stage_reached) is checked from the exit code, the events and
+  the REPORT. One line per case (`ok   NAME` / `FAIL NAME: ...`), then a summary; exit 0
+  when every case passed, 1 when one failed or a case file is malformed.
+
 Exit codes:
   0  ok (including \"no tasks in scope\", nothing new on a finished task, and finish
      needs_input; `gate`: command allowed)
@@ -76,6 +84,9 @@ pub enum Command {
     Check(CheckArgs),
     /// List the tasks in scope of every configured source, routed; nothing is claimed.
     Scope(ScopeArgs),
+    /// Run declarative test cases (`*.case.toml`) offline through the real `once` path and
+    /// check their assertions (exit 0 all passed, 1 otherwise).
+    Test(TestArgs),
     /// Print the version.
     Version,
 }
@@ -89,6 +100,17 @@ pub struct ScopeArgs {
     /// Print one JSON object (`count`, `tasks`) instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Flags of `harness test`.
+#[derive(Debug, Args, Clone)]
+pub struct TestArgs {
+    /// Config file (default $HARNESS_CONFIG, then ./harness.toml).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Case files or directories of `*.case.toml` (default: `tests/` beside the config).
+    #[arg(value_name = "CASES")]
+    pub cases: Vec<PathBuf>,
 }
 
 /// Flags of `harness check`.
@@ -297,6 +319,33 @@ mod tests {
             Cli::try_parse_from(["harness", "gate", "--preset", "x", "--config", "c", "--", "ls"])
                 .is_err(),
             "a preset is judged alone: no config with it"
+        );
+    }
+
+    #[test]
+    fn test_takes_cases_after_the_config() {
+        let cli = Cli::try_parse_from([
+            "harness",
+            "test",
+            "--config",
+            "h.toml",
+            "a.case.toml",
+            "tests",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Test(t) => {
+                assert_eq!(t.config, Some(PathBuf::from("h.toml")));
+                assert_eq!(
+                    t.cases,
+                    vec![PathBuf::from("a.case.toml"), PathBuf::from("tests")]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from(["harness", "test"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Test(t) if t.cases.is_empty() && t.config.is_none())
         );
     }
 

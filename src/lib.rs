@@ -11,6 +11,7 @@
 pub(crate) mod atomic;
 pub(crate) mod beneath;
 pub(crate) mod bounded;
+pub(crate) mod casetest;
 pub(crate) mod check;
 pub mod cli;
 pub(crate) mod commands;
@@ -90,6 +91,7 @@ pub async fn run(
         Command::Writeback(args) => Box::pin(commands::writeback_command(args, &mut redactor)),
         Command::Check(args) => Box::pin(commands::check_command(args, &mut redactor)),
         Command::Scope(args) => Box::pin(scope::scope(args, &mut redactor)),
+        Command::Test(args) => Box::pin(casetest::test_command(args, &mut redactor)),
         Command::Version => Box::pin(std::future::ready(commands::version())),
     };
     // The other commands have nothing to finish: a signal ends them at once with 128 + N

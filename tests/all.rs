@@ -23,6 +23,7 @@ mod gate;
 mod gate_corpus;
 mod gate_programs;
 mod hardening;
+mod harness_test;
 mod hostile;
 mod inbox;
 mod keyrefs;
