@@ -485,3 +485,59 @@ fn the_workflow_example_runs_offline_on_its_cassette() {
         "the demo ran\n"
     );
 }
+
+#[test]
+fn harness_test_runs_the_workflow_cases_offline_and_a_wrong_one_fails() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["test", "--config", "examples/workflow/harness.toml"])
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let run = Run::from(out);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stdout,
+        "ok   review-sends-back\nok   through-review\n2 cases: 2 passed, 0 failed\n"
+    );
+
+    // A copy with a case whose stage is never reached: that case fails, exit 1.
+    let dir = tempfile::tempdir().unwrap();
+    let ex = dir.path();
+    std::fs::create_dir_all(ex.join("skills")).unwrap();
+    std::fs::create_dir_all(ex.join("tests")).unwrap();
+    std::fs::create_dir_all(ex.join("work")).unwrap();
+    for f in [
+        "harness.toml",
+        "cassette.json",
+        "skills/plan.md",
+        "skills/implement.md",
+        "skills/review.md",
+        "tests/through-review.case.toml",
+    ] {
+        std::fs::copy(format!("{root}/examples/workflow/{f}"), ex.join(f)).unwrap();
+    }
+    let wrong = std::fs::read_to_string(ex.join("tests/through-review.case.toml"))
+        .unwrap()
+        .replace("stage_reached = \"review\"", "stage_reached = \"deploy\"");
+    std::fs::write(ex.join("tests/never-deploys.case.toml"), wrong).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["test", "--config"])
+        .arg(ex.join("harness.toml"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let run = Run::from(out);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .starts_with("FAIL never-deploys: stage_reached = \"deploy\""),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("ok   through-review\n")
+            && run.stdout.ends_with("2 cases: 1 passed, 1 failed\n"),
+        "{run:?}"
+    );
+}

@@ -30,8 +30,9 @@ const DROPPED: &[&str] = &[
     "demo",
 ];
 
-/// Keys whose relative paths are relative to the config file: `(section path, key)`; list
-/// entries starting with `@` are names, not paths.
+/// Keys whose relative paths are relative to the config file: `(section path, key)`, a `*`
+/// part standing for every key of its table (a workflow, a stage); list entries starting
+/// with `@` are names, not paths.
 const CONFIG_RELATIVE: &[(&[&str], &str)] = &[
     (&["finish"], "result_schema"),
     (&["tools", "bash"], "read_roots"),
@@ -39,6 +40,7 @@ const CONFIG_RELATIVE: &[(&[&str], &str)] = &[
     (&["tools", "bash"], "exec_roots"),
     (&["tools", "bash"], "unix_sockets"),
     (&["tools", "bash", "egress"], "ca_file"),
+    (&["workflows", "*", "stage", "*"], "skill"),
 ];
 
 /// The case's config: `overrides` merged over `operator`, the config-relative paths made
@@ -101,7 +103,14 @@ fn merge(base: &mut toml::Table, over: &toml::Table) {
 
 fn absolutize(t: &mut toml::Table, section: &[&str], key: &str, dir: &Path) -> Result<()> {
     let mut here = t;
-    for s in section {
+    for (i, s) in section.iter().enumerate() {
+        if *s == "*" {
+            // every table here, each with the rest of the section path
+            return here
+                .iter_mut()
+                .filter_map(|(_, v)| v.as_table_mut())
+                .try_for_each(|t| absolutize(t, &section[i + 1..], key, dir));
+        }
         match here.get_mut(*s).and_then(toml::Value::as_table_mut) {
             Some(next) => here = next,
             None => return Ok(()),
@@ -168,6 +177,10 @@ ca_file = "ca.pem"
 [loop]
 max_rounds = 4
 finish = "tool"
+[workflows.fix]
+stages = ["plan"]
+[workflows.fix.stage.plan]
+skill = "skills/plan.md"
 "#,
         );
         let overrides = table("[loop]\nmax_rounds = 2\n[tools.bash]\nallow = [\"cat *\"]\n");
@@ -205,6 +218,10 @@ ca_file = "/etc/h/ca.pem"
 [loop]
 max_rounds = 2
 finish = "tool"
+[workflows.fix]
+stages = ["plan"]
+[workflows.fix.stage.plan]
+skill = "/etc/h/skills/plan.md"
 [demo]
 id = "case-x"
 subject = "S"

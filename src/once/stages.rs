@@ -440,7 +440,8 @@ fn merge(
         merged.model = t.model;
         merged.reply = t.reply;
         merged.finish = t.finish;
-        merged.check = t.check;
+        // the last check that ran in this run (a review stage has none of its own)
+        merged.check = t.check.or(merged.check);
         merged.messages = t.messages;
         merged.noted_error = t.noted_error;
         merged.outcome = t.outcome;
