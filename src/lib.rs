@@ -14,6 +14,7 @@ pub(crate) mod bounded;
 pub(crate) mod check;
 pub mod cli;
 pub(crate) mod commands;
+pub mod attachments;
 pub mod config;
 pub mod events;
 pub(crate) mod exit;

@@ -12,6 +12,8 @@ pub struct Route {
     pub tier: String,
     /// Concrete models to try, first choice first (never empty).
     pub models: Vec<String>,
+    /// Whether the tier is one of `[models.vision] tiers`: its models are sent images.
+    pub vision: bool,
 }
 
 impl Route {
@@ -66,6 +68,7 @@ pub fn route(models: &ModelsConfig, class: Option<&str>) -> Result<Route, String
         })?;
     Ok(Route {
         class: class.map(str::to_string),
+        vision: models.vision.contains(&tier),
         tier,
         models: chain.clone(),
     })
@@ -102,6 +105,7 @@ mod tests {
             tiers,
             default_tier: Some("mopac-primary".into()),
             classes,
+            vision: ["mopac-vision".to_string()].into(),
         }
     }
 
@@ -113,9 +117,16 @@ mod tests {
             Route {
                 class: Some("read".into()),
                 tier: "mopac-study".into(),
-                models: vec!["glm-4.7-flash".into()]
+                models: vec!["glm-4.7-flash".into()],
+                vision: false,
             }
         );
+        let mut seeing = table();
+        seeing
+            .tiers
+            .insert("mopac-vision".into(), vec!["glm-4.6v".into()]);
+        let v = route(&seeing, Some("vision")).unwrap();
+        assert!(v.vision, "{v:?}");
         assert_eq!(
             r.describe(),
             "class \"read\" -> tier mopac-study -> model glm-4.7-flash"

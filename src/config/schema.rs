@@ -98,7 +98,12 @@ const ROOT: &[(&str, Ty)] = &[
     ),
     (
         "models",
-        Models(&[("default_tier", Str), ("classes", StrMap), ("prices", Any)]),
+        Models(&[
+            ("default_tier", Str),
+            ("classes", StrMap),
+            ("prices", Any),
+            ("vision", Table(&[("tiers", StrList)])),
+        ]),
     ),
     (
         "tools",
@@ -210,7 +215,16 @@ const ROOT: &[(&str, Ty)] = &[
     ),
     ("metrics", Table(&[("textfile", Str)])),
     ("inbox", Table(&[("dir", Str), ("stale_after_mins", Int)])),
-    ("intake", Table(&[("order", StrList)])),
+    (
+        "intake",
+        Table(&[
+            ("order", StrList),
+            ("max_attachments", Int),
+            ("max_attachment_bytes", Int),
+            ("max_attachments_total_bytes", Int),
+            ("attachments_dir", Str),
+        ]),
+    ),
 ];
 
 /// The known key nearest to the unknown key at `path` (its dotted parts, the section's

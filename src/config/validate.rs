@@ -205,11 +205,11 @@ impl Validator {
                 may_share_work_root: true,
             });
         }
-        let intake_order = self.intake_order(
-            raw.intake.unwrap_or_default().order,
-            inbox.is_some(),
-            redmine.is_some(),
-        );
+        let raw_intake = raw.intake.unwrap_or_default();
+        let attachments = self.attachments(&raw_intake);
+        bash.attachments = Some(attachments.dir.clone());
+        let intake_order =
+            self.intake_order(raw_intake.order, inbox.is_some(), redmine.is_some());
         let check = self.check(raw.check.unwrap_or_default());
         if check.any() && !bash.enabled {
             self.problem(
@@ -269,6 +269,7 @@ impl Validator {
             metrics_textfile,
             inbox,
             intake_order,
+            attachments,
             check,
             workspace,
         }
@@ -529,10 +530,12 @@ impl Validator {
         for (k, m) in problems {
             self.problem(&k, m);
         }
+        let vision = self.vision(raw.vision, &tiers);
         ModelsConfig {
             tiers,
             default_tier: raw.default_tier,
             classes,
+            vision,
         }
     }
 
@@ -646,6 +649,7 @@ impl Validator {
             exec_roots,
             never_read: Vec::new(),
             inputs: Vec::new(),
+            attachments: None,
         }
     }
 

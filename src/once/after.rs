@@ -19,7 +19,8 @@ use crate::redmine::client::RedmineClient;
 use crate::routing::Route;
 use crate::secrets::Redactor;
 use crate::session::Opened;
-use crate::{intake, llm, prompt, report, session, tools, turn, workspace, writeback};
+use crate::{attachments, intake, llm, prompt, report, session, tools, turn, workspace};
+use crate::writeback;
 
 /// The turn, the REPORT, the session saved, the write-back.
 pub(super) async fn turn_and_report(
@@ -54,6 +55,8 @@ pub(super) async fn turn_and_report(
     let system = turn::check::with_note(system, limits.check.as_ref());
     let system_hash = session::history::fingerprint(&system);
     let start = session::start(held.opened, system, &task.prompt);
+    let attached = held.attached;
+    let start = attachments::into_opening(start, &attached.listing(), &attached.images);
     let mut turn = turn::run(
         start,
         &route,
@@ -69,6 +72,7 @@ pub(super) async fn turn_and_report(
     }
     let finished = Utc::now();
     turn.skipped.splice(0..0, skipped);
+    attachments::place::remove(&cfg.work_root, &cfg.attachments.dir);
     let workspace = workspace.map(|ws| {
         let name = report::file_name(&cfg.vertical, &task.id, started);
         let patch = format!("{}.patch", name.trim_end_matches(".md"));

@@ -233,7 +233,7 @@ impl Window {
         };
         let note_tokens = |n: usize| {
             tokens(&Message::User {
-                content: dropped_note(n),
+                content: dropped_note(n).into(),
             })
         };
         let held_rounds = self.rounds.len();
@@ -274,7 +274,7 @@ impl Window {
         messages.push(kept[0].message.clone());
         if dropped > 0 {
             messages.push(Message::User {
-                content: dropped_note(dropped),
+                content: dropped_note(dropped).into(),
             });
         }
         messages.extend(kept[1..].iter().map(|m| m.message.clone()));
@@ -460,7 +460,7 @@ mod tests {
         starts.push(all.len());
         let note = |n| {
             tokens(&Message::User {
-                content: dropped_note(n),
+                content: dropped_note(n).into(),
             })
         };
         let mut budget = max_tokens.saturating_sub(tokens(&all[0]) + note(starts.len()));

@@ -1,0 +1,343 @@
+//! Intake stage, adapter (Redmine HTTP, the inbox's filesystem, the work root's): a task's
+//! attachments fetched within the `[intake]` bounds and placed read-only under the work
+//! root's attachments directory (text masked by the run's [`Redactor`], images as they are),
+//! the images a vision tier is sent turned into content parts. Redmine bytes come only from
+//! the tracker's own download path (through [`crate::redmine::attachments::download_into`],
+//! which bounds them too); an inbox task's files are the regular files of the directory
+//! `<stem>.files/` beside its task file, opened without following symlinks.
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use tracing::{info, warn};
+
+use super::{admit, image_part, kind, listing, safe_names, Fate, Kind, Listed, Offered};
+use crate::beneath::Dir;
+use crate::config::AttachmentsConfig;
+use crate::llm::wire::Part;
+use crate::redmine::client::RedmineClient;
+use crate::redmine::issue::Issue;
+use crate::secrets::Redactor;
+
+/// The file whose presence says the attachments directory is harness's to empty.
+const MARKER: &str = ".placed-by-harness";
+
+/// Where a task's attachments come from.
+pub enum Origin<'a> {
+    /// A Redmine issue (read with `include=attachments`); the files harness attached itself
+    /// (REPORTs, sessions of this `vertical`) are not the task's.
+    Redmine {
+        /// The tracker.
+        client: &'a RedmineClient,
+        /// The issue as intake read it.
+        issue: &'a Issue,
+        /// `vertical`: names harness's own uploads.
+        vertical: &'a str,
+    },
+    /// An inbox task: the directory `<stem>.files/` beside its task file (absent: none).
+    Inbox(PathBuf),
+}
+
+/// A task's attachments, placed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attached {
+    /// Each attachment and what became of it.
+    pub listed: Vec<Listed>,
+    /// The image parts for the opening message (empty unless the tier sees images).
+    pub images: Vec<Part>,
+}
+
+impl Attached {
+    /// The listing the opening message carries (empty: no attachments).
+    pub fn listing(&self) -> String {
+        listing(&self.listed)
+    }
+}
+
+/// Fetches, checks and places the attachments of `origin` under `work_root`/`cfg.dir`.
+/// `vision` is `Ok` when the tier sees images, else why it does not. A single attachment
+/// that cannot be fetched is listed as refused; only a work root where nothing can be
+/// placed is an error.
+pub async fn gather(
+    origin: Origin<'_>,
+    cfg: &AttachmentsConfig,
+    work_root: &Path,
+    redactor: &Redactor,
+    vision: Result<(), String>,
+) -> Result<Attached> {
+    let offered = offered(&origin)?;
+    // An earlier run's (killed before it removed them) go; the operator's own never do.
+    let path = work_root.join(&cfg.dir);
+    match owned(&path) {
+        Some(true) => empty(&path)?,
+        Some(false) if !offered.is_empty() => anyhow::bail!(
+            "[intake].attachments_dir: {} exists and was not made by harness; name another directory",
+            path.display()
+        ),
+        Some(false) | None => {}
+    }
+    if offered.is_empty() {
+        return Ok(Attached::default());
+    }
+    let on_tracker = |at: &str| match &origin {
+        Origin::Redmine { client, .. } => same_origin(at, client.base()),
+        Origin::Inbox(_) => true,
+    };
+    let verdicts = admit(&offered, cfg, &on_tracker);
+    let names: Vec<&str> = offered.iter().map(|o| o.name.as_str()).collect();
+    let names = safe_names(&names);
+    let dir = open_place(work_root, &cfg.dir)?;
+    let mut out = Attached::default();
+    for (i, (o, verdict)) in offered.iter().zip(verdicts).enumerate() {
+        let mut listed = Listed {
+            name: o.name.clone(),
+            content_type: o.content_type.clone().unwrap_or_default(),
+            size: o.size,
+            fate: Fate::Refused(String::new()),
+        };
+        let fetched = match verdict {
+            Ok(()) => fetch(&origin, i, cfg.max_bytes).await,
+            Err(why) => Err(why),
+        };
+        listed.fate = match fetched {
+            Ok(bytes) => {
+                listed.size = bytes.len() as u64;
+                let rel = format!("{}/{}", cfg.dir, names[i]);
+                let placed = place(&dir, &names[i], &bytes, redactor, &vision, &mut out.images);
+                match placed {
+                    Ok((what, fate)) => {
+                        if listed.content_type.is_empty() {
+                            listed.content_type = what.to_string();
+                        }
+                        fate(rel)
+                    }
+                    Err(why) => Fate::Refused(why),
+                }
+            }
+            Err(why) => Fate::Refused(why),
+        };
+        if listed.content_type.is_empty() {
+            listed.content_type = "unknown type".to_string();
+        }
+        info!(
+            "attachments: {:?}: {}",
+            redactor.redact(&o.name),
+            match &listed.fate {
+                Fate::Text(p) => format!("text, placed at {p}"),
+                Fate::Image(p, Ok(())) => format!("image, placed at {p}, sent to the model"),
+                Fate::Image(p, Err(why)) => format!("image, placed at {p}, not sent: {why}"),
+                Fate::Refused(why) => why.clone(),
+            }
+        );
+        out.listed.push(listed);
+    }
+    // Read-only for every tool: the directory too (the sandbox mounts it read-only).
+    set_mode(&path, 0o555)?;
+    Ok(out)
+}
+
+/// Places one fetched attachment: text masked, an image as it is (its part pushed to
+/// `images` when the tier sees images), anything else refused. Returns the type its bytes
+/// show and how to make its fate from its path.
+#[allow(clippy::type_complexity)]
+fn place(
+    dir: &Dir,
+    name: &str,
+    bytes: &[u8],
+    redactor: &Redactor,
+    vision: &Result<(), String>,
+    images: &mut Vec<Part>,
+) -> Result<(&'static str, Box<dyn FnOnce(String) -> Fate>), String> {
+    let write = |data: &[u8]| {
+        dir.write_mode(name, data, false, 0o444)
+            .map_err(|e| format!("not placed: {e}"))
+    };
+    match kind(bytes) {
+        Kind::Text => {
+            let masked = redactor.redact(&String::from_utf8_lossy(bytes));
+            write(masked.as_bytes())?;
+            Ok(("text/plain", Box::new(Fate::Text)))
+        }
+        Kind::Image(image) => {
+            write(bytes)?;
+            if vision.is_ok() {
+                images.push(image_part(image, bytes));
+            }
+            let shown = vision.clone();
+            Ok((image.mime(), Box::new(move |p| Fate::Image(p, shown))))
+        }
+        Kind::Binary => Err(
+            "not placed: a binary file, neither text nor an image (png, jpeg, gif, webp)"
+                .to_string(),
+        ),
+    }
+}
+
+/// The attachments `origin` offers, in its order.
+fn offered(origin: &Origin<'_>) -> Result<Vec<Offered>> {
+    match origin {
+        Origin::Redmine {
+            issue, vertical, ..
+        } => Ok(issue
+            .attachments
+            .iter()
+            .filter(|a| !harness_own(vertical, &a.filename))
+            .map(|a| Offered {
+                name: a.filename.clone(),
+                content_type: a.content_type.clone().filter(|t| !t.is_empty()),
+                size: a.filesize,
+                at: Some(a.content_url.clone()).filter(|u| !u.is_empty()),
+            })
+            .collect()),
+        Origin::Inbox(dir) => inbox_offered(dir),
+    }
+}
+
+/// Whether `name` is a file harness attached to an issue itself: a REPORT or a session of
+/// this vertical (`report::file_name`, `session::store`).
+fn harness_own(vertical: &str, name: &str) -> bool {
+    (name.starts_with(&format!("REPORT-{vertical}-")) && name.ends_with(".md"))
+        || (name.starts_with(&format!("session-{vertical}-")) && name.ends_with(".jsonl.gz"))
+}
+
+/// The entries of an inbox task's files directory, sorted by name (absent: none); an entry
+/// that is not a regular file is offered with size 0 and refused when fetched.
+fn inbox_offered(dir: &Path) -> Result<Vec<Offered>> {
+    let d = match Dir::open(dir) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).context("inbox attachments"),
+    };
+    let mut entries = d.entries().context("inbox attachments")?;
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(entries
+        .into_iter()
+        .map(|(name, _)| {
+            let size = d
+                .stat(&name)
+                .ok()
+                .flatten()
+                .filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG)
+                .map_or(0, |st| st.st_size.max(0) as u64);
+            Offered {
+                name: name.to_string_lossy().into_owned(),
+                content_type: None,
+                size,
+                at: None,
+            }
+        })
+        .collect())
+}
+
+/// The bytes of offered attachment `i` (at most `max` of them), or why they cannot be had.
+async fn fetch(origin: &Origin<'_>, i: usize, max: u64) -> Result<Vec<u8>, String> {
+    let limit = (max, "[intake].max_attachment_bytes");
+    match origin {
+        Origin::Redmine {
+            client,
+            issue,
+            vertical,
+        } => {
+            let Some(a) = issue
+                .attachments
+                .iter()
+                .filter(|a| !harness_own(vertical, &a.filename))
+                .nth(i)
+            else {
+                return Err("refused: no longer on the issue".to_string());
+            };
+            let mut bytes = Vec::new();
+            let mut sink = |chunk: &[u8]| {
+                bytes.extend_from_slice(chunk);
+                Ok(())
+            };
+            crate::redmine::attachments::download_into(client, a.id, &a.filename, limit, &mut sink)
+                .await
+                .map_err(|e| format!("refused: the download failed ({e:#})"))?;
+            Ok(bytes)
+        }
+        Origin::Inbox(dir) => {
+            let entries = inbox_offered(dir).map_err(|e| format!("refused: {e:#}"))?;
+            let name = entries.get(i).map(|o| o.name.clone()).unwrap_or_default();
+            read_regular(dir, &name, max)
+        }
+    }
+}
+
+/// A regular file of `dir`, opened without following a symlink, at most `max` bytes.
+fn read_regular(dir: &Path, name: &str, max: u64) -> Result<Vec<u8>, String> {
+    let d = Dir::open(dir).map_err(|e| format!("refused: {e}"))?;
+    let regular = d
+        .stat(name)
+        .ok()
+        .flatten()
+        .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG);
+    if !regular {
+        return Err("refused: not a regular file".to_string());
+    }
+    let file = d.open_file(name).map_err(|e| format!("refused: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("refused: cannot be read ({e})"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!(
+            "refused: larger than [intake].max_attachment_bytes ({max} bytes)"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Whether `url` has the scheme, host and port of `base`.
+fn same_origin(url: &str, base: &str) -> bool {
+    match (reqwest::Url::parse(url), reqwest::Url::parse(base)) {
+        (Ok(u), Ok(b)) => u.origin() == b.origin(),
+        _ => false,
+    }
+}
+
+/// Creates the attachments directory beneath the work root (and the marker that makes it
+/// harness's), opened beneath it.
+fn open_place(work_root: &Path, rel: &str) -> Result<Dir> {
+    let mut dir = Dir::open(work_root).context("attachments: the work root")?;
+    for part in rel.split('/') {
+        dir = dir
+            .sub(part, true)
+            .with_context(|| format!("attachments: cannot create {rel} in the work root"))?;
+    }
+    dir.write_mode(MARKER, b"", false, 0o444)
+        .with_context(|| format!("attachments: cannot write in {rel}"))?;
+    Ok(dir)
+}
+
+/// Whether the attachments directory at `path` is harness's (a directory holding the
+/// marker); `None` when there is nothing there.
+fn owned(path: &Path) -> Option<bool> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    Some(meta.is_dir() && path.join(MARKER).is_file())
+}
+
+/// Removes an attachments directory harness made.
+fn empty(path: &Path) -> Result<()> {
+    set_mode(path, 0o755)?;
+    std::fs::remove_dir_all(path)
+        .with_context(|| format!("attachments: cannot remove {}", path.display()))
+}
+
+/// After the turn: the attachments directory removed, so it is never committed nor left
+/// in the work root; a failure is only logged, a directory harness did not make left alone.
+pub fn remove(work_root: &Path, rel: &str) {
+    let path = work_root.join(rel);
+    if owned(&path) == Some(true) {
+        if let Err(e) = empty(&path) {
+            warn!("{e:#}");
+        }
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("attachments: cannot set the mode of {}", path.display()))
+}
