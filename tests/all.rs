@@ -10,6 +10,7 @@ mod stub;
 
 mod allowed;
 mod artefacts;
+mod attachments;
 mod cli;
 mod code;
 mod commitments;

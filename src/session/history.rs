@@ -432,7 +432,7 @@ mod tests {
             vec![
                 messages[0].message.clone(),
                 Message::User {
-                    content: dropped_note(1)
+                    content: dropped_note(1).into()
                 },
                 messages[3].message.clone(),
                 messages[4].message.clone(),
@@ -479,7 +479,7 @@ mod tests {
         let mut out = vec![all[0].clone()];
         if kept_from > 0 {
             out.push(Message::User {
-                content: dropped_note(kept_from),
+                content: dropped_note(kept_from).into(),
             });
         }
         out.extend_from_slice(&all[starts[kept_from]..]);

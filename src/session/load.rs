@@ -402,7 +402,7 @@ mod tests {
         assert_eq!(
             h.messages[1],
             Message::User {
-                content: dropped_note(h.rounds_dropped)
+                content: dropped_note(h.rounds_dropped).into()
             }
         );
         // Saved as kept, read again: the same history, the count carried in the header.

@@ -701,7 +701,7 @@ mod tests {
         let start = vec![
             Message::System { content: system },
             Message::User {
-                content: task().prompt,
+                content: task().prompt.into(),
             },
         ];
         run(

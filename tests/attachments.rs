@@ -1,0 +1,216 @@
+//! A task's attachments through the built binary, from the local inbox (`<stem>.files/`
+//! beside the task file): listed in the task message with name, type and size; text placed
+//! read-only under `.harness/attachments/`, secrets masked, readable by `read_file` and
+//! by no tool writable; images sent as `image_url` parts to a vision tier only (and shown
+//! again by `read_image`); oversized and binary files listed and refused with a reason.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// A 1x1 PNG.
+pub const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44,
+    0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f,
+    0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8,
+    0xcf, 0xc0, 0xf0, 0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00,
+    0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+/// The PNG as the `data:` URL a model is sent.
+pub const PNG_URL: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg==";
+
+/// The seed's vision tier, marked, with its class, and the file tools on; attachments of
+/// at most 1000 bytes.
+pub fn vision_config(c: String) -> String {
+    let c = c.replace(
+        "mopac-code = \"glm-5.2\"\n",
+        "mopac-code = \"glm-5.2\"\nmopac-vision = \"glm-4.6v\"\n",
+    );
+    let c = c.replace(
+        "code = \"mopac-code\"\n",
+        "code = \"mopac-code\"\nvision = \"mopac-vision\"\n\n[models.vision]\ntiers = [\"mopac-vision\"]\n",
+    );
+    let c = c.replace(
+        "allow = [\"ls *\",",
+        "allow = [\"touch *\", \"ls *\",",
+    );
+    format!("{c}\n[tools.files]\nenabled = true\n\n[intake]\nmax_attachment_bytes = 1000\n")
+}
+
+fn call(id: &str, name: &str, arguments: Value) -> Value {
+    json!({"name": name, "arguments": arguments, "id": id})
+}
+
+/// The text of a user message whose content may be parts.
+pub fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The `image_url` URLs of a message's content parts.
+pub fn image_urls(content: &Value) -> Vec<String> {
+    content
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter(|p| p["type"] == "image_url")
+                .map(|p| p["image_url"]["url"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The inbox task `look` (class `class`) with a PNG, a log holding the canary, a binary file
+/// and one over the bound in `look.files/`.
+fn inbox_task(llm: &Llm, class: &str) -> Workspace {
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        format!("{}\n[inbox]\ndir = \"inbox\"\n", vision_config(c))
+    });
+    let files = ws.path().join("inbox/look.files");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(
+        ws.path().join("inbox/look.md"),
+        format!("---\nclass: {class}\n---\nWhy does the app crash? See the attachments.\n"),
+    )
+    .unwrap();
+    // Named .jpg: the type comes from the bytes, not the name.
+    std::fs::write(files.join("screen.jpg"), PNG).unwrap();
+    std::fs::write(
+        files.join("app.log"),
+        format!("boot\nauth token={CANARY}\npanic: index out of range\n"),
+    )
+    .unwrap();
+    std::fs::write(files.join("core.bin"), b"\x7fELF\0\0\0\x01").unwrap();
+    std::fs::write(files.join("huge.log"), "x".repeat(1001)).unwrap();
+    ws
+}
+
+#[test]
+fn an_inbox_task_s_files_reach_a_vision_tier_listed_placed_and_shown() {
+    let llm = Llm::start(&json!([
+        {"type": "tool_call", "calls": [
+            call("r1", "read_file", json!({"path": ".harness/attachments/app.log"})),
+            call("w1", "write_file", json!({"path": ".harness/attachments/app.log", "content": "gone\n"})),
+            call("i1", "read_image", json!({"path": ".harness/attachments/screen.jpg"})),
+            call("b1", "bash", json!({"command": "touch .harness/attachments/app.log .harness/attachments/new"})),
+        ]},
+        text("# The index is out of range"),
+    ]));
+    let ws = inbox_task(&llm, "vision");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bodies = llm.chat_bodies();
+    assert_eq!(bodies[0]["model"], "glm-4.6v");
+    let opening = &bodies[0]["messages"][1]["content"];
+    let listing = text_of(opening);
+    for line in [
+        "Why does the app crash? See the attachments.\n\n[harness] The task has 4 attachments:",
+        "- app.log (text/plain, ",
+        "text, placed read-only at .harness/attachments/app.log (secrets masked): read it with read_file",
+        "- core.bin (unknown type, 8 bytes): not placed: a binary file, neither text nor an image (png, jpeg, gif, webp)",
+        "- huge.log (unknown type, 1001 bytes): refused: larger than [intake].max_attachment_bytes (1000 bytes)",
+        "- screen.jpg (image/png, 70 bytes): image, shown to you with this message; also at .harness/attachments/screen.jpg",
+    ] {
+        assert!(listing.contains(line), "{line:?} not in {listing}");
+    }
+    assert_eq!(image_urls(opening), [PNG_URL]);
+    let names: Vec<&str> = bodies[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"read_image"), "{names:?}");
+
+    let results = tool_results(&bodies[1]);
+    assert!(results[0].contains("auth token=[redacted]"), "{}", results[0]);
+    assert!(results[0].contains("panic: index out of range"), "{}", results[0]);
+    assert!(
+        results[1].contains("in the task's attachments (.harness/attachments), read-only"),
+        "{}",
+        results[1]
+    );
+    assert!(results[2].contains("the image follows in the next message"), "{}", results[2]);
+    eprintln!("bash: {}", results[3]);
+    assert!(!results[3].contains("exit 0"), "{}", results[3]);
+    let messages = bodies[1]["messages"].as_array().unwrap();
+    let after = messages.last().unwrap();
+    assert_eq!(after["role"], "user");
+    assert!(text_of(&after["content"]).starts_with("[harness] The images read_image returned"));
+    assert_eq!(image_urls(&after["content"]), [PNG_URL]);
+
+    // Nothing is left in the work root, and the canary nowhere but in the operator's file.
+    assert!(!ws.path().join("work/.harness/attachments").exists());
+    std::fs::remove_dir_all(ws.path().join("inbox/look.files")).unwrap();
+    let all = ws.all_files_text();
+    assert!(!all.contains(CANARY), "the canary leaked into a file");
+    assert!(!run.stdout.contains(CANARY) && !run.stderr.contains(CANARY));
+    assert!(!serde_json::to_string(&bodies).unwrap().contains(CANARY));
+}
+
+#[test]
+fn the_kernel_keeps_commands_from_changing_the_attachments() {
+    if !landlock() {
+        return;
+    }
+    let llm = Llm::start(&json!([
+        tool_call("b1", "touch task-files/app.log task-files/new"),
+        tool_call("b2", "touch elsewhere"),
+        text("# Tried"),
+    ]));
+    let ws = inbox_task(&llm, "code");
+    let config = std::fs::read_to_string(ws.config()).unwrap();
+    let config = config.replace(
+        "[intake]\n",
+        "[intake]\nattachments_dir = \"task-files\"\n",
+    );
+    std::fs::write(ws.config(), config).unwrap();
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bodies = llm.chat_bodies();
+    let listing = text_of(&bodies[0]["messages"][1]["content"]);
+    assert!(listing.contains("placed read-only at task-files/app.log"), "{listing}");
+    // The gate lets `touch` write a plain directory; the read-only mount refuses it.
+    let touched = &tool_results(&bodies[1])[0];
+    assert!(touched.contains("Read-only file system"), "{touched}");
+    let elsewhere = &tool_results(&bodies[2])[1];
+    assert!(elsewhere.contains("[exit status: 0]"), "{elsewhere}");
+    assert!(ws.path().join("work/elsewhere").exists());
+    assert!(!ws.path().join("work/task-files").exists());
+}
+
+#[test]
+fn a_tier_that_is_not_marked_vision_gets_the_listing_without_images() {
+    let llm = Llm::start(&json!([text("# Looked")]));
+    let ws = inbox_task(&llm, "code");
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let body = &llm.chat_bodies()[0];
+    assert_eq!(body["model"], "glm-5.2");
+    let opening = &body["messages"][1]["content"];
+    assert!(opening.is_string(), "no image parts: {opening}");
+    assert!(
+        opening.as_str().unwrap().contains(
+            "- screen.jpg (image/png, 70 bytes): image at .harness/attachments/screen.jpg, not shown: tier mopac-code is not a vision tier ([models.vision] tiers)"
+        ),
+        "{opening}"
+    );
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(!names.contains(&"read_image"), "{names:?}");
+}
