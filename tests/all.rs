@@ -39,6 +39,7 @@ mod properties;
 mod protect;
 mod readme;
 mod redmine;
+mod redmine_attachments;
 mod redmine_concurrency;
 mod redmine_sessions;
 mod reliability;

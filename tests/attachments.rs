@@ -31,13 +31,12 @@ pub fn vision_config(c: String) -> String {
     );
     let c = c.replace(
         "code = \"mopac-code\"\n",
-        "code = \"mopac-code\"\nvision = \"mopac-vision\"\n\n[models.vision]\ntiers = [\"mopac-vision\"]\n",
+        "code = \"mopac-code\"\nvision = \"mopac-vision\"\n",
     );
-    let c = c.replace(
-        "allow = [\"ls *\",",
-        "allow = [\"touch *\", \"ls *\",",
-    );
-    format!("{c}\n[tools.files]\nenabled = true\n\n[intake]\nmax_attachment_bytes = 1000\n")
+    let c = c.replace("allow = [\"ls *\",", "allow = [\"touch *\", \"ls *\",");
+    format!(
+        "{c}\n[models.vision]\ntiers = [\"mopac-vision\"]\n\n[tools.files]\nenabled = true\n\n[intake]\nmax_attachment_bytes = 1000\n"
+    )
 }
 
 fn call(id: &str, name: &str, arguments: Value) -> Value {
@@ -142,8 +141,8 @@ fn an_inbox_task_s_files_reach_a_vision_tier_listed_placed_and_shown() {
         results[1]
     );
     assert!(results[2].contains("the image follows in the next message"), "{}", results[2]);
-    eprintln!("bash: {}", results[3]);
-    assert!(!results[3].contains("exit 0"), "{}", results[3]);
+    // The gate refuses writes into a dot directory before the kernel would.
+    assert!(results[3].contains("denied by the command gate"), "{}", results[3]);
     let messages = bodies[1]["messages"].as_array().unwrap();
     let after = messages.last().unwrap();
     assert_eq!(after["role"], "user");

@@ -614,4 +614,35 @@ mod tests {
         assert!(!text.contains("sk-canary-123456789"), "{text}");
         assert_eq!(text.matches("[redacted]").count(), 3, "{text}");
     }
+
+    #[test]
+    fn a_stored_session_keeps_a_short_note_where_an_image_was() {
+        let mut r = Redactor::default();
+        r.add(&Secret::new("sk-canary-123456789"));
+        let image = crate::attachments::image_part(
+            crate::attachments::Image::Png,
+            &[0x89, b'P', b'N', b'G', 0, 0, 0, 0, 0],
+        );
+        let m = Message::User {
+            content: Content::Parts(vec![
+                Part::Text {
+                    text: "look, sk-canary-123456789".into(),
+                },
+                image,
+            ]),
+        };
+        assert_eq!(
+            redact(&m, &r),
+            Message::User {
+                content: Content::Parts(vec![
+                    Part::Text {
+                        text: "look, [redacted]".into()
+                    },
+                    Part::Text {
+                        text: "[harness] an image (image/png, about 9 bytes) was shown here; sessions do not keep images".into()
+                    },
+                ])
+            }
+        );
+    }
 }
