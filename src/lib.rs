@@ -9,12 +9,12 @@
 #![deny(clippy::print_stdout)]
 
 pub(crate) mod atomic;
+pub mod attachments;
 pub(crate) mod beneath;
 pub(crate) mod bounded;
 pub(crate) mod check;
 pub mod cli;
 pub(crate) mod commands;
-pub mod attachments;
 pub mod config;
 pub mod events;
 pub(crate) mod exit;

@@ -13,11 +13,11 @@ use serde_json::{json, Value};
 
 /// A 1x1 PNG.
 pub const PNG: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44,
-    0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f,
-    0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8,
-    0xcf, 0xc0, 0xf0, 0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00,
-    0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
+    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
+    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
 ];
 /// The PNG as the `data:` URL a model is sent.
 pub const PNG_URL: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg==";
@@ -124,25 +124,36 @@ fn an_inbox_task_s_files_reach_a_vision_tier_listed_placed_and_shown() {
         assert!(listing.contains(line), "{line:?} not in {listing}");
     }
     assert_eq!(image_urls(opening), [PNG_URL]);
-    let names: Vec<&str> = bodies[0]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
-    assert!(names.contains(&"read_image"), "{names:?}");
+    let names = tool_names(&bodies[0]);
+    assert!(names.iter().any(|n| n == "read_image"), "{names:?}");
 
     let results = tool_results(&bodies[1]);
-    assert!(results[0].contains("auth token=[redacted]"), "{}", results[0]);
-    assert!(results[0].contains("panic: index out of range"), "{}", results[0]);
+    assert!(
+        results[0].contains("auth token=[redacted]"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[0].contains("panic: index out of range"),
+        "{}",
+        results[0]
+    );
     assert!(
         results[1].contains("in the task's attachments (.harness/attachments), read-only"),
         "{}",
         results[1]
     );
-    assert!(results[2].contains("the image follows in the next message"), "{}", results[2]);
+    assert!(
+        results[2].contains("the image follows in the next message"),
+        "{}",
+        results[2]
+    );
     // The gate refuses writes into a dot directory before the kernel would.
-    assert!(results[3].contains("denied by the command gate"), "{}", results[3]);
+    assert!(
+        results[3].contains("denied by the command gate"),
+        "{}",
+        results[3]
+    );
     let messages = bodies[1]["messages"].as_array().unwrap();
     let after = messages.last().unwrap();
     assert_eq!(after["role"], "user");
@@ -170,16 +181,16 @@ fn the_kernel_keeps_commands_from_changing_the_attachments() {
     ]));
     let ws = inbox_task(&llm, "code");
     let config = std::fs::read_to_string(ws.config()).unwrap();
-    let config = config.replace(
-        "[intake]\n",
-        "[intake]\nattachments_dir = \"task-files\"\n",
-    );
+    let config = config.replace("[intake]\n", "[intake]\nattachments_dir = \"task-files\"\n");
     std::fs::write(ws.config(), config).unwrap();
     let run = ws.run(&["once"]);
     assert_eq!(run.code, 0, "{run:?}");
     let bodies = llm.chat_bodies();
     let listing = text_of(&bodies[0]["messages"][1]["content"]);
-    assert!(listing.contains("placed read-only at task-files/app.log"), "{listing}");
+    assert!(
+        listing.contains("placed read-only at task-files/app.log"),
+        "{listing}"
+    );
     // The gate lets `touch` write a plain directory; the read-only mount refuses it.
     let touched = &tool_results(&bodies[1])[0];
     assert!(touched.contains("Read-only file system"), "{touched}");
@@ -205,11 +216,6 @@ fn a_tier_that_is_not_marked_vision_gets_the_listing_without_images() {
         ),
         "{opening}"
     );
-    let names: Vec<&str> = body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
-    assert!(!names.contains(&"read_image"), "{names:?}");
+    let names = tool_names(&body);
+    assert!(!names.iter().any(|n| n == "read_image"), "{names:?}");
 }

@@ -81,7 +81,10 @@ fn an_issue_s_png_log_and_oversized_file_reach_the_vision_tier() {
     }
     let read = &tool_results(&bodies[1])[0];
     assert!(read.contains("auth token=[redacted]"), "{read}");
-    assert!(read.contains("panic: index out of range at main.rs:7"), "{read}");
+    assert!(
+        read.contains("panic: index out of range at main.rs:7"),
+        "{read}"
+    );
 
     // The secret of the log: masked everywhere harness wrote or sent.
     let issue = issue(n);

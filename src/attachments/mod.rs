@@ -203,6 +203,22 @@ pub struct Listed {
     pub fate: Fate,
 }
 
+/// A task's attachments, placed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attached {
+    /// Each attachment and what became of it.
+    pub listed: Vec<Listed>,
+    /// The image parts for the opening message (empty unless the tier sees images).
+    pub images: Vec<Part>,
+}
+
+impl Attached {
+    /// The listing the opening message carries (empty: no attachments).
+    pub fn listing(&self) -> String {
+        listing(&self.listed)
+    }
+}
+
 /// The listing the task message carries: one line per attachment with its name, type, size
 /// and what became of it. Empty when the task has no attachments.
 pub fn listing(listed: &[Listed]) -> String {
@@ -214,9 +230,9 @@ pub fn listing(listed: &[Listed]) -> String {
     for l in listed {
         let name = crate::bounded::one_line(&l.name, NAME_MAX * 2);
         let what = match &l.fate {
-            Fate::Text(path) => format!(
-                "text, placed read-only at {path} (secrets masked): read it with read_file"
-            ),
+            Fate::Text(path) => {
+                format!("text, placed read-only at {path} (secrets masked): read it with read_file")
+            }
             Fate::Image(path, Ok(())) => {
                 format!("image, shown to you with this message; also at {path}")
             }
@@ -235,13 +251,14 @@ pub fn listing(listed: &[Listed]) -> String {
 /// The first request's messages with the attachments joined to their last user message
 /// (the one that opens this run): the listing after its text, then the image parts. No
 /// attachments: the messages as they were.
-pub fn into_opening(mut messages: Vec<Message>, listing: &str, images: &[Part]) -> Vec<Message> {
+pub fn into_opening(mut messages: Vec<Message>, attached: &Attached) -> Vec<Message> {
+    let (listing, images) = (attached.listing(), &attached.images);
     if listing.is_empty() && images.is_empty() {
         return messages;
     }
     if let Some(Message::User { content }) = messages.last_mut() {
         let text = match content.text() {
-            t if t.is_empty() => listing.to_string(),
+            t if t.is_empty() => listing,
             t => format!("{t}\n\n{listing}"),
         };
         *content = if images.is_empty() {

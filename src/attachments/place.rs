@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use tracing::{info, warn};
 
-use super::{admit, image_part, kind, listing, safe_names, Fate, Kind, Listed, Offered};
+use super::{admit, image_part, kind, safe_names, Attached, Fate, Kind, Listed, Offered};
 use crate::beneath::Dir;
 use crate::config::AttachmentsConfig;
 use crate::llm::wire::Part;
@@ -38,22 +38,6 @@ pub enum Origin<'a> {
     },
     /// An inbox task: the directory `<stem>.files/` beside its task file (absent: none).
     Inbox(PathBuf),
-}
-
-/// A task's attachments, placed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Attached {
-    /// Each attachment and what became of it.
-    pub listed: Vec<Listed>,
-    /// The image parts for the opening message (empty unless the tier sees images).
-    pub images: Vec<Part>,
-}
-
-impl Attached {
-    /// The listing the opening message carries (empty: no attachments).
-    pub fn listing(&self) -> String {
-        listing(&self.listed)
-    }
 }
 
 /// Fetches, checks and places the attachments of `origin` under `work_root`/`cfg.dir`.
@@ -105,13 +89,15 @@ pub async fn gather(
             Ok(bytes) => {
                 listed.size = bytes.len() as u64;
                 let rel = format!("{}/{}", cfg.dir, names[i]);
-                let placed = place(&dir, &names[i], &bytes, redactor, &vision, &mut out.images);
-                match placed {
-                    Ok((what, fate)) => {
+                match place(&dir, &names[i], &bytes, redactor, &vision, &mut out.images) {
+                    Ok((what, placed)) => {
                         if listed.content_type.is_empty() {
                             listed.content_type = what.to_string();
                         }
-                        fate(rel)
+                        match placed {
+                            Placed::Text => Fate::Text(rel),
+                            Placed::Image(shown) => Fate::Image(rel, shown),
+                        }
                     }
                     Err(why) => Fate::Refused(why),
                 }
@@ -121,27 +107,28 @@ pub async fn gather(
         if listed.content_type.is_empty() {
             listed.content_type = "unknown type".to_string();
         }
-        info!(
-            "attachments: {:?}: {}",
-            redactor.redact(&o.name),
-            match &listed.fate {
-                Fate::Text(p) => format!("text, placed at {p}"),
-                Fate::Image(p, Ok(())) => format!("image, placed at {p}, sent to the model"),
-                Fate::Image(p, Err(why)) => format!("image, placed at {p}, not sent: {why}"),
-                Fate::Refused(why) => why.clone(),
-            }
-        );
         out.listed.push(listed);
     }
     // Read-only for every tool: the directory too (the sandbox mounts it read-only).
     set_mode(&path, 0o555)?;
+    info!(
+        "attachments: {}",
+        redactor.redact(&out.listing()).replace('\n', "; ")
+    );
     Ok(out)
 }
 
-/// Places one fetched attachment: text masked, an image as it is (its part pushed to
-/// `images` when the tier sees images), anything else refused. Returns the type its bytes
-/// show and how to make its fate from its path.
-#[allow(clippy::type_complexity)]
+/// How one fetched attachment was placed.
+enum Placed {
+    /// As masked text.
+    Text,
+    /// As an image; `Ok` when it goes to the model.
+    Image(Result<(), String>),
+}
+
+/// Places one fetched attachment as `name` in `dir`: text masked, an image as it is (its
+/// part pushed to `images` when the tier sees images), anything else refused. Returns the
+/// type its bytes show and how it was placed.
 fn place(
     dir: &Dir,
     name: &str,
@@ -149,7 +136,7 @@ fn place(
     redactor: &Redactor,
     vision: &Result<(), String>,
     images: &mut Vec<Part>,
-) -> Result<(&'static str, Box<dyn FnOnce(String) -> Fate>), String> {
+) -> Result<(&'static str, Placed), String> {
     let write = |data: &[u8]| {
         dir.write_mode(name, data, false, 0o444)
             .map_err(|e| format!("not placed: {e}"))
@@ -158,15 +145,14 @@ fn place(
         Kind::Text => {
             let masked = redactor.redact(&String::from_utf8_lossy(bytes));
             write(masked.as_bytes())?;
-            Ok(("text/plain", Box::new(Fate::Text)))
+            Ok(("text/plain", Placed::Text))
         }
         Kind::Image(image) => {
             write(bytes)?;
             if vision.is_ok() {
                 images.push(image_part(image, bytes));
             }
-            let shown = vision.clone();
-            Ok((image.mime(), Box::new(move |p| Fate::Image(p, shown))))
+            Ok((image.mime(), Placed::Image(vision.clone())))
         }
         Kind::Binary => Err(
             "not placed: a binary file, neither text nor an image (png, jpeg, gif, webp)"
@@ -340,4 +326,33 @@ pub fn remove(work_root: &Path, rel: &str) {
 fn set_mode(path: &Path, mode: u32) -> Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("attachments: cannot set the mode of {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{harness_own, same_origin};
+
+    #[test]
+    fn only_the_tracker_s_own_origin_is_the_tracker() {
+        let base = "http://127.0.0.1:3000";
+        assert!(same_origin(
+            "http://127.0.0.1:3000/attachments/download/1/a.png",
+            base
+        ));
+        assert!(!same_origin(
+            "http://127.0.0.1:3001/attachments/download/1/a.png",
+            base
+        ));
+        assert!(!same_origin("https://127.0.0.1:3000/a", base));
+        assert!(!same_origin("http://example.com/a", base));
+        assert!(!same_origin("not a url", base));
+    }
+
+    #[test]
+    fn harness_s_own_uploads_are_not_the_task_s() {
+        assert!(harness_own("v", "REPORT-v-4-20260101T000000Z.md"));
+        assert!(harness_own("v", "session-v-4-r1.jsonl.gz"));
+        assert!(!harness_own("v", "REPORT-other-4.md"));
+        assert!(!harness_own("v", "screenshot.png"));
+    }
 }

@@ -15,7 +15,10 @@ fn offered(name: &str, size: u64, at: Option<&str>) -> Offered {
 #[test]
 fn images_are_known_by_their_magic_bytes_not_their_names() {
     assert_eq!(kind(PNG), Kind::Image(Image::Png));
-    assert_eq!(kind(&[0xff, 0xd8, 0xff, 0xe0, 0, 0]), Kind::Image(Image::Jpeg));
+    assert_eq!(
+        kind(&[0xff, 0xd8, 0xff, 0xe0, 0, 0]),
+        Kind::Image(Image::Jpeg)
+    );
     assert_eq!(kind(b"GIF89a\x01\0"), Kind::Image(Image::Gif));
     assert_eq!(kind(b"GIF87a"), Kind::Image(Image::Gif));
     assert_eq!(kind(b"RIFF\x10\0\0\0WEBPVP8 "), Kind::Image(Image::Webp));
@@ -46,7 +49,11 @@ fn bounds_refuse_by_count_size_total_and_host_with_reasons() {
     let on = |at: &str| at.starts_with("http://127.0.0.1:3000/");
     let got = admit(
         &[
-            offered("a.log", 80, Some("http://127.0.0.1:3000/attachments/download/1/a.log")),
+            offered(
+                "a.log",
+                80,
+                Some("http://127.0.0.1:3000/attachments/download/1/a.log"),
+            ),
             offered("big.bin", 101, None),
             offered("b.log", 80, None),
             offered("c.log", 70, None),
@@ -86,8 +93,24 @@ fn bounds_refuse_by_count_size_total_and_host_with_reasons() {
 #[test]
 fn names_are_made_safe_and_unique() {
     assert_eq!(
-        safe_names(&["../../etc/passwd", "a b.log", "a b.log", ".env", "", "C:\\x\\y.txt", "a_b.log"]),
-        vec!["passwd", "a_b.log", "a_b-2.log", "env", "attachment", "y.txt", "a_b-3.log"]
+        safe_names(&[
+            "../../etc/passwd",
+            "a b.log",
+            "a b.log",
+            ".env",
+            "",
+            "C:\\x\\y.txt",
+            "a_b.log"
+        ]),
+        vec![
+            "passwd",
+            "a_b.log",
+            "a_b-2.log",
+            "env",
+            "attachment",
+            "y.txt",
+            "a_b-3.log"
+        ]
     );
     assert_eq!(safe_names(&[&"x".repeat(300)])[0].len(), 100);
 }
@@ -111,7 +134,9 @@ fn the_listing_says_name_type_size_and_fate() {
             name: "big\nname.bin".into(),
             content_type: "application/octet-stream".into(),
             size: 9_000_000,
-            fate: Fate::Refused("refused: larger than [intake].max_attachment_bytes (4194304 bytes)".into()),
+            fate: Fate::Refused(
+                "refused: larger than [intake].max_attachment_bytes (4194304 bytes)".into(),
+            ),
         },
         Listed {
             name: "plot.gif".into(),
@@ -136,37 +161,65 @@ fn the_listing_says_name_type_size_and_fate() {
 
 #[test]
 fn the_opening_message_gets_the_listing_and_the_images() {
-    let messages = vec![Message::System { content: "s".into() }, Message::user("fix it")];
+    let messages = vec![
+        Message::System {
+            content: "s".into(),
+        },
+        Message::user("fix it"),
+    ];
     let image = image_part(Image::Png, PNG);
-    let out = into_opening(messages.clone(), "[harness] list", std::slice::from_ref(&image));
+    let listed = vec![Listed {
+        name: "a.png".into(),
+        content_type: "image/png".into(),
+        size: 1,
+        fate: Fate::Image("d/a.png".into(), Ok(())),
+    }];
+    let list = "[harness] The task has 1 attachment:\n- a.png (image/png, 1 bytes): image, shown to you with this message; also at d/a.png";
+    let with_image = Attached {
+        listed: listed.clone(),
+        images: vec![image.clone()],
+    };
+    let out = into_opening(messages.clone(), &with_image);
     assert_eq!(
         out[1],
         Message::User {
             content: Content::Parts(vec![
                 Part::Text {
-                    text: "fix it\n\n[harness] list".into()
+                    text: format!("fix it\n\n{list}")
                 },
                 image
             ])
         }
     );
+    let listed_only = Attached {
+        listed,
+        images: vec![],
+    };
     assert_eq!(
-        into_opening(messages.clone(), "[harness] list", &[])[1],
-        Message::user("fix it\n\n[harness] list")
+        into_opening(messages.clone(), &listed_only)[1],
+        Message::user(format!("fix it\n\n{list}"))
     );
-    assert_eq!(into_opening(messages.clone(), "", &[]), messages);
+    assert_eq!(
+        into_opening(messages.clone(), &Attached::default()),
+        messages
+    );
 }
 
 #[test]
 fn content_parts_round_trip_through_json() {
     let m = Message::User {
         content: Content::Parts(vec![
-            Part::Text { text: "look".into() },
+            Part::Text {
+                text: "look".into(),
+            },
             image_part(Image::Png, PNG),
         ]),
     };
     let v = serde_json::to_value(&m).unwrap();
-    assert_eq!(v["content"][0], serde_json::json!({"type": "text", "text": "look"}));
+    assert_eq!(
+        v["content"][0],
+        serde_json::json!({"type": "text", "text": "look"})
+    );
     assert_eq!(v["content"][1]["type"], "image_url");
     assert_eq!(serde_json::from_value::<Message>(v).unwrap(), m);
     let plain = serde_json::to_value(Message::user("hi")).unwrap();

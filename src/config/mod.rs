@@ -12,8 +12,8 @@ use std::time::Duration;
 use crate::secrets::KeyRef;
 use harness_gate::Policy;
 
-mod code;
 mod attachments;
+mod code;
 mod egress;
 mod finish;
 mod load;

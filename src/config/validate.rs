@@ -208,8 +208,7 @@ impl Validator {
         let raw_intake = raw.intake.unwrap_or_default();
         let attachments = self.attachments(&raw_intake);
         bash.attachments = Some(attachments.dir.clone());
-        let intake_order =
-            self.intake_order(raw_intake.order, inbox.is_some(), redmine.is_some());
+        let intake_order = self.intake_order(raw_intake.order, inbox.is_some(), redmine.is_some());
         let check = self.check(raw.check.unwrap_or_default());
         if check.any() && !bash.enabled {
             self.problem(
@@ -539,6 +538,22 @@ impl Validator {
         }
     }
 
+    /// `[tools.bash].sandbox`: `auto` (default), `landlock` or `off`.
+    fn sandbox_mode(&mut self, raw: Option<&str>) -> SandboxMode {
+        match raw {
+            None | Some("auto") => SandboxMode::Auto,
+            Some("landlock") => SandboxMode::Landlock,
+            Some("off") => SandboxMode::Off,
+            Some(other) => {
+                self.problem(
+                    "[tools.bash].sandbox",
+                    format!("must be \"auto\", \"landlock\" or \"off\", got {other:?}"),
+                );
+                SandboxMode::Auto
+            }
+        }
+    }
+
     fn bash(&mut self, raw: RawBash, file_tools: bool) -> BashConfig {
         let default = match raw.default.as_deref() {
             None => None,
@@ -588,18 +603,7 @@ impl Validator {
             );
             self.examples(&policy, "examples_deny", raw.examples_deny, Verdict::Deny);
         }
-        let sandbox = match raw.sandbox.as_deref() {
-            None | Some("auto") => SandboxMode::Auto,
-            Some("landlock") => SandboxMode::Landlock,
-            Some("off") => SandboxMode::Off,
-            Some(other) => {
-                self.problem(
-                    "[tools.bash].sandbox",
-                    format!("must be \"auto\", \"landlock\" or \"off\", got {other:?}"),
-                );
-                SandboxMode::Auto
-            }
-        };
+        let sandbox = self.sandbox_mode(raw.sandbox.as_deref());
         let write_roots = self.path_list("[tools.bash].write_roots", raw.write_roots);
         let read_roots = match raw.read_roots {
             None => vec![ReadRoot::System],

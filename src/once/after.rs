@@ -19,8 +19,24 @@ use crate::redmine::client::RedmineClient;
 use crate::routing::Route;
 use crate::secrets::Redactor;
 use crate::session::Opened;
-use crate::{attachments, intake, llm, prompt, report, session, tools, turn, workspace};
 use crate::writeback;
+use crate::{attachments, intake, llm, prompt, report, session, tools, turn, workspace};
+
+/// The system prompt, rebuilt from the config every run: the contract, the project's
+/// instructions and skills read from `root`, the success check's note.
+fn system_prompt(
+    cfg: &Config,
+    bash: Option<&tools::BashTool>,
+    limits: &turn::Limits,
+    root: &Path,
+    world: turn::rules::World,
+    redactor: &Redactor,
+) -> String {
+    let system = turn::system_prompt(&cfg.vertical, cfg.max_rounds, bash, cfg.finish, world);
+    let system = prompt::with_project_instructions(system, root, &cfg.prompt, redactor);
+    let system = prompt::with_skills(system, root, &cfg.prompt, redactor);
+    turn::check::with_note(system, limits.check.as_ref())
+}
 
 /// The turn, the REPORT, the session saved, the write-back.
 pub(super) async fn turn_and_report(
@@ -39,24 +55,14 @@ pub(super) async fn turn_and_report(
         bash,
         limits,
     } = ready;
-    let world = turn::rules::World::here(started.date_naive());
-    let system = turn::system_prompt(
-        &cfg.vertical,
-        cfg.max_rounds,
-        bash.as_ref(),
-        cfg.finish,
-        world,
-    );
     // With [workspace], from the base commit: never what a model wrote in the worktree.
     let inputs = crate::inputs::gather(&cfg.work_root, &cfg.prompt, workspace.as_ref());
     let unborn = crate::inputs::unborn(&cfg.work_root, &cfg.prompt, workspace.is_some());
-    let system = prompt::with_project_instructions(system, &inputs.root, &cfg.prompt, redactor);
-    let system = prompt::with_skills(system, &inputs.root, &cfg.prompt, redactor);
-    let system = turn::check::with_note(system, limits.check.as_ref());
+    let world = turn::rules::World::here(started.date_naive());
+    let system = system_prompt(cfg, bash.as_ref(), &limits, &inputs.root, world, redactor);
     let system_hash = session::history::fingerprint(&system);
     let start = session::start(held.opened, system, &task.prompt);
-    let attached = held.attached;
-    let start = attachments::into_opening(start, &attached.listing(), &attached.images);
+    let start = attachments::into_opening(start, held.attached);
     let mut turn = turn::run(
         start,
         &route,

@@ -8,8 +8,9 @@ use anyhow::{anyhow, Context};
 use tracing::{error, info, warn};
 
 use super::{interrupted, Opened};
+use crate::attachments::place::{self, Origin};
+use crate::attachments::Attached;
 use crate::cli::OnceArgs;
-use crate::attachments::place::{self, Attached, Origin};
 use crate::config::Config;
 use crate::exit::{Failure, Stage, StageExt};
 use crate::intake::source::{Claim, Want};

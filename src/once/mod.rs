@@ -312,7 +312,7 @@ struct Held<'a> {
     opened: Option<&'a Opened>,
     sandbox: sandbox::Status,
     /// The task's attachments, placed in the work root.
-    attached: &'a crate::attachments::place::Attached,
+    attached: &'a crate::attachments::Attached,
 }
 
 /// Runs a stage before the turn unless a signal comes first (received before it or while it

@@ -56,9 +56,7 @@ pub async fn download_into(
         Reply::Body(resp) => resp,
         Reply::Answer(a) => return Err(client.refusal("GET", &path, &a)),
     };
-    let too_big = |n: u64| {
-        anyhow!("GET {path}: {n} bytes, more than {limit} ({max_bytes})")
-    };
+    let too_big = |n: u64| anyhow!("GET {path}: {n} bytes, more than {limit} ({max_bytes})");
     if let Some(n) = resp.content_length().filter(|&n| n > max_bytes) {
         return Err(too_big(n));
     }

@@ -260,7 +260,8 @@ pub fn system_prompt(
 }
 
 /// The text before the images `read_image` returned, in the user message after the results.
-pub const IMAGES_NOTE: &str = "[harness] The images read_image returned, in the order of the calls:";
+pub const IMAGES_NOTE: &str =
+    "[harness] The images read_image returned, in the order of the calls:";
 
 /// Text added before the last round so the model answers instead of asking for a tool.
 pub const LAST_ROUND_NOTE: &str = "[harness] This is the last round of this turn: tools are no longer available. Reply now with your final answer (what you did, what you found, what is left).";

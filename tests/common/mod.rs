@@ -306,6 +306,16 @@ pub fn tool_results(body: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// The names of the tools a chat request body offered, in order.
+pub fn tool_names(body: &serde_json::Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// Runs `harness once --demo` in `ws` (it must exit 0) and returns the tool results the
 /// model saw last.
 pub fn once_tool_results(ws: &Workspace, llm: &Llm) -> Vec<String> {
@@ -343,12 +353,7 @@ pub fn http(
 }
 
 /// [`http`] with a body of any bytes (an upload).
-pub fn http_bytes(
-    method: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> (u16, String) {
+pub fn http_bytes(method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
     let rest = url.strip_prefix("http://").unwrap();
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let mut s = TcpStream::connect(host).unwrap();

@@ -570,16 +570,37 @@ mod tests {
 
     #[test]
     fn content_parts_are_checked_as_the_api_does() {
-        let body = |content: Value, role: &str| json!({"messages": [{"role": role, "content": content}]});
-        let image = json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}});
+        let body =
+            |content: Value, role: &str| json!({"messages": [{"role": role, "content": content}]});
+        let image =
+            json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}});
         let text = json!({"type": "text", "text": "look"});
-        assert_eq!(content_parts_problem(&body(json!([text, image]), "user")), None);
+        assert_eq!(
+            content_parts_problem(&body(json!([text, image]), "user")),
+            None
+        );
         assert_eq!(content_parts_problem(&body(json!("plain"), "user")), None);
         for (content, role, want) in [
-            (json!([image]), "tool", "message 0 content part 0: a tool message cannot carry an image"),
-            (json!([{"type": "text"}]), "user", "message 0 content part 0: a text part needs"),
-            (json!([{"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}]), "user", "message 0 content part 0: an image_url part needs"),
-            (json!([{"type": "audio"}]), "user", "message 0 content part 0: unknown part type Some(\"audio\")"),
+            (
+                json!([image]),
+                "tool",
+                "message 0 content part 0: a tool message cannot carry an image",
+            ),
+            (
+                json!([{"type": "text"}]),
+                "user",
+                "message 0 content part 0: a text part needs",
+            ),
+            (
+                json!([{"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}]),
+                "user",
+                "message 0 content part 0: an image_url part needs",
+            ),
+            (
+                json!([{"type": "audio"}]),
+                "user",
+                "message 0 content part 0: unknown part type Some(\"audio\")",
+            ),
         ] {
             let why = content_parts_problem(&body(content, role)).unwrap();
             assert!(why.starts_with(want), "{why}");

@@ -258,7 +258,10 @@ impl FileTools {
     /// most the bound, recognised by its magic bytes.
     fn call_image(&self, arguments: &str) -> FileCall {
         let Some(max) = self.images else {
-            return refused(arguments, format!("{READ_IMAGE:?} is not offered in this turn"));
+            return refused(
+                arguments,
+                format!("{READ_IMAGE:?} is not offered in this turn"),
+            );
         };
         let read = parse::<ImageArgs>(arguments, r#"{"path": "..."}"#).and_then(|a| {
             let opened = self.jail.open_read(&a.path)?;
