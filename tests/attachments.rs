@@ -161,7 +161,7 @@ fn an_inbox_task_s_files_reach_a_vision_tier_listed_placed_and_shown() {
     assert_eq!(image_urls(&after["content"]), [PNG_URL]);
 
     // Nothing is left in the work root, and the canary nowhere but in the operator's file.
-    assert!(!ws.path().join("work/.harness/attachments").exists());
+    assert!(!ws.path().join("work/.harness").exists());
     std::fs::remove_dir_all(ws.path().join("inbox/look.files")).unwrap();
     let all = ws.all_files_text();
     assert!(!all.contains(CANARY), "the canary leaked into a file");
@@ -218,4 +218,66 @@ fn a_tier_that_is_not_marked_vision_gets_the_listing_without_images() {
     );
     let names = tool_names(&body);
     assert!(!names.iter().any(|n| n == "read_image"), "{names:?}");
+}
+
+#[test]
+fn a_session_keeps_a_note_where_an_image_was_never_the_image() {
+    let llm = Llm::start(&json!([
+        {"type": "tool_call", "calls": [
+            call("i1", "read_image", json!({"path": ".harness/attachments/screen.jpg"})),
+        ]},
+        text("# Seen"),
+    ]));
+    let ws = inbox_task(&llm, "vision");
+    let config = std::fs::read_to_string(ws.config()).unwrap();
+    std::fs::write(
+        ws.config(),
+        config.replace("[session]\nenabled = false", "[session]\nenabled = true"),
+    )
+    .unwrap();
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        image_urls(&llm.chat_bodies()[1]["messages"][1]["content"]),
+        [PNG_URL]
+    );
+    let dir = ws.reports().join("sessions/test/inbox");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(&file).unwrap()),
+        &mut text,
+    )
+    .unwrap();
+    assert!(!text.contains("base64,"), "{text}");
+    let note =
+        "[harness] an image (image/png, 70 bytes) was shown here; sessions do not keep images";
+    assert_eq!(text.matches(note).count(), 2, "{text}");
+}
+
+#[test]
+fn an_attachments_directory_harness_did_not_make_is_left_alone() {
+    let llm = Llm::start(&json!([text("# never")]));
+    let ws = inbox_task(&llm, "code");
+    let mine = ws.path().join("work/.harness/attachments");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("notes.txt"), "the operator's\n").unwrap();
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("[intake].attachments_dir: ")
+            && run.stderr.contains("was not made by harness"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(mine.join("notes.txt")).unwrap(),
+        "the operator's\n"
+    );
+    assert!(llm.chat_bodies().is_empty());
 }

@@ -76,7 +76,8 @@ pub async fn gather(
     let mut out = Attached::default();
     for (i, (o, verdict)) in offered.iter().zip(verdicts).enumerate() {
         let mut listed = Listed {
-            name: o.name.clone(),
+            // A name is the uploader's text: a key in it is masked like any other.
+            name: redactor.redact(&o.name),
             content_type: o.content_type.clone().unwrap_or_default(),
             size: o.size,
             fate: Fate::Refused(String::new()),
@@ -319,6 +320,13 @@ pub fn remove(work_root: &Path, rel: &str) {
     if owned(&path) == Some(true) {
         if let Err(e) = empty(&path) {
             warn!("{e:#}");
+            return;
+        }
+        // `.harness/` too, when nothing else is in it.
+        for dir in path.ancestors().skip(1) {
+            if dir == work_root || std::fs::remove_dir(dir).is_err() {
+                break;
+            }
         }
     }
 }

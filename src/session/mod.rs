@@ -515,8 +515,12 @@ fn image_placeholder(url: &str) -> String {
         .strip_prefix("data:")
         .and_then(|r| r.split(';').next())
         .unwrap_or("an image");
-    let bytes = url.rsplit(',').next().map_or(0, |b| b.len() / 4 * 3);
-    format!("[harness] an image ({kind}, about {bytes} bytes) was shown here; sessions do not keep images")
+    let b64 = url.rsplit(',').next().unwrap_or_default();
+    let padding = b64.bytes().rev().take_while(|&c| c == b'=').count();
+    let bytes = (b64.len() / 4 * 3).saturating_sub(padding);
+    format!(
+        "[harness] an image ({kind}, {bytes} bytes) was shown here; sessions do not keep images"
+    )
 }
 
 /// A message with every text a secret could hide in masked.
@@ -639,7 +643,7 @@ mod tests {
                         text: "look, [redacted]".into()
                     },
                     Part::Text {
-                        text: "[harness] an image (image/png, about 9 bytes) was shown here; sessions do not keep images".into()
+                        text: "[harness] an image (image/png, 9 bytes) was shown here; sessions do not keep images".into()
                     },
                 ])
             }
