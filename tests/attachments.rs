@@ -216,7 +216,7 @@ fn a_tier_that_is_not_marked_vision_gets_the_listing_without_images() {
         ),
         "{opening}"
     );
-    let names = tool_names(&body);
+    let names = tool_names(body);
     assert!(!names.iter().any(|n| n == "read_image"), "{names:?}");
 }
 
