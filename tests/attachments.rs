@@ -117,7 +117,7 @@ fn an_inbox_task_s_files_reach_a_vision_tier_listed_placed_and_shown() {
         "Why does the app crash? See the attachments.\n\n[harness] The task has 4 attachments:",
         "- app.log (text/plain, ",
         "text, placed read-only at .harness/attachments/app.log (secrets masked): read it with read_file",
-        "- core.bin (unknown type, 8 bytes): not placed: a binary file, neither text nor an image (png, jpeg, gif, webp)",
+        "- core.bin (application/octet-stream, 8 bytes): not placed: a binary file, neither text nor an image (png, jpeg, gif, webp)",
         "- huge.log (unknown type, 1001 bytes): refused: larger than [intake].max_attachment_bytes (1000 bytes)",
         "- screen.jpg (image/png, 70 bytes): image, shown to you with this message; also at .harness/attachments/screen.jpg",
     ] {

@@ -88,6 +88,15 @@ pub fn kind(bytes: &[u8]) -> Kind {
     }
 }
 
+/// The MIME type `bytes` show: an image's, `text/plain` or `application/octet-stream`.
+pub fn type_of(bytes: &[u8]) -> &'static str {
+    match kind(bytes) {
+        Kind::Image(image) => image.mime(),
+        Kind::Text => "text/plain",
+        Kind::Binary => "application/octet-stream",
+    }
+}
+
 /// An image as an OpenAI `image_url` content part (a base64 `data:` URL).
 pub fn image_part(image: Image, bytes: &[u8]) -> Part {
     Part::ImageUrl {

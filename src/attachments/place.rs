@@ -74,6 +74,8 @@ pub async fn gather(
     let names = safe_names(&names);
     let dir = open_place(work_root, &cfg.dir)?;
     let mut out = Attached::default();
+    // Bytes fetched so far: a source that declared too small a size cannot pass the total.
+    let mut used: u64 = 0;
     for (i, (o, verdict)) in offered.iter().zip(verdicts).enumerate() {
         let mut listed = Listed {
             // A name is the uploader's text: a key in it is masked like any other.
@@ -82,24 +84,26 @@ pub async fn gather(
             size: o.size,
             fate: Fate::Refused(String::new()),
         };
+        let left = cfg.max_total_bytes.saturating_sub(used);
+        let cap = match left < cfg.max_bytes {
+            true => (left, "what is left of [intake].max_attachments_total_bytes"),
+            false => (cfg.max_bytes, "[intake].max_attachment_bytes"),
+        };
         let fetched = match verdict {
-            Ok(()) => fetch(&origin, i, cfg.max_bytes).await,
+            Ok(()) => fetch(&origin, i, cap).await,
             Err(why) => Err(why),
         };
         listed.fate = match fetched {
             Ok(bytes) => {
+                used += bytes.len() as u64;
                 listed.size = bytes.len() as u64;
+                if listed.content_type.is_empty() {
+                    listed.content_type = super::type_of(&bytes).to_string();
+                }
                 let rel = format!("{}/{}", cfg.dir, names[i]);
                 match place(&dir, &names[i], &bytes, redactor, &vision, &mut out.images) {
-                    Ok((what, placed)) => {
-                        if listed.content_type.is_empty() {
-                            listed.content_type = what.to_string();
-                        }
-                        match placed {
-                            Placed::Text => Fate::Text(rel),
-                            Placed::Image(shown) => Fate::Image(rel, shown),
-                        }
-                    }
+                    Ok(Placed::Text) => Fate::Text(rel),
+                    Ok(Placed::Image(shown)) => Fate::Image(rel, shown),
                     Err(why) => Fate::Refused(why),
                 }
             }
@@ -128,8 +132,7 @@ enum Placed {
 }
 
 /// Places one fetched attachment as `name` in `dir`: text masked, an image as it is (its
-/// part pushed to `images` when the tier sees images), anything else refused. Returns the
-/// type its bytes show and how it was placed.
+/// part pushed to `images` when the tier sees images), anything else refused.
 fn place(
     dir: &Dir,
     name: &str,
@@ -137,7 +140,7 @@ fn place(
     redactor: &Redactor,
     vision: &Result<(), String>,
     images: &mut Vec<Part>,
-) -> Result<(&'static str, Placed), String> {
+) -> Result<Placed, String> {
     let write = |data: &[u8]| {
         dir.write_mode(name, data, false, 0o444)
             .map_err(|e| format!("not placed: {e}"))
@@ -146,14 +149,14 @@ fn place(
         Kind::Text => {
             let masked = redactor.redact(&String::from_utf8_lossy(bytes));
             write(masked.as_bytes())?;
-            Ok(("text/plain", Placed::Text))
+            Ok(Placed::Text)
         }
         Kind::Image(image) => {
             write(bytes)?;
             if vision.is_ok() {
                 images.push(image_part(image, bytes));
             }
-            Ok((image.mime(), Placed::Image(vision.clone())))
+            Ok(Placed::Image(vision.clone()))
         }
         Kind::Binary => Err(
             "not placed: a binary file, neither text nor an image (png, jpeg, gif, webp)"
@@ -218,9 +221,9 @@ fn inbox_offered(dir: &Path) -> Result<Vec<Offered>> {
         .collect())
 }
 
-/// The bytes of offered attachment `i` (at most `max` of them), or why they cannot be had.
-async fn fetch(origin: &Origin<'_>, i: usize, max: u64) -> Result<Vec<u8>, String> {
-    let limit = (max, "[intake].max_attachment_bytes");
+/// The bytes of offered attachment `i` (at most `limit.0` of them, `limit.1` the bound's
+/// name), or why they cannot be had.
+async fn fetch(origin: &Origin<'_>, i: usize, limit: (u64, &str)) -> Result<Vec<u8>, String> {
     match origin {
         Origin::Redmine {
             client,
@@ -248,13 +251,13 @@ async fn fetch(origin: &Origin<'_>, i: usize, max: u64) -> Result<Vec<u8>, Strin
         Origin::Inbox(dir) => {
             let entries = inbox_offered(dir).map_err(|e| format!("refused: {e:#}"))?;
             let name = entries.get(i).map(|o| o.name.clone()).unwrap_or_default();
-            read_regular(dir, &name, max)
+            read_regular(dir, &name, limit)
         }
     }
 }
 
 /// A regular file of `dir`, opened without following a symlink, at most `max` bytes.
-fn read_regular(dir: &Path, name: &str, max: u64) -> Result<Vec<u8>, String> {
+fn read_regular(dir: &Path, name: &str, (max, limit): (u64, &str)) -> Result<Vec<u8>, String> {
     let d = Dir::open(dir).map_err(|e| format!("refused: {e}"))?;
     let regular = d
         .stat(name)
@@ -270,9 +273,7 @@ fn read_regular(dir: &Path, name: &str, max: u64) -> Result<Vec<u8>, String> {
         .read_to_end(&mut bytes)
         .map_err(|e| format!("refused: cannot be read ({e})"))?;
     if bytes.len() as u64 > max {
-        return Err(format!(
-            "refused: larger than [intake].max_attachment_bytes ({max} bytes)"
-        ));
+        return Err(format!("refused: larger than {limit} ({max} bytes)"));
     }
     Ok(bytes)
 }

@@ -27,6 +27,9 @@ fn images_are_known_by_their_magic_bytes_not_their_names() {
     assert_eq!(kind(b"plain text\n"), Kind::Text);
     assert_eq!(kind(b""), Kind::Text);
     assert_eq!(kind(b"ELF\0\x01"), Kind::Binary);
+    assert_eq!(type_of(PNG), "image/png");
+    assert_eq!(type_of(b"log\n"), "text/plain");
+    assert_eq!(type_of(b"\0\x01"), "application/octet-stream");
 }
 
 #[test]
