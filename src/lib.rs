@@ -9,7 +9,7 @@
 #![deny(clippy::print_stdout)]
 
 pub(crate) mod atomic;
-pub mod attachments;
+pub(crate) mod attachments;
 pub(crate) mod beneath;
 pub(crate) mod bounded;
 pub(crate) mod check;
