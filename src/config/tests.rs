@@ -769,6 +769,18 @@ fn attachment_bounds_and_vision_tiers_are_validated_by_key() {
         }
     );
     assert_eq!(c.bash.attachments.as_deref(), Some("in"));
+    // A vision tier is a tier like any other: a model name or a fallback chain.
+    let chain = MINIMAL.replace(
+        "default_tier",
+        "mopac-vision = [\"glm-4.6v\", \"glm-4.5v\"]\ndefault_tier",
+    );
+    let c = parse(
+        &format!("{chain}\n[models.vision]\ntiers = [\"mopac-vision\"]\n"),
+        Path::new("/etc/h/harness.toml"),
+    )
+    .unwrap();
+    assert_eq!(c.models.tiers["mopac-vision"], ["glm-4.6v", "glm-4.5v"]);
+    assert_eq!(c.models.vision, ["mopac-vision".to_string()].into());
     assert_eq!(
         problems(&format!(
             "{MINIMAL}\n[models.vision]\ntiers = [\"mopac-primary\", \"nope\"]\n[intake]\nmax_attachments = 101\nmax_attachment_bytes = 0\nmax_attachments_total_bytes = 268435457\nattachments_dir = \"../up\"\n"
