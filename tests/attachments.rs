@@ -281,3 +281,25 @@ fn an_attachments_directory_harness_did_not_make_is_left_alone() {
     );
     assert!(llm.chat_bodies().is_empty());
 }
+
+#[test]
+fn a_run_that_sent_images_records_and_replays() {
+    let llm = Llm::start(&json!([
+        {"type": "tool_call", "calls": [
+            call("i1", "read_image", json!({"path": ".harness/attachments/screen.jpg"})),
+        ]},
+        text("# Seen it"),
+    ]));
+    let ws = inbox_task(&llm, "vision");
+    let task = std::fs::read_to_string(ws.path().join("inbox/look.md")).unwrap();
+    let run = ws.run(&["once", "--record", "cassette.json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let recorded = ws.latest();
+    // The same task again, served from the cassette: no request reaches the server.
+    std::fs::write(ws.path().join("inbox/look.md"), &task).unwrap();
+    let replayed = ws.run(&["once", "--replay", "cassette.json"]);
+    assert_eq!(replayed.code, 0, "{replayed:?}");
+    assert_eq!(llm.chat_bodies().len(), 2);
+    assert_eq!(body(&ws.latest()), body(&recorded));
+    assert!(body(&recorded).contains("Seen it"), "{recorded}");
+}
