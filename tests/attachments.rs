@@ -160,6 +160,15 @@ fn an_inbox_task_s_files_reach_a_vision_tier_listed_placed_and_shown() {
     assert!(text_of(&after["content"]).starts_with("[harness] The images read_image returned"));
     assert_eq!(image_urls(&after["content"]), [PNG_URL]);
 
+    let report = ws.latest();
+    assert!(
+        report.contains("\n## Attachments\n\n- app.log (text/plain, "),
+        "{report}"
+    );
+    assert!(
+        report.contains("- huge.log (unknown type, 1001 bytes): refused: larger than [intake].max_attachment_bytes (1000 bytes)\n"),
+        "{report}"
+    );
     // Nothing is left in the work root, and the canary nowhere but in the operator's file.
     assert!(!ws.path().join("work/.harness").exists());
     std::fs::remove_dir_all(ws.path().join("inbox/look.files")).unwrap();

@@ -88,6 +88,14 @@ fn an_issue_s_png_log_and_oversized_file_reach_the_vision_tier() {
 
     // The secret of the log: masked everywhere harness wrote or sent.
     let issue = issue(n);
+    let note = notes(&issue)
+        .into_iter()
+        .find(|n| n.starts_with("[harness-report]"))
+        .unwrap();
+    assert!(
+        note.contains("- big.log (text/plain, 1500 bytes): refused: larger than [intake].max_attachment_bytes (1000 bytes)"),
+        "{note}"
+    );
     assert!(!issue.to_string().replace(&log, "").contains(CANARY));
     assert!(!serde_json::to_string(&bodies).unwrap().contains(CANARY));
     assert!(!r.stdout.contains(CANARY) && !r.stderr.contains(CANARY));

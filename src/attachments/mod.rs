@@ -237,24 +237,39 @@ pub fn listing(listed: &[Listed]) -> String {
     let s = if listed.len() == 1 { "" } else { "s" };
     let mut out = format!("[harness] The task has {} attachment{s}:\n", listed.len());
     for l in listed {
-        let name = crate::bounded::one_line(&l.name, NAME_MAX * 2);
-        let what = match &l.fate {
-            Fate::Text(path) => {
-                format!("text, placed read-only at {path} (secrets masked): read it with read_file")
-            }
-            Fate::Image(path, Ok(())) => {
-                format!("image, shown to you with this message; also at {path}")
-            }
-            Fate::Image(path, Err(why)) => format!("image at {path}, not shown: {why}"),
-            Fate::Refused(why) => why.clone(),
-        };
-        out.push_str(&format!(
-            "- {name} ({}, {} bytes): {what}\n",
-            crate::bounded::one_line(&l.content_type, 100),
-            l.size
-        ));
+        out.push_str(&line(l));
     }
     out.trim_end().to_string()
+}
+
+/// The REPORT's **Attachments** section: the same lines as the listing (`None`: the task
+/// had none).
+pub fn section(listed: &[Listed]) -> Option<String> {
+    if listed.is_empty() {
+        return None;
+    }
+    let lines: String = listed.iter().map(line).collect();
+    Some(format!("## Attachments\n\n{lines}"))
+}
+
+/// One attachment's line: name, type, size and what became of it.
+fn line(l: &Listed) -> String {
+    let name = crate::bounded::one_line(&l.name, NAME_MAX * 2);
+    let what = match &l.fate {
+        Fate::Text(path) => {
+            format!("text, placed read-only at {path} (secrets masked): read it with read_file")
+        }
+        Fate::Image(path, Ok(())) => {
+            format!("image, shown to you with this message; also at {path}")
+        }
+        Fate::Image(path, Err(why)) => format!("image at {path}, not shown: {why}"),
+        Fate::Refused(why) => why.clone(),
+    };
+    format!(
+        "- {name} ({}, {} bytes): {what}\n",
+        crate::bounded::one_line(&l.content_type, 100),
+        l.size
+    )
 }
 
 /// The first request's messages with the attachments joined to their last user message

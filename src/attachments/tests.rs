@@ -160,6 +160,12 @@ fn the_listing_says_name_type_size_and_fate() {
          - plot.gif (image/gif, 6 bytes): image at .harness/attachments/plot.gif, not shown: tier mopac-primary is not a vision tier ([models.vision] tiers)"
     );
     assert_eq!(listing(&[]), "");
+    let section = section(&listed[1..2]).unwrap();
+    assert_eq!(
+        section,
+        "## Attachments\n\n- app.log (text/plain, 120 bytes): text, placed read-only at .harness/attachments/app.log (secrets masked): read it with read_file\n"
+    );
+    assert_eq!(super::section(&[]), None);
 }
 
 #[test]

@@ -109,6 +109,7 @@ pub(super) async fn turn_and_report(
             });
         record.set_aside = set_aside;
     }
+    report.attachments = attachments::section(&held.attached.listed);
     report.egress = bash
         .as_ref()
         .zip(cfg.bash.egress.as_ref())
@@ -383,6 +384,7 @@ pub(super) fn report_of(
         check: turn.check.clone(),
         workspace: None,
         instructions: None,
+        attachments: None,
         egress: None,
         result: cfg
             .result_schema
