@@ -9,6 +9,7 @@
 #![deny(clippy::print_stdout)]
 
 pub(crate) mod atomic;
+pub(crate) mod attachments;
 pub(crate) mod beneath;
 pub(crate) mod bounded;
 pub(crate) mod casetest;

@@ -78,6 +78,9 @@ pub struct Report {
     /// Where the project's instructions and skills were read from, and their hashes, when
     /// the run had any.
     pub instructions: Option<crate::inputs::InstructionsRecord>,
+    /// The **Attachments** section: each of the task's attachments and what became of it
+    /// (names masked), when it had any ([`crate::attachments::section`]).
+    pub attachments: Option<String>,
     /// `network = "allowlist"`: the **Egress** section (hosts reached and refused, bytes),
     /// rendered and masked ([`crate::tools::egress::section`]).
     pub egress: Option<String>,
@@ -186,9 +189,9 @@ pub fn render(r: &Report) -> String {
             r.stop_reason
         )),
     }
-    if let Some(egress) = &r.egress {
+    for section in [&r.attachments, &r.egress].into_iter().flatten() {
         out.push('\n');
-        out.push_str(&displayable(egress));
+        out.push_str(&displayable(section));
     }
     if let Some(check) = &r.check {
         out.push('\n');
@@ -349,6 +352,7 @@ mod tests {
             check: None,
             workspace: None,
             instructions: None,
+            attachments: None,
             egress: None,
             result: None,
             workflow: None,
@@ -677,6 +681,7 @@ mod parse_tests {
             check: None,
             workspace: None,
             instructions: None,
+            attachments: None,
             egress: None,
             result: None,
             workflow: None,

@@ -18,6 +18,8 @@ pub struct Route {
     pub models: Vec<String>,
     /// The workflow the task runs as stages, and why; `None`: one turn.
     pub workflow: Option<Choice>,
+    /// Whether the tier is one of `[models.vision] tiers`: its models are sent images.
+    pub vision: bool,
 }
 
 impl Route {
@@ -50,6 +52,7 @@ impl Route {
             Some((tier, chain)) => Route {
                 tier: tier.to_string(),
                 models: chain.clone(),
+                vision: models.vision.contains(tier),
                 ..self.clone()
             },
             None => self.clone(),
@@ -94,6 +97,7 @@ pub fn route_task(
         .ok_or_else(|| format!("the workflow's tier {tier:?} is not defined in [models]"))?;
     Ok(Route {
         class: class.map(str::to_string),
+        vision: models.vision.contains(&tier),
         tier,
         models: chain.clone(),
         workflow: Some(choice),
@@ -140,6 +144,7 @@ pub fn route(models: &ModelsConfig, class: Option<&str>) -> Result<Route, String
         })?;
     Ok(Route {
         class: class.map(str::to_string),
+        vision: models.vision.contains(&tier),
         tier,
         models: chain.clone(),
         workflow: None,
@@ -177,6 +182,7 @@ mod tests {
             tiers,
             default_tier: Some("mopac-primary".into()),
             classes,
+            vision: ["mopac-vision".to_string()].into(),
         }
     }
 
@@ -190,8 +196,15 @@ mod tests {
                 tier: "mopac-study".into(),
                 models: vec!["glm-4.7-flash".into()],
                 workflow: None,
+                vision: false,
             }
         );
+        let mut seeing = table();
+        seeing
+            .tiers
+            .insert("mopac-vision".into(), vec!["glm-4.6v".into()]);
+        let v = route(&seeing, Some("vision")).unwrap();
+        assert!(v.vision, "{v:?}");
         assert_eq!(
             r.describe(),
             "class \"read\" -> tier mopac-study -> model glm-4.7-flash"

@@ -10,6 +10,7 @@ mod stub;
 
 mod allowed;
 mod artefacts;
+mod attachments;
 mod cli;
 mod code;
 mod commitments;
@@ -39,6 +40,7 @@ mod properties;
 mod protect;
 mod readme;
 mod redmine;
+mod redmine_attachments;
 mod redmine_concurrency;
 mod redmine_sessions;
 mod redmine_workflows;

@@ -58,12 +58,7 @@ fn the_model_reads_edits_and_writes_files_and_the_report_logs_each_call() {
     // What the model was offered and got back.
     let bodies = llm.chat_bodies();
     assert_eq!(bodies.len(), 3);
-    let names: Vec<&str> = bodies[0]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let names = tool_names(&bodies[0]);
     assert_eq!(names, ["bash", "read_file", "write_file", "edit_file"]);
     let system = bodies[0]["messages"][0]["content"].as_str().unwrap();
     assert!(

@@ -412,6 +412,10 @@ fn the_example_documents_inbox_intake_and_metrics_keys_that_load() {
         "[intake]",
         "order =",
         "textfile =",
+        "max_attachments =",
+        "max_attachment_bytes =",
+        "max_attachments_total_bytes =",
+        "attachments_dir =",
     ];
     // `[intake] order` names Redmine, whose sections the example keeps commented too.
     let mut in_redmine = false;
@@ -433,6 +437,11 @@ fn the_example_documents_inbox_intake_and_metrics_keys_that_load() {
     let cfg = harness::config::parse(&text, Path::new("/etc/harness/harness.toml")).unwrap();
     assert_eq!(cfg.inbox.unwrap().dir, PathBuf::from("/etc/harness/inbox"));
     assert_eq!(cfg.intake_order.len(), 2);
+    assert_eq!(
+        cfg.attachments,
+        harness::config::AttachmentsConfig::default(),
+        "the example's values are the defaults"
+    );
     assert!(cfg
         .metrics_textfile
         .unwrap()

@@ -186,7 +186,9 @@ fn the_examples_commented_redmine_and_vision_sections_load_when_uncommented() {
         }
         let uncomment = (in_redmine && !line.starts_with("##"))
             || line.starts_with("# mopac-vision =")
-            || line.starts_with("# vision =");
+            || line.starts_with("# vision =")
+            || line.starts_with("# [models.vision]")
+            || line.starts_with("# tiers = [\"mopac-vision\"]");
         match line.strip_prefix("# ").filter(|_| uncomment) {
             Some(rest) => out.push_str(rest),
             None => out.push_str(line),
@@ -199,5 +201,6 @@ fn the_examples_commented_redmine_and_vision_sections_load_when_uncommented() {
     );
     assert!(out.contains("\n[redmine.writeback]"), "{out}");
     assert!(out.contains("\nmopac-vision = "), "{out}");
-    harness::config::parse(&out, Path::new("/nonexistent/harness.toml")).unwrap();
+    let cfg = harness::config::parse(&out, Path::new("/nonexistent/harness.toml")).unwrap();
+    assert_eq!(cfg.models.vision, ["mopac-vision".to_string()].into());
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::secrets::KeyRef;
 use harness_gate::Policy;
 
+mod attachments;
 mod code;
 mod egress;
 mod finish;
@@ -81,6 +82,8 @@ pub struct Config {
     /// `[intake] order`: the configured task sources, asked in this order (default: inbox,
     /// then redmine).
     pub intake_order: Vec<SourceName>,
+    /// `[intake]`'s attachment bounds and place.
+    pub attachments: AttachmentsConfig,
     /// `[check]`: the success check run when the model says it is done.
     pub check: CheckConfig,
     /// `[workspace]`: a git worktree per task, when configured.
@@ -393,6 +396,36 @@ pub struct ModelsConfig {
     pub default_tier: Option<String>,
     /// Task class -> tier alias.
     pub classes: BTreeMap<String, String>,
+    /// `[models.vision] tiers`: the tiers whose models see images (default none).
+    pub vision: std::collections::BTreeSet<String>,
+}
+
+/// `[intake]`'s attachment keys: what of a task's attachments reaches the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachmentsConfig {
+    /// Most attachments taken from one task (default 10, at most 100); the rest are listed
+    /// and refused.
+    pub max_count: usize,
+    /// Most bytes of one attachment (default 4194304, at most 67108864); a bigger one is
+    /// listed and refused, never downloaded.
+    pub max_bytes: u64,
+    /// Most bytes of all the attachments of one task together (default 16777216, at most
+    /// 268435456).
+    pub max_total_bytes: u64,
+    /// Where text attachments are placed, relative to the work root (default
+    /// `.harness/attachments`), read-only for every tool and command.
+    pub dir: String,
+}
+
+impl Default for AttachmentsConfig {
+    fn default() -> Self {
+        AttachmentsConfig {
+            max_count: 10,
+            max_bytes: 4 * 1024 * 1024,
+            max_total_bytes: 16 * 1024 * 1024,
+            dir: ".harness/attachments".to_string(),
+        }
+    }
 }
 
 /// `[tools.bash]`: the one tool and its gate.
@@ -435,6 +468,9 @@ pub struct BashConfig {
     /// (`AGENTS.md`, `[prompt] skills_dir`, the files a `[check]` command names): read-only
     /// for commands and the file tools while they exist; empty with `[prompt] writable`.
     pub inputs: Vec<(String, String)>,
+    /// `[intake].attachments_dir`, relative to the work root: the task's text attachments,
+    /// readable by `read_file` and commands, writable by none (a read-only mount).
+    pub attachments: Option<String>,
 }
 
 impl NeverRead {

@@ -39,6 +39,10 @@ pub(super) struct RawInbox {
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawIntake {
     pub(super) order: Option<Vec<String>>,
+    pub(super) max_attachments: Option<i64>,
+    pub(super) max_attachment_bytes: Option<i64>,
+    pub(super) max_attachments_total_bytes: Option<i64>,
+    pub(super) attachments_dir: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -160,8 +164,15 @@ pub(super) struct RawModels {
     pub(super) classes: Option<BTreeMap<String, String>>,
     // Validated by hand: a string ("proxy") or a table of tables, each key named on error.
     pub(super) prices: Option<toml::Value>,
+    pub(super) vision: Option<RawVision>,
     #[serde(flatten)]
     pub(super) tiers: BTreeMap<String, RawTier>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawVision {
+    pub(super) tiers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -100,7 +100,12 @@ const ROOT: &[(&str, Ty)] = &[
     ),
     (
         "models",
-        Models(&[("default_tier", Str), ("classes", StrMap), ("prices", Any)]),
+        Models(&[
+            ("default_tier", Str),
+            ("classes", StrMap),
+            ("prices", Any),
+            ("vision", Table(&[("tiers", StrList)])),
+        ]),
     ),
     (
         "tools",
@@ -212,7 +217,16 @@ const ROOT: &[(&str, Ty)] = &[
     ),
     ("metrics", Table(&[("textfile", Str)])),
     ("inbox", Table(&[("dir", Str), ("stale_after_mins", Int)])),
-    ("intake", Table(&[("order", StrList)])),
+    (
+        "intake",
+        Table(&[
+            ("order", StrList),
+            ("max_attachments", Int),
+            ("max_attachment_bytes", Int),
+            ("max_attachments_total_bytes", Int),
+            ("attachments_dir", Str),
+        ]),
+    ),
     (
         "workflows",
         Workflows(&[("default", Str), ("max_loops", Int), ("per_run", Str)]),
@@ -550,6 +564,10 @@ prompt = 2026-01-01
                 if let Table(inner) | Models(inner) | TableMap(inner) = ty {
                     names(inner, out);
                 }
+                if let Workflows(inner) = ty {
+                    names(inner, out);
+                    names(WORKFLOW, out);
+                }
             }
         }
         let mut schema = std::collections::BTreeSet::new();
@@ -560,7 +578,8 @@ prompt = 2026-01-01
             .filter_map(|l| l.trim().strip_prefix("pub(super) "))
             .filter_map(|l| l.split_once(':').map(|(name, _)| name.to_string()))
             .filter(|name| !name.contains(' ') && !name.contains('('))
-            // `loop_` is `loop` (serde rename); `tiers` are [models]' other keys (flatten).
+            // `loop_` is `loop` (serde rename); `tiers` are [models]' other keys and `named`
+            // [workflows]' (flatten).
             .map(|name| {
                 if name == "loop_" {
                     "loop".to_string()
@@ -568,7 +587,7 @@ prompt = 2026-01-01
                     name
                 }
             })
-            .filter(|name| name != "tiers" && !schema.contains(name))
+            .filter(|name| name != "tiers" && name != "named" && !schema.contains(name))
             .collect();
         assert_eq!(missing, Vec::<String>::new());
     }

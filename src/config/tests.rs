@@ -751,3 +751,46 @@ fn an_upstream_is_read_and_credentials_refused() {
         vec!["[tools.bash.egress].upstream: \"http://me:pw@proxy.corp:3128\": credentials are not supported (the proxy never adds any)"]
     );
 }
+
+#[test]
+fn attachment_bounds_and_vision_tiers_are_validated_by_key() {
+    let c = parse(
+        &format!("{MINIMAL}\n[models.vision]\ntiers = [\"mopac-primary\"]\n[intake]\nmax_attachments = 3\nattachments_dir = \"./in/\"\n"),
+        Path::new("/etc/h/harness.toml"),
+    )
+    .unwrap();
+    assert_eq!(c.models.vision, ["mopac-primary".to_string()].into());
+    assert_eq!(
+        c.attachments,
+        AttachmentsConfig {
+            max_count: 3,
+            dir: "in".into(),
+            ..AttachmentsConfig::default()
+        }
+    );
+    assert_eq!(c.bash.attachments.as_deref(), Some("in"));
+    // A vision tier is a tier like any other: a model name or a fallback chain.
+    let chain = MINIMAL.replace(
+        "default_tier",
+        "mopac-vision = [\"glm-4.6v\", \"glm-4.5v\"]\ndefault_tier",
+    );
+    let c = parse(
+        &format!("{chain}\n[models.vision]\ntiers = [\"mopac-vision\"]\n"),
+        Path::new("/etc/h/harness.toml"),
+    )
+    .unwrap();
+    assert_eq!(c.models.tiers["mopac-vision"], ["glm-4.6v", "glm-4.5v"]);
+    assert_eq!(c.models.vision, ["mopac-vision".to_string()].into());
+    assert_eq!(
+        problems(&format!(
+            "{MINIMAL}\n[models.vision]\ntiers = [\"mopac-primary\", \"nope\"]\n[intake]\nmax_attachments = 101\nmax_attachment_bytes = 0\nmax_attachments_total_bytes = 268435457\nattachments_dir = \"../up\"\n"
+        )),
+        vec![
+            "[models.vision].tiers[1]: names tier \"nope\", which [models] does not define",
+            "[intake].max_attachments: must be between 0 and 100, got 101",
+            "[intake].max_attachment_bytes: must be between 1 and 67108864, got 0",
+            "[intake].max_attachments_total_bytes: must be between 1 and 268435456, got 268435457",
+            "[intake].attachments_dir: must be a directory relative to the work root, without `..`, got \"../up\"",
+        ]
+    );
+}

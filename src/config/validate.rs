@@ -207,11 +207,10 @@ impl Validator {
                 may_share_work_root: true,
             });
         }
-        let intake_order = self.intake_order(
-            raw.intake.unwrap_or_default().order,
-            inbox.is_some(),
-            redmine.is_some(),
-        );
+        let raw_intake = raw.intake.unwrap_or_default();
+        let attachments = self.attachments(&raw_intake);
+        bash.attachments = Some(attachments.dir.clone());
+        let intake_order = self.intake_order(raw_intake.order, inbox.is_some(), redmine.is_some());
         let check = self.check(raw.check.unwrap_or_default());
         if check.any() && !bash.enabled {
             self.problem(
@@ -273,6 +272,7 @@ impl Validator {
             metrics_textfile,
             inbox,
             intake_order,
+            attachments,
             check,
             workspace,
         }
@@ -534,10 +534,28 @@ impl Validator {
         for (k, m) in problems {
             self.problem(&k, m);
         }
+        let vision = self.vision(raw.vision, &tiers);
         ModelsConfig {
             tiers,
             default_tier: raw.default_tier,
             classes,
+            vision,
+        }
+    }
+
+    /// `[tools.bash].sandbox`: `auto` (default), `landlock` or `off`.
+    fn sandbox_mode(&mut self, raw: Option<&str>) -> SandboxMode {
+        match raw {
+            None | Some("auto") => SandboxMode::Auto,
+            Some("landlock") => SandboxMode::Landlock,
+            Some("off") => SandboxMode::Off,
+            Some(other) => {
+                self.problem(
+                    "[tools.bash].sandbox",
+                    format!("must be \"auto\", \"landlock\" or \"off\", got {other:?}"),
+                );
+                SandboxMode::Auto
+            }
         }
     }
 
@@ -590,18 +608,7 @@ impl Validator {
             );
             self.examples(&policy, "examples_deny", raw.examples_deny, Verdict::Deny);
         }
-        let sandbox = match raw.sandbox.as_deref() {
-            None | Some("auto") => SandboxMode::Auto,
-            Some("landlock") => SandboxMode::Landlock,
-            Some("off") => SandboxMode::Off,
-            Some(other) => {
-                self.problem(
-                    "[tools.bash].sandbox",
-                    format!("must be \"auto\", \"landlock\" or \"off\", got {other:?}"),
-                );
-                SandboxMode::Auto
-            }
-        };
+        let sandbox = self.sandbox_mode(raw.sandbox.as_deref());
         let write_roots = self.path_list("[tools.bash].write_roots", raw.write_roots);
         let read_roots = match raw.read_roots {
             None => vec![ReadRoot::System],
@@ -651,6 +658,7 @@ impl Validator {
             exec_roots,
             never_read: Vec::new(),
             inputs: Vec::new(),
+            attachments: None,
         }
     }
 

@@ -140,6 +140,10 @@ fn sort_entries(entries: Vec<(OsString, FileType)>) -> (Vec<(String, String)>, O
         {
             continue;
         }
+        if kind.is_dir() && bytes.ends_with(b".files") {
+            // A task's attachments (`<stem>.files/`), read by the run of that task.
+            continue;
+        }
         if !bytes.ends_with(b".md") {
             // Not meant as a task (`notes.txt`): left where it is, named in every run's log.
             info!("intake: inbox entry {name:?} is not a `*.md` task file; left alone");

@@ -123,6 +123,7 @@ mod tests {
             tier: "mopac-primary".into(),
             models: models.iter().map(|m| m.to_string()).collect(),
             workflow: None,
+            vision: false,
         }
     }
 

@@ -14,10 +14,10 @@ pub enum Message {
         /// The text.
         content: String,
     },
-    /// The task.
+    /// The task, a note of the harness, or an image the model asked to see.
     User {
-        /// The text.
-        content: String,
+        /// A text, or content parts (text and images) as OpenAI sends them.
+        content: Content,
     },
     /// A model reply, possibly with tool calls.
     Assistant {
@@ -38,6 +38,104 @@ pub enum Message {
         /// What the tool returned (or why it was not run).
         content: String,
     },
+}
+
+/// The content of a user message: a plain text (the common case, sent as a JSON string) or
+/// content parts (text and `image_url` parts), sent as an array.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// A text.
+    Text(String),
+    /// Text and image parts, in order.
+    Parts(Vec<Part>),
+}
+
+/// One content part of a user message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    /// A text part.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, as a `data:` URL (`data:image/png;base64,...`).
+    ImageUrl {
+        /// The image's URL.
+        image_url: ImageUrl,
+    },
+}
+
+/// The `image_url` object of an image part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageUrl {
+    /// A `data:` URL; harness never sends a URL a model would have to fetch.
+    pub url: String,
+}
+
+impl Content {
+    /// The text of the content: the text itself, or its text parts joined by newlines.
+    pub fn text(&self) -> String {
+        match self {
+            Content::Text(t) => t.clone(),
+            Content::Parts(parts) => parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Text { text } => Some(text.as_str()),
+                    Part::ImageUrl { .. } => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
+    /// Whether the text (or the first text part) starts with `prefix`.
+    pub fn starts_with(&self, prefix: &str) -> bool {
+        match self {
+            Content::Text(t) => t.starts_with(prefix),
+            Content::Parts(parts) => {
+                matches!(parts.first(), Some(Part::Text { text }) if text.starts_with(prefix))
+            }
+        }
+    }
+
+    /// The content with `map` applied to every text (an image part is left as it is).
+    pub fn map_text(&self, map: impl Fn(&str) -> String) -> Content {
+        match self {
+            Content::Text(t) => Content::Text(map(t)),
+            Content::Parts(parts) => Content::Parts(
+                parts
+                    .iter()
+                    .map(|p| match p {
+                        Part::Text { text } => Part::Text { text: map(text) },
+                        Part::ImageUrl { .. } => p.clone(),
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl From<String> for Content {
+    fn from(text: String) -> Content {
+        Content::Text(text)
+    }
+}
+
+impl From<&str> for Content {
+    fn from(text: &str) -> Content {
+        Content::Text(text.to_string())
+    }
+}
+
+impl Message {
+    /// A user message of plain text.
+    pub fn user(text: impl Into<String>) -> Message {
+        Message::User {
+            content: Content::Text(text.into()),
+        }
+    }
 }
 
 /// One function call requested by the model.

@@ -20,7 +20,7 @@ use crate::redmine::client::RedmineClient;
 use crate::routing::Route;
 use crate::secrets::Redactor;
 use crate::session::Opened;
-use crate::{intake, llm, report, session, tools, turn, workspace, writeback};
+use crate::{attachments, intake, llm, report, session, tools, turn, workspace, writeback};
 
 /// The turn, the REPORT, the session saved, the write-back.
 pub(super) async fn turn_and_report(
@@ -52,6 +52,7 @@ pub(super) async fn turn_and_report(
         instructions: &inputs.root,
         world: turn::rules::World::here(started.date_naive()),
         redactor,
+        attached: held.attached,
     };
     let Talked {
         mut turn,
@@ -64,6 +65,7 @@ pub(super) async fn turn_and_report(
     }
     let finished = Utc::now();
     turn.skipped.splice(0..0, skipped);
+    attachments::place::remove(&cfg.work_root, &cfg.attachments.dir);
     let workspace = workspace.map(|ws| {
         let name = report::file_name(&cfg.vertical, &task.id, started);
         let patch = format!("{}.patch", name.trim_end_matches(".md"));
@@ -95,6 +97,7 @@ pub(super) async fn turn_and_report(
             });
         record.set_aside = set_aside;
     }
+    report.attachments = attachments::section(&held.attached.listed);
     report.egress = bash
         .as_ref()
         .zip(cfg.bash.egress.as_ref())
@@ -377,6 +380,7 @@ pub(super) fn report_of(
         check: turn.check.clone(),
         workspace: None,
         instructions: None,
+        attachments: None,
         egress: None,
         result: cfg
             .result_schema

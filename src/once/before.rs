@@ -8,6 +8,8 @@ use anyhow::{anyhow, Context};
 use tracing::{error, info, warn};
 
 use super::{interrupted, Opened};
+use crate::attachments::place::{self, Origin};
+use crate::attachments::Attached;
 use crate::cli::OnceArgs;
 use crate::config::Config;
 use crate::exit::{Failure, Stage, StageExt};
@@ -217,6 +219,10 @@ pub(super) async fn ready_turn(
                 spawner.clone(),
             )
             .and_then(|b| b.with_files(&cfg.files))
+            .map(|b| match route.vision {
+                true => b.with_images(cfg.attachments.max_bytes),
+                false => b,
+            })
         })
         .transpose()
         .stage(Stage::Config)?;
@@ -244,6 +250,35 @@ pub(super) async fn ready_turn(
             result: cfg.result_schema.clone(),
         },
     })
+}
+
+/// Fetches and places the task's attachments in the work root (an inbox task's
+/// `<stem>.files/`, a Redmine issue's files); the images go to a vision tier only.
+pub(super) async fn attach(
+    cfg: &Config,
+    taken: &Taken,
+    redmine: Option<&RedmineClient>,
+    redactor: &Redactor,
+) -> Result<Attached, Failure> {
+    let origin = match (&taken.inbox, &taken.issue, redmine) {
+        (Some(file), _, _) => Origin::Inbox(file.dir.join(format!("{}.files", file.stem))),
+        (None, Some(issue), Some(client)) => Origin::Redmine {
+            client,
+            issue,
+            vertical: &cfg.vertical,
+        },
+        (None, _, _) => return Ok(Attached::default()),
+    };
+    let vision = match taken.route.vision {
+        true => Ok(()),
+        false => Err(format!(
+            "tier {} is not a vision tier ([models.vision] tiers)",
+            taken.route.tier
+        )),
+    };
+    place::gather(origin, &cfg.attachments, &cfg.work_root, redactor, vision)
+        .await
+        .stage(Stage::Intake)
 }
 
 /// Opens the task's git worktree when `[workspace]` is set; the config comes back with the

@@ -210,6 +210,12 @@ async fn holding(
         Ok(opened) => opened,
         Err(failure) => return Ended::failed(failure),
     };
+    // the task's attachments, placed before the tools are prepared (their mounts name them)
+    let attaching = before::attach(&cfg, taken, env.redmine, redactor);
+    let attached = match unless_signalled(env.interrupt, attaching).await {
+        Ok(attached) => attached,
+        Err(failure) => return Ended::failed(failure),
+    };
     let ready = unless_signalled(env.interrupt, async {
         let ready = ready_turn(&cfg, backend, &taken.route, sandbox, redactor, env.spawner).await?;
         checkpoint().await?;
@@ -224,6 +230,7 @@ async fn holding(
         taken,
         opened: began.as_ref(),
         sandbox,
+        attached: &attached,
     };
     turn_and_report(env, held, ready, workspace, redactor).await
 }
@@ -321,6 +328,8 @@ struct Held<'a> {
     taken: &'a Taken,
     opened: Option<&'a Opened>,
     sandbox: sandbox::Status,
+    /// The task's attachments, placed in the work root.
+    attached: &'a crate::attachments::Attached,
 }
 
 /// Runs a stage before the turn unless a signal comes first (received before it or while it

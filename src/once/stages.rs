@@ -7,6 +7,7 @@
 use serde_json::{json, Value};
 
 use super::talk::{Talk, Talked};
+use crate::attachments;
 use crate::config::{PerRun, Workflow, Workflows};
 use crate::events::Event;
 use crate::intake::Task;
@@ -187,6 +188,44 @@ fn at_input(last: Option<&Mark>, workflow: &Workflow, index: usize) -> Option<St
         .and_then(|m| m.carried.clone())
 }
 
+/// What every attempt of a stage runs with.
+struct Prepared {
+    route: Route,
+    limits: crate::turn::Limits,
+    system: String,
+    /// The listing for every stage; the images only for a stage whose tier sees them.
+    attached: attachments::Attached,
+}
+
+/// The stage's tier, bounds, check and system prompt.
+fn prepare(talk: &Talk<'_>, workflow: &Workflow, index: usize) -> Prepared {
+    let spec = &workflow.stages[index];
+    let route = talk.route.for_tier(&talk.cfg.models, spec.tier.as_deref());
+    let last_stage = index + 1 == workflow.stages.len();
+    let limits = crate::turn::Limits {
+        max_rounds: spec.max_rounds.unwrap_or(talk.limits.max_rounds),
+        check: spec.check.clone(),
+        // The workflow's result is its last stage's.
+        result: talk.limits.result.clone().filter(|_| last_stage),
+        ..talk.limits.clone()
+    };
+    let system = prompt::system(&talk.system(limits.max_rounds), workflow, index);
+    let attached = attachments::Attached {
+        listed: talk.attached.listed.clone(),
+        images: if route.vision {
+            talk.attached.images.clone()
+        } else {
+            Vec::new()
+        },
+    };
+    Prepared {
+        route,
+        limits,
+        system,
+        attached,
+    }
+}
+
 /// Every attempt of stage `index` in this run: until it passes, parks, stops, or has no
 /// retry left. Returns how it ended and why, when it did not pass.
 async fn stage(
@@ -199,16 +238,12 @@ async fn stage(
     ran: &mut Ran,
 ) -> (Outcome, Option<String>) {
     let spec = &workflow.stages[index];
-    let route = talk.route.for_tier(&talk.cfg.models, spec.tier.as_deref());
-    let last_stage = index + 1 == workflow.stages.len();
-    let limits = crate::turn::Limits {
-        max_rounds: spec.max_rounds.unwrap_or(talk.limits.max_rounds),
-        check: spec.check.clone(),
-        // The workflow's result is its last stage's.
-        result: talk.limits.result.clone().filter(|_| last_stage),
-        ..talk.limits.clone()
-    };
-    let system = prompt::system(&talk.system(limits.max_rounds), workflow, index);
+    let Prepared {
+        route,
+        limits,
+        system,
+        attached,
+    } = prepare(talk, workflow, index);
     let mut reason: Option<String> = None;
     let mut outcome = Outcome::Stopped;
     for attempt in 1..=spec.retries + 1 {
@@ -235,8 +270,11 @@ async fn stage(
             Message::System {
                 content: system.clone(),
             },
-            Message::User { content: user },
+            Message::User {
+                content: user.into(),
+            },
         ];
+        let start = attachments::into_opening(start, &attached);
         let turn = talk.turn(start, &route, &limits, backend).await;
         let (ended, why) = judge(&turn, limits.max_rounds);
         let why = why.map(|w| crate::bounded::clip(&talk.redactor.redact(&w), REASON_MAX));
@@ -249,7 +287,7 @@ async fn stage(
             reason: why.clone(),
         });
         ran.attempts.push(attempt_record(
-            &workflow.stages[index].name,
+            &spec.name,
             index,
             attempt,
             ended,

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use crate::attachments::{self, Attached};
 use crate::config::Config;
 use crate::events::Events;
 use crate::intake::Task;
@@ -28,6 +29,9 @@ pub(super) struct Talk<'a> {
     pub(super) instructions: &'a Path,
     pub(super) world: turn::rules::World,
     pub(super) redactor: &'a Redactor,
+    /// The task's attachments: listed (and its images shown) in the message that opens a
+    /// turn.
+    pub(super) attached: &'a Attached,
 }
 
 impl Talk<'_> {
@@ -89,6 +93,7 @@ pub(super) async fn one_turn(
         turn::check::with_note(talk.system(talk.cfg.max_rounds), talk.limits.check.as_ref());
     let system_hash = session::history::fingerprint(&system);
     let start = session::start(opened, system, &task.prompt);
+    let start = attachments::into_opening(start, talk.attached);
     Talked {
         turn: talk.turn(start, talk.route, talk.limits, backend).await,
         system_hash,

@@ -41,13 +41,14 @@ pub async fn upload_as(
 }
 
 /// Streams attachment `id` named `file_name` into `sink`, piece by piece, as stored; at
-/// most `max_bytes` are accepted (a bigger file is an error, found before or while reading,
-/// not a truncation).
+/// most `max_bytes` are accepted (a bigger file is an error naming `limit`, the config key
+/// of the bound, found before or while reading, not a truncation). The bytes always come
+/// from the tracker's own download path, whatever URL the issue names.
 pub async fn download_into(
     client: &RedmineClient,
     id: u64,
     file_name: &str,
-    max_bytes: u64,
+    (max_bytes, limit): (u64, &str),
     sink: &mut (dyn FnMut(&[u8]) -> Result<()> + Send),
 ) -> Result<()> {
     let path = format!("/attachments/download/{id}/{}", url_encode(file_name));
@@ -55,9 +56,7 @@ pub async fn download_into(
         Reply::Body(resp) => resp,
         Reply::Answer(a) => return Err(client.refusal("GET", &path, &a)),
     };
-    let too_big = |n: u64| {
-        anyhow!("GET {path}: {n} bytes, more than [session].max_attachment_bytes ({max_bytes})")
-    };
+    let too_big = |n: u64| anyhow!("GET {path}: {n} bytes, more than {limit} ({max_bytes})");
     if let Some(n) = resp.content_length().filter(|&n| n > max_bytes) {
         return Err(too_big(n));
     }

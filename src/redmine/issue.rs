@@ -92,6 +92,9 @@ pub struct Attachment {
     /// Where to download it.
     #[serde(default)]
     pub content_url: String,
+    /// The content type Redmine recorded (the uploader's word, not checked).
+    #[serde(default)]
+    pub content_type: Option<String>,
 }
 
 /// An issue as the REST API returns it.

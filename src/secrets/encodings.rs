@@ -168,7 +168,8 @@ fn base64_core(bytes: &[u8], k: usize) -> String {
     full.get(first..last).unwrap_or("").to_string()
 }
 
-fn base64(data: &[u8]) -> String {
+/// Standard base64 (RFC 4648, padded): also the `data:` URLs of images sent to a model.
+pub fn base64(data: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {

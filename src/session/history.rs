@@ -236,7 +236,7 @@ impl Window {
         };
         let note_tokens = |n: usize| {
             tokens(&Message::User {
-                content: dropped_note(n),
+                content: dropped_note(n).into(),
             })
         };
         let held_rounds = self.rounds.len();
@@ -277,7 +277,7 @@ impl Window {
         messages.push(kept[0].message.clone());
         if dropped > 0 {
             messages.push(Message::User {
-                content: dropped_note(dropped),
+                content: dropped_note(dropped).into(),
             });
         }
         messages.extend(kept[1..].iter().map(|m| m.message.clone()));
@@ -435,7 +435,7 @@ mod tests {
             vec![
                 messages[0].message.clone(),
                 Message::User {
-                    content: dropped_note(1)
+                    content: dropped_note(1).into()
                 },
                 messages[3].message.clone(),
                 messages[4].message.clone(),
@@ -463,7 +463,7 @@ mod tests {
         starts.push(all.len());
         let note = |n| {
             tokens(&Message::User {
-                content: dropped_note(n),
+                content: dropped_note(n).into(),
             })
         };
         let mut budget = max_tokens.saturating_sub(tokens(&all[0]) + note(starts.len()));
@@ -482,7 +482,7 @@ mod tests {
         let mut out = vec![all[0].clone()];
         if kept_from > 0 {
             out.push(Message::User {
-                content: dropped_note(kept_from),
+                content: dropped_note(kept_from).into(),
             });
         }
         out.extend_from_slice(&all[starts[kept_from]..]);

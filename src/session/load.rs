@@ -303,6 +303,32 @@ mod tests {
     }
 
     #[test]
+    fn a_message_of_content_parts_round_trips() {
+        use crate::llm::wire::{Content, Part};
+        let parts = Stored {
+            run_id: "r1".into(),
+            message: Message::User {
+                content: Content::Parts(vec![
+                    Part::Text {
+                        text: "the task".into(),
+                    },
+                    Part::Text {
+                        text: "[harness] an image (image/png, 70 bytes) was shown here".into(),
+                    },
+                ]),
+            },
+        };
+        let s = Session {
+            key: "v/inbox/t".into(),
+            runs: vec![record("r1", "completed")],
+            messages: vec![parts, user("r1", "more")],
+            rounds_dropped: 0,
+        };
+        let loaded = decode(&encode(&s).unwrap(), "v/inbox/t", 1_000_000).unwrap();
+        assert_eq!(loaded.session, s);
+    }
+
+    #[test]
     fn unreadable_files_say_why() {
         assert!(format!("{:#}", decode(b"not gzip", "k", 1000).unwrap_err()).contains("gzipped"));
         let whole = encode(&Session {
@@ -402,7 +428,7 @@ mod tests {
         assert_eq!(
             h.messages[1],
             Message::User {
-                content: dropped_note(h.rounds_dropped)
+                content: dropped_note(h.rounds_dropped).into()
             }
         );
         // Saved as kept, read again: the same history, the count carried in the header.

@@ -23,7 +23,7 @@ use tracing::{info, warn};
 
 use crate::config::{Config, SessionStore};
 use crate::intake::{Source, Task};
-use crate::llm::wire::{Message, ToolCall};
+use crate::llm::wire::{Content, Message, Part, ToolCall};
 use crate::redmine::client::RedmineClient;
 use crate::redmine::issue::Issue;
 use crate::secrets::Redactor;
@@ -121,9 +121,7 @@ pub fn start(opened: Option<&Opened>, system: String, prompt: &str) -> Vec<Messa
         Some(Opening::NothingNew { .. }) => None,
     };
     if let Some(text) = opening {
-        messages.push(Message::User {
-            content: text.to_string(),
-        });
+        messages.push(Message::user(text));
     }
     messages
 }
@@ -488,6 +486,43 @@ pub fn save(
     Ok(bytes)
 }
 
+/// A user message's content as the session keeps it: every text masked, and each image part
+/// replaced by a short note (an image is sent again by the run that needs it: its opening
+/// message carries the task's attachments, `read_image` shows a file again), so a session
+/// never grows by the megabytes of an image.
+fn stored(content: &Content, r: &Redactor) -> Content {
+    match content {
+        Content::Text(t) => Content::Text(r.redact(t)),
+        Content::Parts(parts) => Content::Parts(
+            parts
+                .iter()
+                .map(|p| match p {
+                    Part::Text { text } => Part::Text {
+                        text: r.redact(text),
+                    },
+                    Part::ImageUrl { image_url } => Part::Text {
+                        text: image_placeholder(&image_url.url),
+                    },
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// The note a stored session keeps where an image part was.
+fn image_placeholder(url: &str) -> String {
+    let kind = url
+        .strip_prefix("data:")
+        .and_then(|r| r.split(';').next())
+        .unwrap_or("an image");
+    let b64 = url.rsplit(',').next().unwrap_or_default();
+    let padding = b64.bytes().rev().take_while(|&c| c == b'=').count();
+    let bytes = (b64.len() / 4 * 3).saturating_sub(padding);
+    format!(
+        "[harness] an image ({kind}, {bytes} bytes) was shown here; sessions do not keep images"
+    )
+}
+
 /// A message with every text a secret could hide in masked.
 fn redact(m: &Message, r: &Redactor) -> Message {
     match m {
@@ -495,7 +530,7 @@ fn redact(m: &Message, r: &Redactor) -> Message {
             content: r.redact(content),
         },
         Message::User { content } => Message::User {
-            content: r.redact(content),
+            content: stored(content, r),
         },
         Message::Assistant {
             content,
@@ -582,5 +617,36 @@ mod tests {
         let text = serde_json::to_string(&redact(&m, &r)).unwrap();
         assert!(!text.contains("sk-canary-123456789"), "{text}");
         assert_eq!(text.matches("[redacted]").count(), 3, "{text}");
+    }
+
+    #[test]
+    fn a_stored_session_keeps_a_short_note_where_an_image_was() {
+        let mut r = Redactor::default();
+        r.add(&Secret::new("sk-canary-123456789"));
+        let image = crate::attachments::image_part(
+            crate::attachments::Image::Png,
+            &[0x89, b'P', b'N', b'G', 0, 0, 0, 0, 0],
+        );
+        let m = Message::User {
+            content: Content::Parts(vec![
+                Part::Text {
+                    text: "look, sk-canary-123456789".into(),
+                },
+                image,
+            ]),
+        };
+        assert_eq!(
+            redact(&m, &r),
+            Message::User {
+                content: Content::Parts(vec![
+                    Part::Text {
+                        text: "look, [redacted]".into()
+                    },
+                    Part::Text {
+                        text: "[harness] an image (image/png, 9 bytes) was shown here; sessions do not keep images".into()
+                    },
+                ])
+            }
+        );
     }
 }

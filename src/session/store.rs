@@ -102,7 +102,14 @@ pub async fn download_into(
     max_bytes: u64,
     sink: &mut (dyn FnMut(&[u8]) -> Result<()> + Send),
 ) -> Result<()> {
-    attachments::download_into(client, attachment.id, &attachment.filename, max_bytes, sink).await
+    attachments::download_into(
+        client,
+        attachment.id,
+        &attachment.filename,
+        (max_bytes, "[session].max_attachment_bytes"),
+        sink,
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -126,6 +133,7 @@ mod tests {
             filename: name.into(),
             filesize: 1,
             content_url: String::new(),
+            content_type: None,
         };
         issue.attachments = vec![
             att(3, "session-v-4-r2.jsonl.gz"),

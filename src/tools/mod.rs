@@ -66,6 +66,9 @@ pub struct ToolRun {
     /// What the egress proxy refused while the command ran (`tool.egress_denied`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub egress_denied: Vec<egress::proxy::Refusal>,
+    /// The image `read_image` returned, sent in a user message after the tool results.
+    #[serde(skip)]
+    pub image: Option<crate::llm::wire::Part>,
 }
 
 /// What happened to one tool call.
@@ -373,16 +376,31 @@ impl BashTool {
                 &self.config.never_read,
             ));
             tools.read_only(self.config.inputs.clone());
+            if let Some(dir) = &self.config.attachments {
+                tools.attachments(dir.clone());
+            }
             self.files = Some(tools);
         }
         Ok(self)
     }
 
+    /// Offers `read_image` (images of at most `max_bytes`) beside the file tools, when they
+    /// are on: for a tier that sees images.
+    pub fn with_images(mut self, max_bytes: u64) -> BashTool {
+        if let Some(f) = &mut self.files {
+            f.images(max_bytes);
+        }
+        self
+    }
+
     /// The tools offered to the model: `bash`, then the file tools when enabled.
     pub fn specs(&self) -> Vec<serde_json::Value> {
         let mut specs = vec![bash_tool_spec()];
-        if self.files.is_some() {
+        if let Some(f) = &self.files {
             specs.extend(files::specs());
+            if f.offers(files::READ_IMAGE) {
+                specs.push(files::image_spec());
+            }
         }
         specs
     }
@@ -423,6 +441,7 @@ impl BashTool {
             result: self.redactor.redact(&done.result),
             event,
             egress_denied: Vec::new(),
+            image: done.image,
         }
     }
 
@@ -442,7 +461,11 @@ impl BashTool {
     /// Reads a call to one of these tools, its JSON parsed once; `Err` is why it cannot run
     /// (an unknown tool, arguments of the wrong form), for [`invalid`].
     pub fn read(&self, call: &ToolCall) -> Result<Request, String> {
-        if self.files.is_some() && files::NAMES.contains(&call.function.name.as_str()) {
+        if self
+            .files
+            .as_ref()
+            .is_some_and(|f| f.offers(&call.function.name))
+        {
             return Ok(Request::File {
                 name: call.function.name.clone(),
                 arguments: call.function.arguments.clone(),
@@ -617,6 +640,7 @@ impl BashTool {
                 output_bytes: f.output.total(),
             },
             egress_denied,
+            image: None,
         }
     }
 
@@ -640,6 +664,7 @@ pub fn invalid(reason: String) -> ToolRun {
         result: format!("error: {reason}"),
         event: ToolEvent::Invalid { reason },
         egress_denied: Vec::new(),
+        image: None,
     }
 }
 
@@ -648,6 +673,7 @@ fn denied(command: String, reason: String) -> ToolRun {
         result: format!("denied by the command gate, not run: {reason}"),
         event: ToolEvent::Denied { command, reason },
         egress_denied: Vec::new(),
+        image: None,
     }
 }
 

@@ -200,6 +200,17 @@ pub fn protected_writes(bash: &BashConfig, work_root: &Path) -> Result<protect::
             may_share_work_root: true,
         });
     }
+    // The task's attachments, placed before the tool is prepared: no command changes them.
+    if let Some(dir) = &bash.attachments {
+        let path = work_root.join(dir);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            keep.push(NeverRead {
+                path,
+                what: "the task's attachments".to_string(),
+                may_share_work_root: true,
+            });
+        }
+    }
     protect::plan(&roots, &keep)
 }
 

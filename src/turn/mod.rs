@@ -27,7 +27,7 @@ use crate::config::{BudgetConfig, CheckSpec, FinishMode, ModelPrice};
 use crate::events::{Event, Events};
 use crate::llm::cassette::Recorded;
 pub use crate::llm::preflight::SkippedModel;
-use crate::llm::wire::{Message, Usage};
+use crate::llm::wire::{Content, Message, Part, Usage};
 use crate::llm::{Backend, LlmError, Reply};
 use crate::routing::Route;
 use crate::signals::Interrupt;
@@ -268,6 +268,10 @@ pub fn system_prompt(
     )
 }
 
+/// The text before the images `read_image` returned, in the user message after the results.
+pub const IMAGES_NOTE: &str =
+    "[harness] The images read_image returned, in the order of the calls:";
+
 /// Text added before the last round so the model answers instead of asking for a tool.
 pub const LAST_ROUND_NOTE: &str = "[harness] This is the last round of this turn: tools are no longer available. Reply now with your final answer (what you did, what you found, what is left).";
 
@@ -317,7 +321,7 @@ fn last_round_note(mode: FinishMode, with_result: bool) -> Message {
         FinishMode::Tool => finish::last_round_note(with_result),
         FinishMode::Message => LAST_ROUND_NOTE.to_string(),
     };
-    Message::User { content }
+    Message::user(content)
 }
 
 /// What the rounds of one turn share: its inputs, the turn as it grows, and what one round
@@ -387,7 +391,7 @@ impl Rounds<'_> {
                     check::After::End(outcome) => self.end(outcome),
                     // The reply is in the conversation already; the failure follows it.
                     check::After::Retry { feedback } => {
-                        self.messages.push(Message::User { content: feedback });
+                        self.messages.push(Message::user(feedback));
                         ControlFlow::Continue(())
                     }
                 }
@@ -457,9 +461,7 @@ impl Rounds<'_> {
         info!("round {round}/{max_rounds}: no tool call; reminding the model of `finish`");
         self.nudged = true;
         self.answered = text.filter(|_| answer::complete(reply.finish_reason.as_deref()));
-        self.messages.push(Message::User {
-            content: finish::NUDGE.to_string(),
-        });
+        self.messages.push(Message::user(finish::NUDGE));
         self.turn.log.push(record);
         ControlFlow::Continue(())
     }
@@ -532,15 +534,28 @@ impl Rounds<'_> {
             self.events,
         )
         .await;
+        let mut images = Vec::new();
         for (call, run) in calls.iter().zip(handled.runs) {
             self.messages.push(Message::Tool {
                 tool_call_id: call.id.clone(),
                 content: run.result,
             });
             record.tools.push(run.event);
+            images.extend(run.image);
+        }
+        // A tool message carries text only through every proxy: the images `read_image`
+        // read come in one user message after the results.
+        if !images.is_empty() {
+            let mut parts = vec![Part::Text {
+                text: IMAGES_NOTE.to_string(),
+            }];
+            parts.extend(images);
+            self.messages.push(Message::User {
+                content: Content::Parts(parts),
+            });
         }
         if let Some(note) = dropped {
-            self.messages.push(Message::User { content: note });
+            self.messages.push(Message::user(note));
         }
         self.turn.log.push(record);
         if let Some(done) = handled.finish {
@@ -555,7 +570,7 @@ impl Rounds<'_> {
                 check::After::Retry { feedback } => {
                     // The task is not done after all: the turn goes on.
                     self.turn.finish = None;
-                    self.messages.push(Message::User { content: feedback });
+                    self.messages.push(Message::user(feedback));
                     return ControlFlow::Continue(());
                 }
             }
@@ -639,6 +654,7 @@ mod tests {
             tier: "primary".into(),
             models: vec!["m1".into(), "m2".into()],
             workflow: None,
+            vision: false,
         }
     }
 
@@ -696,7 +712,7 @@ mod tests {
         let start = vec![
             Message::System { content: system },
             Message::User {
-                content: task().prompt,
+                content: task().prompt.into(),
             },
         ];
         run(

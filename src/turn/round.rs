@@ -80,7 +80,7 @@ pub async fn ask(
             // The note before this round promised `finish`; the round has no tools now.
             if let Some(Message::User { content }) = prompt.messages.last_mut() {
                 if content.starts_with(finish::LAST_ROUND_NOTE) {
-                    *content = super::LAST_ROUND_NOTE.to_string();
+                    *content = super::LAST_ROUND_NOTE.into();
                 }
             }
             continue;
@@ -164,6 +164,7 @@ impl Handled {
                 status: finish.status.as_str().to_string(),
             },
             egress_denied: Vec::new(),
+            image: None,
         };
         self.finish = Some(finish);
         self.result_errors = errors;
@@ -241,5 +242,6 @@ fn not_run(reason: &str) -> ToolRun {
             reason: reason.to_string(),
         },
         egress_denied: Vec::new(),
+        image: None,
     }
 }

@@ -306,6 +306,16 @@ pub fn tool_results(body: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// The names of the tools a chat request body offered, in order.
+pub fn tool_names(body: &serde_json::Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// Runs `harness once --demo` in `ws` (it must exit 0) and returns the tool results the
 /// model saw last.
 pub fn once_tool_results(ws: &Workspace, llm: &Llm) -> Vec<String> {
@@ -339,6 +349,11 @@ pub fn http(
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> (u16, String) {
+    http_bytes(method, url, headers, body.unwrap_or("").as_bytes())
+}
+
+/// [`http`] with a body of any bytes (an upload).
+pub fn http_bytes(method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
     let rest = url.strip_prefix("http://").unwrap();
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let mut s = TcpStream::connect(host).unwrap();
@@ -347,13 +362,13 @@ pub fn http(
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
-    let body = body.unwrap_or("");
     if !body.is_empty() || method != "GET" {
         req.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).unwrap();
+    let mut req = req.into_bytes();
+    req.extend_from_slice(body);
+    s.write_all(&req).unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
     let resp = String::from_utf8_lossy(&raw).into_owned();

@@ -35,6 +35,13 @@ pub(crate) async fn handle_chat<S: AsyncRead + AsyncWrite + Unpin>(
         send_json(s, 400, &err).await?;
         return Ok(());
     };
+    if let Some(why) = content_parts_problem(&body) {
+        lock(state).record(req, None);
+        eprintln!("scripted-llm: refusing the request: {why}");
+        let err = json!({"error": {"message": format!("scripted-llm: {why}"), "type": "invalid_request_error", "param": "messages", "code": "content_parts"}});
+        send_json(s, 400, &err).await?;
+        return Ok(());
+    }
     let strict = lock(state).script.strict_tool_results;
     if let Some(why) = strict.then(|| tool_results_problem(&body)).flatten() {
         lock(state).record(req, None);
@@ -78,6 +85,44 @@ pub(crate) async fn handle_chat<S: AsyncRead + AsyncWrite + Unpin>(
     );
     serve_step(s, &step, &exchange).await?;
     Ok(())
+}
+
+/// Why a message's content parts are not what the OpenAI API accepts, if they are not: a
+/// `content` array holds objects `{"type":"text","text":<string>}` or `{"type":"image_url",
+/// "image_url":{"url":<data: or http(s) URL>}}`, and only a user message carries images.
+pub(crate) fn content_parts_problem(body: &Value) -> Option<String> {
+    let messages = body.get("messages")?.as_array()?;
+    for (i, m) in messages.iter().enumerate() {
+        let Some(parts) = m.get("content").and_then(Value::as_array) else {
+            continue;
+        };
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        for (j, p) in parts.iter().enumerate() {
+            let at = format!("message {i} content part {j}");
+            match p.get("type").and_then(Value::as_str) {
+                Some("text") if p.get("text").is_some_and(Value::is_string) => {}
+                Some("text") => return Some(format!("{at}: a text part needs a string \"text\"")),
+                Some("image_url") if role != "user" => {
+                    return Some(format!("{at}: a {role} message cannot carry an image"))
+                }
+                Some("image_url") => {
+                    let url = p.pointer("/image_url/url").and_then(Value::as_str);
+                    let ok = url.is_some_and(|u| {
+                        u.starts_with("data:image/") && u.contains(";base64,")
+                            || u.starts_with("https://")
+                            || u.starts_with("http://")
+                    });
+                    if !ok {
+                        return Some(format!(
+                            "{at}: an image_url part needs \"image_url\": {{\"url\": a data:image/...;base64, or http(s) URL}}"
+                        ));
+                    }
+                }
+                other => return Some(format!("{at}: unknown part type {other:?}")),
+            }
+        }
+    }
+    None
 }
 
 /// Why the request's messages do not answer every tool call exactly once, if they do not:
@@ -519,6 +564,45 @@ mod tests {
             ),
         ] {
             let why = tool_results_problem(&body(messages)).unwrap();
+            assert!(why.starts_with(want), "{why}");
+        }
+    }
+
+    #[test]
+    fn content_parts_are_checked_as_the_api_does() {
+        let body =
+            |content: Value, role: &str| json!({"messages": [{"role": role, "content": content}]});
+        let image =
+            json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}});
+        let text = json!({"type": "text", "text": "look"});
+        assert_eq!(
+            content_parts_problem(&body(json!([text, image]), "user")),
+            None
+        );
+        assert_eq!(content_parts_problem(&body(json!("plain"), "user")), None);
+        for (content, role, want) in [
+            (
+                json!([image]),
+                "tool",
+                "message 0 content part 0: a tool message cannot carry an image",
+            ),
+            (
+                json!([{"type": "text"}]),
+                "user",
+                "message 0 content part 0: a text part needs",
+            ),
+            (
+                json!([{"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}]),
+                "user",
+                "message 0 content part 0: an image_url part needs",
+            ),
+            (
+                json!([{"type": "audio"}]),
+                "user",
+                "message 0 content part 0: unknown part type Some(\"audio\")",
+            ),
+        ] {
+            let why = content_parts_problem(&body(content, role)).unwrap();
             assert!(why.starts_with(want), "{why}");
         }
     }

@@ -22,7 +22,12 @@
 //! request whose messages do not answer every assistant tool call exactly once (a `tool`
 //! message per call id, right after the assistant message, none for an unknown id) is
 //! refused as real endpoints do: `400 {"error":{..,"code":"tool_results"}}`, logged, no step
-//! consumed.
+//! consumed. A message whose `content` is an array of content parts is checked as the
+//! OpenAI API checks it (text parts `{"type":"text","text":..}`, image parts
+//! `{"type":"image_url","image_url":{"url":"data:image/...;base64,.."}}` in user messages
+//! only): a malformed one is refused with `400 {"error":{..,"code":"content_parts"}}`, logged,
+//! no step consumed; a well-formed one is logged as sent, so a test reads the parts back
+//! from `GET /_fake/requests`.
 //!
 //! | step | non-streaming | `"stream": true` |
 //! |---|---|---|

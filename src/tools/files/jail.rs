@@ -40,6 +40,9 @@ pub struct Jail {
     /// Paths never to write, relative to the root, with what they are: the next run's
     /// inputs (`AGENTS.md`, the skills dir, the check's own files).
     read_only: Vec<(String, String)>,
+    /// The task's attachments directory (`[intake].attachments_dir`): readable even when it
+    /// is a dot directory, never writable.
+    attachments: Option<String>,
 }
 
 /// A regular file opened for reading, with the path it really has under the root.
@@ -77,7 +80,14 @@ impl Jail {
             policy,
             hidden: Vec::new(),
             read_only: Vec::new(),
+            attachments: None,
         })
+    }
+
+    /// Lets the file tools read the task's attachments at `rel` (a dot directory too), and
+    /// refuses every write there.
+    pub fn attachments(&mut self, rel: String) {
+        self.attachments = Some(rel);
     }
 
     /// Refuses writes to these paths (relative to the root) from now on.
@@ -329,12 +339,24 @@ impl Jail {
 
     /// Why `rel` (resolved, relative to the root) is off limits, or `None`.
     pub fn protected(&self, rel: &str, write: bool) -> Option<String> {
+        let under = |h: &str| rel == h || rel.strip_prefix(h).is_some_and(|r| r.starts_with('/'));
+        if let Some(h) = self.attachments.as_deref().filter(|h| under(h)) {
+            if write {
+                return Some(format!(
+                    "{rel:?} is in the task's attachments ({h}), read-only: copy what you need elsewhere"
+                ));
+            }
+            // Below the attachments directory, only its own dotfiles stay off limits.
+            let below = rel.strip_prefix(h).unwrap_or_default();
+            if !below.split('/').any(|c| c.starts_with('.')) {
+                return None;
+            }
+        }
         if rel.split('/').any(|c| c.starts_with('.')) {
             return Some(format!(
                 "{rel:?} is a dotfile or inside a dot directory such as .git; the file tools never touch those"
             ));
         }
-        let under = |h: &str| rel == h || rel.strip_prefix(h).is_some_and(|r| r.starts_with('/'));
         if let Some((h, what)) = self.hidden.iter().find(|(h, _)| under(h)) {
             return Some(format!(
                 "{rel:?} is {what} ({h}); no tool reads or writes it"

@@ -26,6 +26,8 @@ use jail::Jail;
 
 /// The names of the file tools, as offered to the model.
 pub const NAMES: [&str; 3] = ["read_file", "write_file", "edit_file"];
+/// The tool that shows the model an image file, offered to a vision tier only.
+pub const READ_IMAGE: &str = "read_image";
 
 /// Bytes looked at for a NUL byte, as git does, to call a file binary.
 const BINARY_SNIFF: usize = 8000;
@@ -40,6 +42,8 @@ pub struct FileTools {
     /// Resolved path -> hash of its content when the model last read or wrote it: an edit of
     /// a file changed since (by a bash command, say) is refused.
     seen: Mutex<HashMap<String, u64>>,
+    /// `read_image`'s bound in bytes, when it is offered (a vision tier).
+    images: Option<u64>,
 }
 
 /// One handled file tool call.
@@ -51,6 +55,8 @@ pub struct FileCall {
     pub result: String,
     /// `Ok(summary)` when the tool did its work, `Err(reason)` when it refused.
     pub outcome: Result<String, String>,
+    /// The image `read_image` read, as a content part.
+    pub image: Option<crate::llm::wire::Part>,
 }
 
 #[derive(Deserialize)]
@@ -59,6 +65,12 @@ struct ReadArgs {
     path: String,
     offset: Option<u64>,
     limit: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImageArgs {
+    path: String,
 }
 
 #[derive(Deserialize)]
@@ -130,6 +142,25 @@ pub fn specs() -> Vec<Value> {
     ]
 }
 
+/// `read_image` as an OpenAI function tool.
+pub fn image_spec() -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": READ_IMAGE,
+            "description": "Look at an image file (png, jpeg, gif or webp) in the work root, such as a task attachment. The image itself comes in the next user message, right after the tool results.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Path relative to the work root."}
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }
+        }
+    })
+}
+
 fn content_hash(bytes: &[u8]) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
     bytes.hash(&mut h);
@@ -165,12 +196,28 @@ impl FileTools {
             jail,
             redactor,
             seen: Mutex::new(HashMap::new()),
+            images: None,
         })
+    }
+
+    /// Offers `read_image`, reading images of at most `max_bytes`.
+    pub fn images(&mut self, max_bytes: u64) {
+        self.images = Some(max_bytes);
+    }
+
+    /// Whether `name` is one of the file tools offered (`read_image` only to a vision tier).
+    pub fn offers(&self, name: &str) -> bool {
+        NAMES.contains(&name) || (name == READ_IMAGE && self.images.is_some())
     }
 
     /// Refuses writes to these paths (relative to the work root, with what they are).
     pub fn read_only(&mut self, paths: Vec<(String, String)>) {
         self.jail.read_only(paths);
+    }
+
+    /// Lets the file tools read the task's attachments at `rel`, and never write there.
+    pub fn attachments(&mut self, rel: String) {
+        self.jail.attachments(rel);
     }
 
     /// Refuses these paths (relative to the work root, with what they are) for every tool:
@@ -181,6 +228,9 @@ impl FileTools {
 
     /// Handles one call to the tool `name`.
     pub fn call(&self, name: &str, arguments: &str) -> FileCall {
+        if name == READ_IMAGE {
+            return self.call_image(arguments);
+        }
         let done = match name {
             "read_file" => parse::<ReadArgs>(arguments, r#"{"path": "...", "offset"?: 1, "limit"?: 100}"#)
                 .and_then(|a| self.read(&a).map(|r| (a.path, r))),
@@ -198,12 +248,53 @@ impl FileTools {
                 path,
                 result,
                 outcome: Ok(summary),
+                image: None,
             },
-            Err(reason) => FileCall {
-                path: path_of(arguments),
-                result: format!("error: {reason}"),
-                outcome: Err(reason),
-            },
+            Err(reason) => refused(arguments, reason),
+        }
+    }
+
+    /// `read_image`: an image file beneath the work root (jailed as `read_file` is), at
+    /// most the bound, recognised by its magic bytes.
+    fn call_image(&self, arguments: &str) -> FileCall {
+        let Some(max) = self.images else {
+            return refused(
+                arguments,
+                format!("{READ_IMAGE:?} is not offered in this turn"),
+            );
+        };
+        let read = parse::<ImageArgs>(arguments, r#"{"path": "..."}"#).and_then(|a| {
+            let opened = self.jail.open_read(&a.path)?;
+            let mut bytes = Vec::new();
+            (&opened.file)
+                .take(max + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| format!("{:?} cannot be read ({e})", opened.rel))?;
+            if bytes.len() as u64 > max {
+                return Err(format!(
+                    "{:?} is larger than [intake].max_attachment_bytes ({max} bytes)",
+                    opened.rel
+                ));
+            }
+            let Some(image) = crate::attachments::sniff_image(&bytes) else {
+                return Err(format!(
+                    "{:?} is not a png, jpeg, gif or webp image (by its first bytes)",
+                    opened.rel
+                ));
+            };
+            Ok((a.path, opened.rel, image, bytes))
+        });
+        match read {
+            Ok((path, rel, image, bytes)) => {
+                let summary = format!("{}, {} bytes", image.mime(), bytes.len());
+                FileCall {
+                    path,
+                    result: format!("{rel:?} ({summary}): the image follows in the next message"),
+                    outcome: Ok(summary),
+                    image: Some(crate::attachments::image_part(image, &bytes)),
+                }
+            }
+            Err(reason) => refused(arguments, reason),
         }
     }
 
@@ -343,6 +434,16 @@ impl FileTools {
             edit.level.describe()
         );
         Ok((format!("edited {rel:?}: {summary}"), summary))
+    }
+}
+
+/// A refused call: its path as far as the arguments tell, the reason as its result.
+fn refused(arguments: &str, reason: String) -> FileCall {
+    FileCall {
+        path: path_of(arguments),
+        result: format!("error: {reason}"),
+        outcome: Err(reason),
+        image: None,
     }
 }
 
