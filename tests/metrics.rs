@@ -12,7 +12,7 @@ use common::*;
 use serde_json::json;
 
 /// `promtool check metrics < path`, or `None` (said loudly) when promtool is not installed.
-fn promtool_check(path: &std::path::Path) -> Option<()> {
+pub(crate) fn promtool_check(path: &std::path::Path) -> Option<()> {
     let Ok(file) = std::fs::File::open(path) else {
         panic!("no textfile at {}", path.display());
     };

@@ -243,9 +243,25 @@ fn an_edge_back_is_bounded_by_max_loops_and_all_stages_run_in_one_run() {
         finish("i3", "done", "implemented again"),
         finish("r2", "failed", "still missing"),
     ]));
-    let ws = Workspace::new(&llm.base_url(), |c| workflow_config(c, "all", true, 1));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        workflow_config(c, "all", true, 1) + "\n[metrics]\ntextfile = \"harness.prom\"\n"
+    });
     skills(&ws);
     let run = ws.run(&["once", "--demo", "--events", "ev.jsonl", "--output", "json"]);
+    // Stage attempts by outcome in the textfile, which promtool accepts.
+    let prom = ws.path().join("harness.prom");
+    let text = std::fs::read_to_string(&prom).unwrap();
+    for (stage, outcome, n) in [
+        ("implement", "passed", 2),
+        ("review", "failed", 2),
+        ("plan", "passed", 1),
+    ] {
+        let line = format!(
+            "harness_stage_attempts_total{{vertical=\"test\",workflow=\"fix\",stage=\"{stage}\",outcome=\"{outcome}\"}} {n}"
+        );
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+    }
+    crate::metrics::promtool_check(&prom);
     assert_eq!(run.code, 5, "{run:?}");
     let report = ws.latest();
     assert_eq!(front(&report, "stop_reason"), "stage_failed");
@@ -540,4 +556,54 @@ fn harness_test_runs_the_workflow_cases_offline_and_a_wrong_one_fails() {
             && run.stdout.ends_with("2 cases: 1 passed, 1 failed\n"),
         "{run:?}"
     );
+}
+
+#[test]
+fn an_inbox_task_parks_on_a_question_resumes_its_stage_with_the_reply_and_goes_back_for_the_next() {
+    let llm = Llm::start(&json!([
+        json!({"type": "tool_call", "calls": [{"id": "p1", "name": "finish", "arguments": {"status": "needs_input", "summary": "I need to know the file.", "question": "Which file?"}}]}),
+        finish("p2", "done", "1. edit a.txt"),
+        finish("i1", "failed", "cannot"),
+        finish("i2", "failed", "still cannot"),
+    ]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        format!(
+            "{}\n[inbox]\ndir = \"inbox\"\n",
+            workflow_config(c, "stage", false, 2)
+        )
+    });
+    skills(&ws);
+    let inbox = ws.path().join("inbox");
+    std::fs::create_dir(&inbox).unwrap();
+    std::fs::write(
+        inbox.join("t.md"),
+        "---\nclass: fixing\nsubject: Fix it\n---\nFix the file.\n",
+    )
+    .unwrap();
+
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(front(&ws.latest(), "stop_reason"), "needs_input");
+    assert_eq!(front(&ws.latest(), "workflow")["next"], "plan");
+
+    std::fs::write(inbox.join("t.reply.md"), "Use a.txt.\n").unwrap();
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let report = ws.latest();
+    assert_eq!(front(&report, "stop_reason"), "next_stage");
+    let bodies = llm.chat_bodies();
+    let user = bodies[1]["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        user.contains("stage 1/3: plan (attempt 1)") && user.contains("Use a.txt."),
+        "{user}"
+    );
+    // stages left: the task file goes back into the inbox for the next tick
+    assert!(inbox.join("t.reply.md").is_file(), "{run:?}");
+
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 5, "{run:?}");
+    let report = ws.latest();
+    assert_eq!(front(&report, "stop_reason"), "stage_failed");
+    assert_eq!(front(&report, "workflow")["stage"], "implement");
+    assert_eq!(llm.chat_bodies()[2]["model"], "glm-5.2");
 }

@@ -372,6 +372,34 @@ mod tests {
     }
 
     #[test]
+    fn stage_attempts_are_counted_by_workflow_stage_and_outcome_and_carried_over() {
+        let mut tally = Tally::default();
+        for (stage, outcome) in [
+            ("implement", "failed"),
+            ("implement", "passed"),
+            ("review", "passed"),
+        ] {
+            tally.book(&Event::StageCompleted {
+                workflow: "fix".into(),
+                stage: stage.into(),
+                index: 2,
+                attempt: 1,
+                outcome: outcome.into(),
+                reason: None,
+            });
+        }
+        let first = render("", &run("next_stage", 0, &tally, "2026-12-01T10:00:00Z"));
+        let second = render(&first, &run("completed", 0, &tally, "2026-12-01T11:00:00Z"));
+        for line in [
+            "# TYPE harness_stage_attempts_total counter",
+            "harness_stage_attempts_total{vertical=\"demo\",workflow=\"fix\",stage=\"implement\",outcome=\"failed\"} 2",
+            "harness_stage_attempts_total{vertical=\"demo\",workflow=\"fix\",stage=\"review\",outcome=\"passed\"} 2",
+        ] {
+            assert!(second.lines().any(|l| l == line), "{line:?} not in\n{second}");
+        }
+    }
+
+    #[test]
     fn a_first_run_writes_every_family() {
         let tally = Tally {
             rounds: 2,
