@@ -101,6 +101,7 @@ fn main() {
             class: Some("code".into()),
             tier: "mopac-code".into(),
             models: vec!["glm-5.2".into()],
+            workflow: None,
         });
         events.emit(Event::ReportWritten {
             path: "reports/REPORT-bench.md".into(),

@@ -378,6 +378,7 @@ fn every_event_type_is_in_the_schema() {
             class: Some(s()),
             tier: s(),
             models: vec![s()],
+            workflow: None,
         },
         Event::RoundStarted {
             round: 1,

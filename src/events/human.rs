@@ -28,12 +28,16 @@ impl Narrator {
                 class,
                 tier,
                 models,
+                workflow,
             } => {
                 let task = self.task.take().unwrap_or_else(|| "route:".to_string());
                 Some(format!(
-                    "{task} class={} -> {tier} -> {}",
+                    "{task} class={} -> {tier} -> {}{}",
                     class.as_deref().unwrap_or("(none)"),
-                    models.join(" | ")
+                    models.join(" | "),
+                    workflow
+                        .as_deref()
+                        .map_or_else(String::new, |w| format!(" -> {w}"))
                 ))
             }
             _ => narration(event),
@@ -268,6 +272,7 @@ mod tests {
             class: Some("primary".into()),
             tier: "mopac-primary".into(),
             models: vec!["glm-5.3".into(), "glm-5.2".into()],
+            workflow: None,
         };
         assert_eq!(n.render(&taken), None);
         assert_eq!(

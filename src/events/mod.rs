@@ -64,6 +64,9 @@ pub enum Event {
         tier: String,
         /// The concrete models, first choice first.
         models: Vec<String>,
+        /// The workflow the task runs as stages, and why (`fix (intent: ...)`); `null`:
+        /// one turn.
+        workflow: Option<String>,
     },
     /// A model call is about to be made.
     #[serde(rename = "round.started")]

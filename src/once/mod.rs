@@ -252,6 +252,7 @@ async fn begin(env: &Env<'_>, cfg: &Config, taken: &Taken) -> Result<Option<Open
         class: taken.route.class.clone(),
         tier: taken.route.tier.clone(),
         models: taken.route.models.clone(),
+        workflow: taken.route.workflow.as_ref().map(|w| w.describe()),
     });
     // A signal while a session attachment downloads: honoured at once, the claim released.
     let opening = open_session(cfg, env.args, taken, env.redmine);
