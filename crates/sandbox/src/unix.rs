@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::config::SocketName;
+use crate::settings::SocketName;
 
 /// The first Landlock ABI with `LANDLOCK_ACCESS_FS_RESOLVE_UNIX` (Linux 7.1).
 pub const RESOLVE_UNIX_ABI: i32 = 9;
@@ -303,7 +303,7 @@ mod tests {
         // The layer itself needs a Linux 7.1 kernel; below it, the kernel must refuse the
         // unknown right (EINVAL) rather than build a layer that ignores it.
         let names = [path("/nonexistent/a.sock")];
-        match crate::tools::sandbox::kernel_abi() {
+        match crate::kernel_abi() {
             Ok(abi) if abi < RESOLVE_UNIX_ABI => {
                 let err = resolve_unix_layer(&names).unwrap_err();
                 assert!(format!("{err:#}").contains("Invalid argument"), "{err:#}");

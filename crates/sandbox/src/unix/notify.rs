@@ -4,7 +4,7 @@
 //! harness's side ([`pair`], [`recv_fd`]). I/O: seccomp, socketpair, SCM_RIGHTS.
 //!
 //! seccompiler has no `SECCOMP_RET_USER_NOTIF` action, so this small program is written by
-//! hand. It stacks on the socket filter of [`crate::tools::sandbox::seccomp`] (the kernel
+//! hand. It stacks on the socket filter of [`crate::seccomp`] (the kernel
 //! takes the strictest answer of all filters) and says:
 //! - `connect`: ask the harness (`SECCOMP_RET_USER_NOTIF`); with no harness listening the
 //!   kernel answers `ENOSYS`, so a missing supervisor fails closed;

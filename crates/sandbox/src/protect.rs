@@ -21,7 +21,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::config::NeverRead;
+use crate::settings::NeverRead;
 
 /// How one path is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +155,7 @@ fn absolute(path: &Path) -> PathBuf {
             .map(|d| d.join(path))
             .unwrap_or_else(|_| path.to_path_buf())
     };
-    crate::config::clean_path(&p)
+    crate::settings::clean_path(&p)
 }
 
 /// The first symlink on the way to `lexical` (an absolute, clean path) that lies inside one

@@ -12,7 +12,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::config::{BashConfig, NeverRead, ReadRoot};
+use crate::settings::{NeverRead, ReadRoot, Settings};
 
 /// `"@system"`: what programs need to start and run, and nothing that holds a user's data.
 /// Directories grant everything beneath them. Missing entries are skipped; an entry ending
@@ -139,7 +139,7 @@ pub struct ReadSet {
 
 /// The read set in one line for the PLAN: the roots by name, `@system` as one word, the
 /// paths hidden inside the work root. PURE.
-pub fn summary(bash: &BashConfig, hidden: &[String]) -> String {
+pub fn summary(bash: &Settings, hidden: &[String]) -> String {
     let mut parts = vec![if hidden.is_empty() {
         "work_root".to_string()
     } else {
@@ -194,7 +194,7 @@ pub fn overlaps(root: &Path, protected: &Path) -> bool {
 /// (`None` for `harness check`, which has none). Every problem is returned, each naming its
 /// key.
 pub fn read_set(
-    bash: &BashConfig,
+    bash: &Settings,
     work_root: &Path,
     tmp: Option<&Path>,
 ) -> Result<ReadSet, Vec<String>> {
@@ -448,7 +448,7 @@ pub(super) fn resolve_maybe_missing(path: &Path) -> PathBuf {
             .map(|d| d.join(path))
             .unwrap_or_else(|_| path.to_path_buf())
     };
-    let absolute = crate::config::clean_path(&absolute);
+    let absolute = crate::settings::clean_path(&absolute);
     let mut rest = Vec::new();
     let mut cur = absolute.as_path();
     loop {
@@ -479,13 +479,8 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
-    fn bash(never: Vec<NeverRead>, read_roots: Vec<ReadRoot>) -> BashConfig {
-        let mut b = crate::config::parse(
-            "vertical = \"t\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n",
-            Path::new("/nonexistent/harness.toml"),
-        )
-        .unwrap()
-        .bash;
+    fn bash(never: Vec<NeverRead>, read_roots: Vec<ReadRoot>) -> Settings {
+        let mut b = Settings::with_rules(harness_gate::Verdict::Deny, &[]);
         b.never_read = never;
         b.read_roots = read_roots;
         b

@@ -31,7 +31,7 @@ use anyhow::{Context, Result};
 
 use super::notify::{self, ChildEnd, Program};
 use super::{judge, parse_address, Address, Decision};
-use crate::config::SocketName;
+use crate::settings::SocketName;
 
 /// The harness's handle on a run's supervisor thread; dropping it stops the thread (and
 /// with it every listener: later `connect` calls fail with `ENOSYS`).

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::socket::{recv_frame, send_frame};
 use super::wire::{decode_request, encode_reply, Reply, Request, StageSpec, NO_FD};
 use crate::process::kill_group;
-use crate::tools::sandbox::{self, protect, seccomp};
+use crate::{protect, seccomp};
 
 /// `CLOSE_RANGE_CLOEXEC` (Linux 5.11): mark instead of close.
 const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
@@ -157,7 +157,7 @@ impl Spawner {
             ];
             // SAFETY: two pollfds, as declared.
             let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
-            if r < 0 && sandbox::errno() != libc::EINTR {
+            if r < 0 && crate::errno() != libc::EINTR {
                 self.bail();
             }
             if self.drain_signals() {
@@ -214,7 +214,7 @@ impl Spawner {
             // SAFETY: waitpid writes the status.
             let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
             if pid <= 0 {
-                if pid < 0 && sandbox::errno() == libc::EINTR {
+                if pid < 0 && crate::errno() == libc::EINTR {
                     continue;
                 }
                 return;
@@ -303,7 +303,7 @@ impl Spawner {
                     spawner: std::process::id() as libc::pid_t,
                     cwd: &cwd,
                     exec_pass: self.exec_pass,
-                    confinement: sandbox::ChildConfinement {
+                    confinement: crate::ChildConfinement {
                         mounts: mounts.as_ref(),
                         ruleset: raw(ruleset),
                         filter: &filter,
@@ -332,7 +332,7 @@ impl Spawner {
             unsafe {
                 libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
             }
-            if sandbox::unix::notify::install_and_send(sock.as_raw_fd(), &program).is_ok() {
+            if crate::unix::notify::install_and_send(sock.as_raw_fd(), &program).is_ok() {
                 self.exec_pass = Some(pass as libc::c_int);
             }
         }
@@ -463,7 +463,7 @@ struct Common<'a> {
     cwd: &'a CString,
     /// See `Spawner::exec_pass`.
     exec_pass: Option<libc::c_int>,
-    confinement: sandbox::ChildConfinement<'a>,
+    confinement: crate::ChildConfinement<'a>,
 }
 
 /// One stage with its C strings and pointer arrays built before the clone.
@@ -543,7 +543,7 @@ impl Prepared {
             )
         };
         if pid < 0 {
-            return Err(sandbox::errno());
+            return Err(crate::errno());
         }
         // SAFETY: the child wrote the slot, if at all, before the spawner resumed.
         let errno = unsafe { std::ptr::read_volatile(&args.errno) };
@@ -552,8 +552,7 @@ impl Prepared {
         }
         let mut status = 0;
         // SAFETY: reaps the child that failed before its exec.
-        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && sandbox::errno() == libc::EINTR {
-        }
+        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && crate::errno() == libc::EINTR {}
         Err(errno)
     }
 
@@ -570,7 +569,7 @@ impl Prepared {
             libc::_exit(137);
         }
         if libc::setpgid(0, pgid) != 0 {
-            return sandbox::errno();
+            return crate::errno();
         }
         // The mask and SIGPIPE as a fresh process has them (the Rust runtime ignores SIGPIPE;
         // `yes | head` needs it back). Other dispositions are inherited, as with any spawn.
@@ -580,13 +579,13 @@ impl Prepared {
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
         for (slot, fd) in stdio.iter().enumerate() {
             if *fd != NO_FD && libc::dup2(*fd, slot as i32) < 0 {
-                return sandbox::errno();
+                return crate::errno();
             }
         }
         if libc::chdir(common.cwd.as_ptr()) != 0 {
-            return sandbox::errno();
+            return crate::errno();
         }
-        if let Err(e) = sandbox::apply_in_child(&common.confinement) {
+        if let Err(e) = crate::apply_in_child(&common.confinement) {
             return e;
         }
         // Every descriptor of the spawner's is close-on-exec already; this keeps it so for
@@ -611,7 +610,7 @@ impl Prepared {
                 );
             }
         }
-        sandbox::errno()
+        crate::errno()
     }
 }
 

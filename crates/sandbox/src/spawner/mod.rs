@@ -37,7 +37,7 @@ use anyhow::{anyhow, Context, Result};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 
-use super::sandbox::{self, Landlock};
+use crate::Landlock;
 use wire::{Reply, Request, StageSpec, NO_FD};
 
 /// The spawner's own deadline beyond a command's timeout: the harness normally acts first.
@@ -214,7 +214,7 @@ impl Spawner {
             Some(l) => l
                 .command_step()
                 .context("cannot prepare the command's Unix-socket step")?,
-            None => sandbox::CommandStep::default(),
+            None => crate::CommandStep::default(),
         };
         let (request, fds) = request(&job, &step, self.inner.next.fetch_add(1, Ordering::Relaxed));
         let Request::Spawn { id, .. } = request else {
@@ -289,9 +289,9 @@ impl Spawner {
     /// notifications. Fails when the spawner is gone, refuses, or says nothing within 5 s.
     pub fn guard(&self, program: &[libc::sock_filter], pass: u32) -> io::Result<OwnedFd> {
         let program = Arc::new(program.to_vec());
-        let (ours, theirs) = sandbox::unix::notify::pair(&program)?;
+        let (ours, theirs) = crate::unix::notify::pair(&program)?;
         let frame = wire::encode_request(&Request::Guard {
-            program: sandbox::seccomp::filter_bytes(&program),
+            program: crate::seccomp::filter_bytes(&program),
             pass,
             to: 0,
         })
@@ -307,7 +307,7 @@ impl Spawner {
         if unsafe { libc::poll(&mut poll, 1, 5_000) } <= 0 {
             return Err(io::Error::other("the command spawner did not answer"));
         }
-        sandbox::unix::notify::recv_fd(&ours)?.ok_or_else(|| {
+        crate::unix::notify::recv_fd(&ours)?.ok_or_else(|| {
             io::Error::other(
                 "the command spawner could not install the filter (seccomp user notification)",
             )
@@ -354,7 +354,7 @@ impl Inner {
 }
 
 /// The wire request for `job` and the descriptors it names (each passed once).
-fn request(job: &Job<'_>, step: &sandbox::CommandStep, id: u64) -> (Request, Vec<RawFd>) {
+fn request(job: &Job<'_>, step: &crate::CommandStep, id: u64) -> (Request, Vec<RawFd>) {
     let mut fds: Vec<RawFd> = Vec::new();
     let mut index = |fd: Option<BorrowedFd<'_>>| match fd {
         None => NO_FD,

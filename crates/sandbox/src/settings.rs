@@ -1,0 +1,146 @@
+//! Sandbox vocabulary, pure: what the crate is told about `[tools.bash]`. In: values the root
+//! crate's config builds (it writes `[tools.bash]` in these types, and makes a [`Settings`]
+//! from its `Settings`). Out: the [`Settings`] every builder of this crate reads. No I/O.
+
+use std::path::{Path, PathBuf};
+
+use harness_gate::Policy;
+
+/// `[tools.bash]` as the sandbox reads it: the gate's rules (for the exec set), the network,
+/// the roots and the paths never to read. Built by the root crate from its `Settings`;
+/// this crate never reads a config.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The gate's rules: the exec set runs what the allow rules name.
+    pub policy: Policy,
+    /// Whether a confined command may open TCP connections or bind ports (false with
+    /// `network = "allowlist"`).
+    pub network: bool,
+    /// `network = "allowlist"`: TCP goes to the run's egress proxy only, through the
+    /// seccomp supervisor.
+    pub egress: bool,
+    /// Directories a confined command may write besides the work root and its temp dir.
+    pub write_roots: Vec<PathBuf>,
+    /// What a confined command may read besides the work root, its temp dir and the write
+    /// roots.
+    pub read_roots: Vec<ReadRoot>,
+    /// Unix sockets a confined command may connect to with `network = false`.
+    pub unix_sockets: Vec<SocketName>,
+    /// Directories (or files) a confined command may execute from under an exec set.
+    pub exec_roots: Vec<PathBuf>,
+    /// Paths no confined command may read, whatever the read roots say.
+    pub never_read: Vec<NeverRead>,
+    /// The next run's inputs inside the work root (relative path, what it is): read-only.
+    pub inputs: Vec<(String, String)>,
+}
+
+/// A Unix socket `[tools.bash].unix_sockets` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketName {
+    /// A socket file: absolute, resolved against the config's directory.
+    Path(PathBuf),
+    /// An abstract socket, written `@name`: the bytes after the address's leading NUL.
+    Abstract(String),
+}
+
+impl std::fmt::Display for SocketName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SocketName::Path(p) => write!(f, "{}", p.display()),
+            SocketName::Abstract(name) => write!(f, "@{name}"),
+        }
+    }
+}
+
+/// One `[tools.bash].read_roots` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadRoot {
+    /// `"@system"`: the system's program, library and data dirs and the few files under
+    /// `/etc`, `/dev`, `/proc` and `/sys` that programs need ([`crate::reads::SYSTEM`]).
+    System,
+    /// A file or directory, resolved against the config's directory.
+    Path(PathBuf),
+    /// The git dir of the `[workspace]` repository (its common dir, which holds the task
+    /// worktree's own dir under `worktrees/`): added by `once` when it opens the worktree, so
+    /// the commands' git can read the repository. Never from the config file.
+    GitDir(PathBuf),
+}
+
+/// A path commands must never read, and what it is (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NeverRead {
+    /// The path, as configured.
+    pub path: PathBuf,
+    /// `the config file`, `the key file of [litellm].key_ref`, ...
+    pub what: String,
+    /// Whether it may sit inside the work root, hidden from reads there (the config file,
+    /// the report dir, a cassette) rather than refused (a key file).
+    pub may_share_work_root: bool,
+}
+
+impl NeverRead {
+    /// The cassette `once --record` writes: it holds the whole conversation.
+    pub fn cassette(path: &Path) -> NeverRead {
+        NeverRead {
+            path: path.to_path_buf(),
+            what: "the cassette being recorded".to_string(),
+            may_share_work_root: true,
+        }
+    }
+}
+
+/// `[tools.bash].sandbox`: whether commands run under Landlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxMode {
+    /// Landlock when the kernel has it, otherwise unconfined (said in the PLAN and REPORT).
+    Auto,
+    /// Landlock or refuse to run (exit 1 before any LLM call).
+    Landlock,
+    /// Never confine.
+    Off,
+}
+
+/// Removes `.` and folds `dir/..` lexically, so messages show `reports`, not `a/../reports`.
+pub fn clean_path(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        out
+    }
+}
+
+#[cfg(test)]
+impl Settings {
+    /// What a `[tools.bash]` with only `default` and `allow` leaves: no deny rules, the
+    /// network off, `@system` read, nothing else.
+    pub(crate) fn with_rules(default: harness_gate::Verdict, allow: &[&str]) -> Settings {
+        let allow = allow
+            .iter()
+            .map(|r| harness_gate::Rule::parse(r).unwrap())
+            .collect();
+        Settings {
+            policy: Policy::rules(default, allow, Vec::new()),
+            network: false,
+            egress: false,
+            write_roots: Vec::new(),
+            read_roots: vec![ReadRoot::System],
+            unix_sockets: Vec::new(),
+            exec_roots: Vec::new(),
+            never_read: Vec::new(),
+            inputs: Vec::new(),
+        }
+    }
+}
