@@ -11,26 +11,23 @@ use harness_gate::Policy;
 /// this crate never reads a config.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The gate's rules: the exec set runs what the allow rules name.
+    /// `allow`, `deny`, `default`: the exec set runs what the allow rules name.
     pub policy: Policy,
-    /// Whether a confined command may open TCP connections or bind ports (false with
-    /// `network = "allowlist"`).
+    /// `network = true`: TCP allowed (false with `"allowlist"`).
     pub network: bool,
-    /// `network = "allowlist"`: TCP goes to the run's egress proxy only, through the
-    /// seccomp supervisor.
+    /// `network = "allowlist"`: TCP only to the run's egress proxy, by the supervisor.
     pub egress: bool,
-    /// Directories a confined command may write besides the work root and its temp dir.
+    /// `write_roots`, absolute.
     pub write_roots: Vec<PathBuf>,
-    /// What a confined command may read besides the work root, its temp dir and the write
-    /// roots.
+    /// `read_roots` (plus the repository's git dir once `once` opened a worktree).
     pub read_roots: Vec<ReadRoot>,
-    /// Unix sockets a confined command may connect to with `network = false`.
+    /// `unix_sockets`, for `network = false`.
     pub unix_sockets: Vec<SocketName>,
-    /// Directories (or files) a confined command may execute from under an exec set.
+    /// `exec_roots`, absolute; used only under an exec set.
     pub exec_roots: Vec<PathBuf>,
-    /// Paths no confined command may read, whatever the read roots say.
+    /// Never readable, whatever the roots say (config, key files, report dir, cassette).
     pub never_read: Vec<NeverRead>,
-    /// The next run's inputs inside the work root (relative path, what it is): read-only.
+    /// The next run's inputs in the work root (relative path, what it is): kept read-only.
     pub inputs: Vec<(String, String)>,
 }
 

@@ -20,17 +20,52 @@ pub const MAX_FDS: usize = 3 * MAX_STAGES + 3;
 /// A stdio slot or ruleset index that names no descriptor (stdio: `/dev/null`).
 pub const NO_FD: i32 = -1;
 
-/// One process of a spawn.
+/// THE spec of one process of a pipeline (a stage), from the harness's [`super::Job`] to the
+/// spawner's start: the one type of it. `Io` is how its stdio is named: on the harness's side
+/// a descriptor (`Option<BorrowedFd>`, `None`: `/dev/null`), on the wire an index into the
+/// passed descriptors (`i32`, [`NO_FD`]: `/dev/null`). A started stage is a
+/// [`super::Child`] on the harness's side.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StageSpec {
+pub struct StageSpec<Io = i32> {
     /// The program's path, executed as it is (no PATH search).
     pub program: Vec<u8>,
     /// Its argv, `argv[0]` included.
     pub argv: Vec<Vec<u8>>,
     /// Its whole environment, `KEY=value` each.
     pub env: Vec<Vec<u8>>,
-    /// stdin, stdout, stderr: indexes into the passed descriptors, or [`NO_FD`].
-    pub stdio: [i32; 3],
+    /// stdin, stdout, stderr.
+    pub stdio: [Io; 3],
+}
+
+impl<Io> StageSpec<Io> {
+    /// `program` (resolved already) with `argv` and the whole environment `env`.
+    pub fn new<'a>(
+        program: &std::path::Path,
+        argv: impl IntoIterator<Item = &'a [u8]>,
+        env: &[(String, String)],
+        stdio: [Io; 3],
+    ) -> StageSpec<Io> {
+        use std::os::unix::ffi::OsStrExt;
+        StageSpec {
+            program: program.as_os_str().as_bytes().to_vec(),
+            argv: argv.into_iter().map(<[u8]>::to_vec).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| format!("{k}={v}").into_bytes())
+                .collect(),
+            stdio,
+        }
+    }
+
+    /// The same stage with its stdio named another way (descriptors -> wire indexes).
+    pub fn map_stdio<To>(self, f: impl FnMut(Io) -> To) -> StageSpec<To> {
+        StageSpec {
+            program: self.program,
+            argv: self.argv,
+            env: self.env,
+            stdio: self.stdio.map(f),
+        }
+    }
 }
 
 /// What the harness asks of the spawner.
