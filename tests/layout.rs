@@ -479,7 +479,8 @@ fn body_end(lines: &[&str]) -> Option<usize> {
     None
 }
 
-/// The longest a function may be (STYLE.md: about a screen).
+/// The longest a function may be (DESIGN.md, "Rules of the code": about a screen; a helper
+/// that names a step of a long function is welcome, a one-line wrapper is not).
 const MAX_FN_LINES: usize = 80;
 
 /// The functions still over [`MAX_FN_LINES`]: (file under the workspace root, function, its
