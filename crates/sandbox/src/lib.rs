@@ -343,7 +343,7 @@ enum UnixSockets {
 /// socketpair) and the notifying program. Made in the harness per command; the descriptors
 /// travel to the spawner with the request.
 #[derive(Debug, Default)]
-pub struct CommandStep {
+pub(crate) struct CommandStep {
     /// The `RESOLVE_UNIX` layer ([`unix::Guard::Landlock`]).
     pub unix_layer: Option<Arc<OwnedFd>>,
     /// This command's end of the supervisor's socketpair ([`unix::Guard::Supervisor`]).
@@ -482,7 +482,7 @@ impl Landlock {
     }
 
     /// The per-command part of the confinement ([`CommandStep`]).
-    pub fn command_step(&self) -> std::io::Result<CommandStep> {
+    pub(crate) fn command_step(&self) -> std::io::Result<CommandStep> {
         Ok(match &self.unix {
             None => CommandStep::default(),
             Some(UnixSockets::Landlock(fd)) => CommandStep {
@@ -636,7 +636,7 @@ fn unix_sockets(
 /// A command's confinement as its child applies it, in raw values (descriptors, programs,
 /// prepared mounts): what [`apply_in_child`] does, in this order.
 #[derive(Debug, Clone, Copy)]
-pub struct ChildConfinement<'a> {
+pub(crate) struct ChildConfinement<'a> {
     /// The read-only mounts, first: Landlock forbids mounting afterwards.
     pub mounts: Option<&'a protect::Mounts>,
     /// The Landlock ruleset, or negative for none.
@@ -661,7 +661,7 @@ pub struct ChildConfinement<'a> {
 /// # Safety
 /// Only in a freshly forked or cloned child: it makes raw system calls and nothing else (no
 /// allocation, no lock), so it is async-signal-safe.
-pub unsafe fn apply_in_child(c: &ChildConfinement<'_>) -> Result<(), i32> {
+pub(crate) unsafe fn apply_in_child(c: &ChildConfinement<'_>) -> Result<(), i32> {
     if let Some(mounts) = c.mounts {
         mounts
             .apply_in_child()

@@ -29,12 +29,12 @@ pub fn path_in(env: &[(String, String)]) -> &str {
 
 /// The PATH commands will get, read before their environment is built (`check`, the PLAN):
 /// harness's own, else [`DEFAULT_PATH`], as the scrubbed environment keeps it.
-pub fn own_path() -> String {
+pub(crate) fn own_path() -> String {
     std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_string())
 }
 
 /// PATH's directories as bash searches them (an empty entry is the current directory).
-pub fn path_dirs(path_var: &str, work_root: &Path) -> Vec<PathBuf> {
+pub(crate) fn path_dirs(path_var: &str, work_root: &Path) -> Vec<PathBuf> {
     path_var
         .split(':')
         .map(|d| {
@@ -49,7 +49,7 @@ pub fn path_dirs(path_var: &str, work_root: &Path) -> Vec<PathBuf> {
 
 /// Every executable file `name` can mean: a path (against the work root), or each PATH
 /// directory's entry of that name.
-pub fn executables(name: &str, dirs: &[PathBuf], work_root: &Path) -> Vec<PathBuf> {
+pub(crate) fn executables(name: &str, dirs: &[PathBuf], work_root: &Path) -> Vec<PathBuf> {
     if name.contains('/') {
         let p = work_root.join(name);
         return if is_executable(&p) { vec![p] } else { vec![] };
@@ -80,7 +80,7 @@ pub fn on_path(name: &str, path_var: &str, work_root: &Path) -> bool {
         .any(|dir| dir.join(name).symlink_metadata().is_ok())
 }
 
-pub fn is_executable(p: &Path) -> bool {
+pub(crate) fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

@@ -41,7 +41,7 @@ pub struct Need {
 
 /// Why a command cannot reach a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reach {
+pub(crate) enum Reach {
     /// The path is readable and, where needed, executable.
     Open,
     /// The config, a key file, the report dir or a cassette: hidden on purpose.
@@ -71,7 +71,7 @@ impl Reach {
 
 /// Whether a command may reach `path` (resolved): `exec` when it is executed, `never` the
 /// paths hidden on purpose (resolved, with what each is). PURE.
-pub fn judge(
+pub(crate) fn judge(
     path: &Path,
     exec: bool,
     read: &ReadSet,
@@ -163,7 +163,7 @@ pub struct Roots {
 /// each with whether it was executed: bash's `NAME: Permission denied` and `bad
 /// interpreter` (with exit status 126, an `execve` that failed), and every absolute or
 /// relative path word of such a line (a read that failed). PURE.
-pub fn denied_paths(output: &str, exit: i32) -> Vec<(String, bool)> {
+pub(crate) fn denied_paths(output: &str, exit: i32) -> Vec<(String, bool)> {
     let mut out: Vec<(String, bool)> = Vec::new();
     let mut push = |word: &str, exec: bool| {
         let word = word.trim();
@@ -290,7 +290,7 @@ fn resolved<'a>(never: impl Iterator<Item = &'a NeverRead>) -> Vec<(PathBuf, Str
 /// a hint that told a key file from any other hidden file would let a command find the keys
 /// by printing `Permission denied` lines of its own; it gets the hint any hidden file gets
 /// (and a read root over it is refused when the config is loaded).
-pub fn never_for_commands(bash: &Settings) -> Vec<(PathBuf, String)> {
+pub(crate) fn never_for_commands(bash: &Settings) -> Vec<(PathBuf, String)> {
     resolved(bash.never_read.iter().filter(|n| n.may_share_work_root))
 }
 

@@ -23,7 +23,7 @@ use crate::settings::{NeverRead, ReadRoot, Settings};
 /// software and data: add them to `read_roots` by name), `/var`, `/run` (sockets, tokens),
 /// `/tmp` and `/proc/<pid>` (other processes' environments and command lines: the kernel
 /// lets a user read those of every process of that user).
-pub const SYSTEM: &[&str] = &[
+pub(crate) const SYSTEM: &[&str] = &[
     // programs and libraries (merged-/usr systems resolve /bin, /lib* to these)
     "/usr/bin",
     "/usr/sbin",
@@ -109,7 +109,7 @@ pub const SYSTEM: &[&str] = &[
 
 /// What one read rule grants beneath its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Grant {
+pub(crate) enum Grant {
     /// Read files and list directories.
     Tree,
     /// List directories, read no file: the top of a work root split around a protected path.
@@ -118,7 +118,7 @@ pub enum Grant {
 
 /// One Landlock read rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadRule {
+pub(crate) struct ReadRule {
     /// A resolved path (never a symlink: a rule follows it to its target).
     pub path: PathBuf,
     /// What it grants.
@@ -129,7 +129,7 @@ pub struct ReadRule {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadSet {
     /// The rules, in order, without duplicates.
-    pub rules: Vec<ReadRule>,
+    pub(crate) rules: Vec<ReadRule>,
     /// One line per read root, as `harness check` shows it.
     pub lines: Vec<String>,
     /// Protected paths that sit inside the work root and are hidden there (for a warning:
@@ -186,7 +186,7 @@ pub fn inside_work_root(work_root: &Path, never_read: &[NeverRead]) -> Vec<(Stri
 
 /// Whether a read root at `root` would expose `protected` (both resolved): it contains it,
 /// or lies inside it. PURE.
-pub fn overlaps(root: &Path, protected: &Path) -> bool {
+pub(crate) fn overlaps(root: &Path, protected: &Path) -> bool {
     protected.starts_with(root) || root.starts_with(protected)
 }
 

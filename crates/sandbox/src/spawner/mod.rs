@@ -20,7 +20,7 @@
 
 mod server;
 mod socket;
-pub mod wire;
+mod wire;
 
 use std::collections::HashMap;
 use std::io;
@@ -42,7 +42,7 @@ pub use wire::StageSpec;
 use wire::{Reply, Request, NO_FD};
 
 /// The spawner's own deadline beyond a command's timeout: the harness normally acts first.
-pub const BACKSTOP: Duration = Duration::from_secs(5);
+pub(crate) const BACKSTOP: Duration = Duration::from_secs(5);
 
 /// Forks the spawner process and returns the harness's end of its socket and the spawner's
 /// pid (for [`reap`]). Call it before any thread, config or key exists (first thing in
