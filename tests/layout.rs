@@ -338,6 +338,14 @@ fn crate_boundaries_hold() {
             allowed.iter().any(|(a, _)| a == m),
             "crates/{m}: say in crate_boundaries_hold which members it may depend on"
         );
+        // The style rules are workspace lints, which a member keeps only by inheriting them.
+        let manifest = std::fs::read_to_string(root.join("crates").join(m).join("Cargo.toml"));
+        let doc: toml::Table = manifest.unwrap().parse().unwrap();
+        let inherits = doc
+            .get("lints")
+            .and_then(|l| l.get("workspace"))
+            .and_then(|w| w.as_bool());
+        assert_eq!(inherits, Some(true), "crates/{m}: [lints] workspace = true");
     }
     for src in member_sources().iter().skip(1) {
         let mut stack = vec![src.clone()];
