@@ -91,7 +91,7 @@ fn main() {
     let text = "vertical = \"b\"\nwork_root = \"work\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n";
     let cfg = harness::config::parse(text, &dir.path().join("harness.toml")).unwrap();
     let t = time(50, || {
-        sandbox::Landlock::build(&cfg.bash, &work, &tmp, None).unwrap()
+        sandbox::Landlock::build(&sandbox::Settings::from(&cfg.bash), &work, &tmp, None).unwrap()
     });
     println!(
         "sandbox_build\t{:.3} ms\t(read set, Landlock ruleset and seccomp filter; once per run)",
@@ -111,7 +111,8 @@ fn main() {
         t.as_secs_f64() * 1e6
     );
 
-    let landlock = sandbox::Landlock::build(&cfg.bash, &work, &tmp, None).unwrap();
+    let landlock =
+        sandbox::Landlock::build(&sandbox::Settings::from(&cfg.bash), &work, &tmp, None).unwrap();
     // The layout of issue 14: the config and the report dir inside the work root, so each
     // command also gets its read-only mounts (a user and mount namespace, twice).
     let inside = dir.path().join("inside");
@@ -122,8 +123,15 @@ fn main() {
     );
     std::fs::write(inside.join("harness.toml"), &text_inside).unwrap();
     let cfg_inside = harness::config::parse(&text_inside, &inside.join("harness.toml")).unwrap();
-    let protected = sandbox::Landlock::build(&cfg_inside.bash, &inside, &tmp, None).unwrap();
-    let plan = sandbox::protected_writes(&cfg_inside.bash, &inside).unwrap();
+    let protected = sandbox::Landlock::build(
+        &sandbox::Settings::from(&cfg_inside.bash),
+        &inside,
+        &tmp,
+        None,
+    )
+    .unwrap();
+    let plan =
+        sandbox::protected_writes(&sandbox::Settings::from(&cfg_inside.bash), &inside).unwrap();
     let mounts = sandbox::protect::Mounts::prepare(&plan).unwrap();
     let protectable = mounts.probe().is_ok();
     let t = time(50, || mounts.probe());
@@ -136,7 +144,9 @@ fn main() {
     // notifying filter and sends its listener to the supervisor thread.
     let mut with_sockets = cfg.bash.clone();
     with_sockets.unix_sockets = vec![harness::config::SocketName::Path(dir.path().join("s.sock"))];
-    let supervised = sandbox::Landlock::build(&with_sockets, &work, &tmp, None).unwrap();
+    let supervised =
+        sandbox::Landlock::build(&sandbox::Settings::from(&with_sockets), &work, &tmp, None)
+            .unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

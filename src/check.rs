@@ -159,7 +159,7 @@ fn gate_items(cfg: &Config) -> Vec<Item> {
         item(
             Status::Ok,
             "exec",
-            crate::tools::sandbox::exec_line(&cfg.bash, &cfg.work_root),
+            crate::tools::sandbox::exec_line(&(&cfg.bash).into(), &cfg.work_root),
         )
     } else {
         item(
@@ -211,7 +211,7 @@ fn sockets_item(cfg: &Config, confined: bool) -> Item {
         (true, Ok(abi)) => item(
             Status::Ok,
             "sockets",
-            crate::tools::sandbox::sockets_line(&cfg.bash, abi),
+            crate::tools::sandbox::sockets_line(&(&cfg.bash).into(), abi),
         ),
         _ => item(
             Status::Skip,
@@ -287,14 +287,15 @@ fn socket_path_items(names: &[SocketName]) -> Vec<Item> {
 /// `#!` line, a venv) to a file the sandbox hides: it would fail with `Permission denied`.
 fn program_items(cfg: &Config) -> Vec<Item> {
     use crate::tools::sandbox::{self, exec, reach, reads};
-    let Ok(read) = reads::read_set(&cfg.bash, &cfg.work_root, None) else {
+    let bash = sandbox::Settings::from(&cfg.bash);
+    let Ok(read) = reads::read_set(&bash, &cfg.work_root, None) else {
         // The read set's own failure is the `reads` preflight entry.
         return Vec::new();
     };
     let path_var = sandbox::path_var();
-    let exec_set = exec::exec_set(&cfg.bash, &cfg.work_root, &path_var, None);
-    let needs = reach::needs(&cfg.bash, &cfg.work_root, &path_var);
-    reach::hints(&needs, &read, exec_set.as_ref(), &reach::never(&cfg.bash))
+    let exec_set = exec::exec_set(&bash, &cfg.work_root, &path_var, None);
+    let needs = reach::needs(&bash, &cfg.work_root, &path_var);
+    reach::hints(&needs, &read, exec_set.as_ref(), &reach::never(&bash))
         .into_iter()
         .map(|h| item(Status::Warn, "programs", h))
         .collect()
@@ -313,7 +314,7 @@ fn read_items(cfg: &Config, confined: bool) -> Vec<Item> {
     }
     // The read set itself, and its failures, are a preflight entry (`reads`).
     let mut items = Vec::new();
-    if let Ok(set) = reads::read_set(&cfg.bash, &cfg.work_root, None) {
+    if let Ok(set) = reads::read_set(&(&cfg.bash).into(), &cfg.work_root, None) {
         // $HOME holds keys harness does not know about (~/.ssh, ~/.config, ~/.netrc).
         let home =
             std::env::var_os("HOME").and_then(|h| std::path::Path::new(&h).canonicalize().ok());

@@ -101,7 +101,7 @@ fn reads(cfg: &Config) -> Option<Check> {
     Some(Check {
         what: "reads",
         stage: Stage::Config,
-        outcome: sandbox::reads::read_set(&cfg.bash, &cfg.work_root, None)
+        outcome: sandbox::reads::read_set(&(&cfg.bash).into(), &cfg.work_root, None)
             .map(|set| set.lines.join("; "))
             .map_err(|problems| anyhow!("{}", problems.join("; "))),
     })
@@ -118,7 +118,7 @@ fn writes(cfg: &Config) -> Option<Check> {
     Some(Check {
         what: "writes",
         stage: Stage::Config,
-        outcome: sandbox::writes_line(&cfg.bash, &cfg.work_root)
+        outcome: sandbox::writes_line(&(&cfg.bash).into(), &cfg.work_root)
             .with_context(|| format!("config {}", cfg.path.display())),
     })
 }

@@ -1,4 +1,5 @@
-//! The crate's layout: no import circles between the modules of `src/`.
+//! The workspace's layout: no import circles between the modules of `src/` or of any member
+//! crate, the crate boundaries (who may depend on whom), the function-length ratchet.
 //!
 //! Reads every `src/**/*.rs` (test code, from the first top-level `#[cfg(test)]`, left out),
 //! finds each `crate::a::b` and `super::x` path, resolves it to the file of the deepest
@@ -311,13 +312,40 @@ fn member_dependencies(manifest: &Path) -> Vec<(String, String)> {
 fn crate_boundaries_hold() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     // The gate is pure and knows nothing of the run: it depends on no other member, and no
-    // file of it names harness. The test server is a seam for the tests, not product code.
-    for member in ["gate", "scripted-llm"] {
+    // file of it names harness. The sandbox (with the spawner) depends on the gate alone
+    // (the exec set asks its registry), never on the root crate: the root builds its
+    // `Settings`. The test server is a seam for the tests, not product code.
+    let allowed: [(&str, &[&str]); 3] = [
+        ("gate", &[]),
+        ("sandbox", &["harness-gate"]),
+        ("scripted-llm", &[]),
+    ];
+    for (member, may) in allowed {
         let deps = member_dependencies(&root.join("crates").join(member).join("Cargo.toml"));
         assert!(
-            deps.is_empty(),
+            deps.iter().all(|(_, name)| may.contains(&name.as_str())),
             "crates/{member} depends on members {deps:?}"
         );
+    }
+    // Every member is held here: a new crate says what it may depend on.
+    let members: Vec<String> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|m| root.join("crates").join(m).join("Cargo.toml").is_file())
+        .collect();
+    for m in &members {
+        assert!(
+            allowed.iter().any(|(a, _)| a == m),
+            "crates/{m}: say in crate_boundaries_hold which members it may depend on"
+        );
+        // The style rules are workspace lints, which a member keeps only by inheriting them.
+        let manifest = std::fs::read_to_string(root.join("crates").join(m).join("Cargo.toml"));
+        let doc: toml::Table = manifest.unwrap().parse().unwrap();
+        let inherits = doc
+            .get("lints")
+            .and_then(|l| l.get("workspace"))
+            .and_then(|w| w.as_bool());
+        assert_eq!(inherits, Some(true), "crates/{m}: [lints] workspace = true");
     }
     for src in member_sources().iter().skip(1) {
         let mut stack = vec![src.clone()];
@@ -337,11 +365,14 @@ fn crate_boundaries_hold() {
             }
         }
     }
-    // The product uses only the gate; the test server reaches it only as a dev-dependency.
+    // The product uses the gate and the sandbox; the test server reaches it only as a
+    // dev-dependency.
     let deps = member_dependencies(&root.join("Cargo.toml"));
     for (table, name) in &deps {
         assert!(
-            name == "harness-gate" || (table == "dev-dependencies" && name == "scripted-llm"),
+            name == "harness-gate"
+                || name == "harness-sandbox"
+                || (table == "dev-dependencies" && name == "scripted-llm"),
             "harness's {table} names member {name}"
         );
     }
@@ -456,7 +487,8 @@ fn body_end(lines: &[&str]) -> Option<usize> {
     None
 }
 
-/// The longest a function may be (STYLE.md: about a screen).
+/// The longest a function may be (DESIGN.md, "Rules of the code": about a screen; a helper
+/// that names a step of a long function is welcome, a one-line wrapper is not).
 const MAX_FN_LINES: usize = 80;
 
 /// The functions still over [`MAX_FN_LINES`]: (file under the workspace root, function, its

@@ -11,6 +11,9 @@ use std::time::Duration;
 
 use crate::secrets::KeyRef;
 use harness_gate::Policy;
+// The sandbox's vocabulary, which `[tools.bash]` is written in (tools::sandbox builds the
+// crate's `Settings` from a `BashConfig`).
+pub use harness_sandbox::{clean_path, NeverRead, ReadRoot, SandboxMode, SocketName};
 
 mod attachments;
 mod code;
@@ -473,17 +476,6 @@ pub struct BashConfig {
     pub attachments: Option<String>,
 }
 
-impl NeverRead {
-    /// The cassette `once --record` writes: it holds the whole conversation.
-    pub fn cassette(path: &Path) -> NeverRead {
-        NeverRead {
-            path: path.to_path_buf(),
-            what: "the cassette being recorded".to_string(),
-            may_share_work_root: true,
-        }
-    }
-}
-
 /// `[tools.bash.egress]`, for `network = "allowlist"`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EgressConfig {
@@ -505,50 +497,6 @@ pub struct EgressConfig {
     /// The site's own HTTP proxy every allowed request is chained through, as host and
     /// port (`upstream = "http://proxy.corp:3128"`).
     pub upstream: Option<(String, u16)>,
-}
-
-/// A Unix socket `[tools.bash].unix_sockets` names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SocketName {
-    /// A socket file: absolute, resolved against the config's directory.
-    Path(PathBuf),
-    /// An abstract socket, written `@name`: the bytes after the address's leading NUL.
-    Abstract(String),
-}
-
-impl std::fmt::Display for SocketName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SocketName::Path(p) => write!(f, "{}", p.display()),
-            SocketName::Abstract(name) => write!(f, "@{name}"),
-        }
-    }
-}
-
-/// One `[tools.bash].read_roots` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReadRoot {
-    /// `"@system"`: the system's program, library and data dirs and the few files under
-    /// `/etc`, `/dev`, `/proc` and `/sys` that programs need (`tools::sandbox::reads::SYSTEM`).
-    System,
-    /// A file or directory, resolved against the config's directory.
-    Path(PathBuf),
-    /// The git dir of the `[workspace]` repository (its common dir, which holds the task
-    /// worktree's own dir under `worktrees/`): added by `once` when it opens the worktree, so
-    /// the commands' git can read the repository. Never from the config file.
-    GitDir(PathBuf),
-}
-
-/// A path commands must never read, and what it is (for messages).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NeverRead {
-    /// The path, as configured.
-    pub path: PathBuf,
-    /// `the config file`, `the key file of [litellm].key_ref`, ...
-    pub what: String,
-    /// Whether it may sit inside the work root, hidden from reads there (the config file,
-    /// the report dir, a cassette) rather than refused (a key file).
-    pub may_share_work_root: bool,
 }
 
 /// `[tools.files]`: `read_file`, `write_file` and `edit_file`, run in-process inside the
@@ -599,17 +547,6 @@ impl Default for PromptConfig {
             writable: false,
         }
     }
-}
-
-/// `[tools.bash].sandbox`: whether commands run under Landlock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SandboxMode {
-    /// Landlock when the kernel has it, otherwise unconfined (said in the PLAN and REPORT).
-    Auto,
-    /// Landlock or refuse to run (exit 1 before any LLM call).
-    Landlock,
-    /// Never confine.
-    Off,
 }
 
 /// `[demo]`: the built-in issue.
@@ -849,28 +786,6 @@ fn key_label(path: &str) -> String {
     match dotted.rsplit_once('.') {
         Some((section, key)) => format!("[{section}].{key}"),
         None => dotted.to_string(),
-    }
-}
-
-/// Removes `.` and folds `dir/..` lexically, so messages show `reports`, not `a/../reports`.
-pub fn clean_path(p: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir
-                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
-            {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    if out.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        out
     }
 }
 

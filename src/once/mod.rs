@@ -273,7 +273,7 @@ fn dry_run(
 ) -> Result<Success, Failure> {
     let mut plan = plan::plan(cfg, &taken.task, &taken.route, replay.as_deref(), sandbox);
     if cfg.bash.enabled {
-        plan.sandbox = sandbox.plan_line_with_reads(&cfg.bash, &cfg.work_root);
+        plan.sandbox = sandbox.plan_line_with_reads(&(&cfg.bash).into(), &cfg.work_root);
     }
     plan.session = opened.as_ref().map(Opened::plan_line);
     plan.workflow = taken.route.workflow.as_ref().and_then(|c| {

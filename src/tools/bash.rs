@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use tokio::io::AsyncReadExt;
 
 use super::sandbox::Landlock;
-use super::spawner::{Child, Job, JobStage, Spawner};
+use super::spawner::{Child, Job, Spawner, StageSpec};
 use crate::process::kill_group;
 use crate::process::{path_in, resolve, DEFAULT_PATH};
 use crate::secrets::Redactor;
@@ -223,12 +223,12 @@ pub async fn run(command: &str, at: &Setting<'_>) -> Result<Finished> {
         cwd: at.work_root,
         timeout: at.timeout,
         confine: at.landlock,
-        stages: vec![JobStage {
-            program: &bash,
-            argv: vec![b"bash", b"-c", command.as_bytes()],
-            env: at.env,
-            stdio: [None, Some(writer.as_fd()), Some(writer.as_fd())],
-        }],
+        stages: vec![StageSpec::new(
+            &bash,
+            [&b"bash"[..], b"-c", command.as_bytes()],
+            at.env,
+            [None, Some(writer.as_fd()), Some(writer.as_fd())],
+        )],
     };
     let started = at.spawner.spawn(job).await.with_context(cannot)?;
     // Only the command may hold the write end now, or the read side never sees EOF.

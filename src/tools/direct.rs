@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::bash::{supervise, Capture, Ending, Finished, Setting};
-use super::spawner::{Child, Job, JobStage};
+use super::spawner::{Child, Job, StageSpec};
 use crate::process::{on_path, resolve};
 
 /// What harness does for one stage of a pipeline.
@@ -274,15 +274,17 @@ async fn start(
         confine: at.landlock,
         stages: planned
             .iter()
-            .map(|p| JobStage {
-                program: p.path,
-                argv: p.argv.iter().map(|a| a.as_bytes()).collect(),
-                env: &p.env,
-                stdio: [
-                    p.stdin.as_ref().map(|f| f.as_fd()),
-                    Some(p.stdout.as_ref().map_or(writer.as_fd(), |f| f.as_fd())),
-                    Some(writer.as_fd()),
-                ],
+            .map(|p| {
+                StageSpec::new(
+                    p.path,
+                    p.argv.iter().map(|a| a.as_bytes()),
+                    &p.env,
+                    [
+                        p.stdin.as_ref().map(|f| f.as_fd()),
+                        Some(p.stdout.as_ref().map_or(writer.as_fd(), |f| f.as_fd())),
+                        Some(writer.as_fd()),
+                    ],
+                )
             })
             .collect(),
     };

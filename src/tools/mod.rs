@@ -11,7 +11,7 @@ pub mod files;
 pub use harness_gate as gate;
 pub mod sandbox;
 pub mod shadows;
-pub mod spawner;
+pub use harness_sandbox::spawner;
 
 use std::path::{Path, PathBuf};
 
@@ -217,6 +217,7 @@ fn rulesets(
 ) -> anyhow::Result<(Option<sandbox::Landlock>, Option<sandbox::Landlock>)> {
     match status {
         sandbox::Status::Landlock { .. } => {
+            let config = &sandbox::Settings::from(config);
             let commands = sandbox::Landlock::build(config, work_root, tmp, tcp.clone())?;
             // A second ruleset only when the first confines execution.
             let check = if sandbox::exec::unrestricted_reason(config).is_some() {

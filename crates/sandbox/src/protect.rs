@@ -21,7 +21,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::config::NeverRead;
+use crate::settings::NeverRead;
 
 /// How one path is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +155,7 @@ fn absolute(path: &Path) -> PathBuf {
             .map(|d| d.join(path))
             .unwrap_or_else(|_| path.to_path_buf())
     };
-    crate::config::clean_path(&p)
+    crate::settings::clean_path(&p)
 }
 
 /// The first symlink on the way to `lexical` (an absolute, clean path) that lies inside one
@@ -236,7 +236,7 @@ impl Mounts {
     /// The mounts as bytes, for the command spawner ([`Mounts::from_bytes`]): per mount its
     /// path and remount flags (0: a pin), then the uid and gid map lines. Native endian: both
     /// ends are the same binary.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         let mut bytes = |b: &[u8]| {
             out.extend_from_slice(&(b.len() as u32).to_ne_bytes());
@@ -290,7 +290,7 @@ impl Mounts {
     /// In the command's child, between fork and exec, before Landlock: the protected paths
     /// become read-only mounts in a mount namespace of the child's own. Raw syscalls only,
     /// no allocation; the child must be single-threaded (unshare of a user namespace).
-    pub fn apply_in_child(&self) -> io::Result<()> {
+    pub(crate) fn apply_in_child(&self) -> io::Result<()> {
         self.apply()
             .map_err(|(_, errno)| io::Error::from_raw_os_error(errno))
     }

@@ -10,27 +10,62 @@
 use std::fmt;
 
 /// The largest frame either side accepts (4 MiB: far beyond any command the gate reads).
-pub const MAX_MESSAGE: usize = 4 << 20;
+pub(crate) const MAX_MESSAGE: usize = 4 << 20;
 /// The most stages one spawn may hold: the longest pipeline the gate hands to the direct
 /// path (`plain_argv`); a longer one runs under bash, which needs one stage.
 pub const MAX_STAGES: usize = harness_gate::MAX_STAGES;
 /// The most descriptors one spawn may pass: each stage's three stdio ends, the ruleset, the
 /// Unix-socket layer and the supervisor's socketpair end.
-pub const MAX_FDS: usize = 3 * MAX_STAGES + 3;
+pub(crate) const MAX_FDS: usize = 3 * MAX_STAGES + 3;
 /// A stdio slot or ruleset index that names no descriptor (stdio: `/dev/null`).
-pub const NO_FD: i32 = -1;
+pub(crate) const NO_FD: i32 = -1;
 
-/// One process of a spawn.
+/// THE spec of one process of a pipeline (a stage), from the harness's [`super::Job`] to the
+/// spawner's start: the one type of it. `Io` is how its stdio is named: on the harness's side
+/// a descriptor (`Option<BorrowedFd>`, `None`: `/dev/null`), on the wire an index into the
+/// passed descriptors (`i32`, [`NO_FD`]: `/dev/null`). A started stage is a
+/// [`super::Child`] on the harness's side.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StageSpec {
+pub struct StageSpec<Io = i32> {
     /// The program's path, executed as it is (no PATH search).
     pub program: Vec<u8>,
     /// Its argv, `argv[0]` included.
     pub argv: Vec<Vec<u8>>,
     /// Its whole environment, `KEY=value` each.
     pub env: Vec<Vec<u8>>,
-    /// stdin, stdout, stderr: indexes into the passed descriptors, or [`NO_FD`].
-    pub stdio: [i32; 3],
+    /// stdin, stdout, stderr.
+    pub stdio: [Io; 3],
+}
+
+impl<Io> StageSpec<Io> {
+    /// `program` (resolved already) with `argv` and the whole environment `env`.
+    pub fn new<'a>(
+        program: &std::path::Path,
+        argv: impl IntoIterator<Item = &'a [u8]>,
+        env: &[(String, String)],
+        stdio: [Io; 3],
+    ) -> StageSpec<Io> {
+        use std::os::unix::ffi::OsStrExt;
+        StageSpec {
+            program: program.as_os_str().as_bytes().to_vec(),
+            argv: argv.into_iter().map(<[u8]>::to_vec).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| format!("{k}={v}").into_bytes())
+                .collect(),
+            stdio,
+        }
+    }
+
+    /// The same stage with its stdio named another way (descriptors -> wire indexes).
+    pub(crate) fn map_stdio<To>(self, f: impl FnMut(Io) -> To) -> StageSpec<To> {
+        StageSpec {
+            program: self.program,
+            argv: self.argv,
+            env: self.env,
+            stdio: self.stdio.map(f),
+        }
+    }
 }
 
 /// What the harness asks of the spawner.
@@ -111,7 +146,7 @@ pub enum Reply {
 
 /// Why bytes are not a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WireError {
+pub(crate) enum WireError {
     /// The frame or a field runs past what is there.
     Truncated,
     /// The frame is over [`MAX_MESSAGE`].
@@ -154,7 +189,7 @@ const STARTED: u32 = 3;
 const EXITED: u32 = 4;
 
 /// The length a frame's 4-byte header announces, refused over [`MAX_MESSAGE`].
-pub fn frame_len(header: [u8; 4]) -> Result<usize, WireError> {
+pub(crate) fn frame_len(header: [u8; 4]) -> Result<usize, WireError> {
     let n = u32::from_ne_bytes(header) as usize;
     if n > MAX_MESSAGE {
         return Err(WireError::TooLarge(n));
@@ -163,7 +198,7 @@ pub fn frame_len(header: [u8; 4]) -> Result<usize, WireError> {
 }
 
 /// `request` as a frame (header included). Fails on what [`decode_request`] would refuse.
-pub fn encode_request(request: &Request) -> Result<Vec<u8>, WireError> {
+pub(crate) fn encode_request(request: &Request) -> Result<Vec<u8>, WireError> {
     let mut w = Writer::default();
     match request {
         Request::Spawn {
@@ -226,7 +261,7 @@ pub fn encode_request(request: &Request) -> Result<Vec<u8>, WireError> {
 }
 
 /// A request's frame body (without the header), sent with `fds` descriptors.
-pub fn decode_request(body: &[u8], fds: usize) -> Result<Request, WireError> {
+pub(crate) fn decode_request(body: &[u8], fds: usize) -> Result<Request, WireError> {
     if fds > MAX_FDS {
         return Err(WireError::TooMany("descriptors"));
     }
@@ -321,7 +356,7 @@ fn decode_stage(r: &mut Reader<'_>, fd: &FdCheck<'_>) -> Result<StageSpec, WireE
 }
 
 /// `reply` as a frame (header included).
-pub fn encode_reply(reply: &Reply) -> Vec<u8> {
+pub(crate) fn encode_reply(reply: &Reply) -> Vec<u8> {
     let mut w = Writer::default();
     match reply {
         Reply::Started { id, pids } => {
@@ -344,7 +379,7 @@ pub fn encode_reply(reply: &Reply) -> Vec<u8> {
 }
 
 /// A reply's frame body (without the header).
-pub fn decode_reply(body: &[u8]) -> Result<Reply, WireError> {
+pub(crate) fn decode_reply(body: &[u8]) -> Result<Reply, WireError> {
     let mut r = Reader { buf: body };
     let reply = match r.u32()? {
         STARTED => {

@@ -1,7 +1,7 @@
 //! Tools adapter: Unix sockets under `network = false`, held to the names in
 //! `[tools.bash].unix_sockets`. In: the socket names, the network switch, the kernel's
 //! Landlock ABI. Out: a [`Guard`] ([`decide`], PURE), and the one step each command's child
-//! takes between fork and exec ([`ChildStep::apply_in_child`]). I/O: Landlock syscalls, the
+//! takes between fork and exec ([`apply_raw`]). I/O: Landlock syscalls, the
 //! seccomp supervisor's thread ([`supervisor`]).
 //!
 //! The seccomp filter of [`super::seccomp`] allows `socket(AF_UNIX)` once a name is listed;
@@ -16,7 +16,7 @@
 //!   Datagram Unix sockets are refused: `sendto`/`sendmsg` carry an address the supervisor
 //!   never sees.
 
-pub mod notify;
+pub(crate) mod notify;
 pub mod supervisor;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -24,10 +24,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::config::SocketName;
+use crate::settings::SocketName;
 
 /// The first Landlock ABI with `LANDLOCK_ACCESS_FS_RESOLVE_UNIX` (Linux 7.1).
-pub const RESOLVE_UNIX_ABI: i32 = 9;
+pub(crate) const RESOLVE_UNIX_ABI: i32 = 9;
 /// `LANDLOCK_ACCESS_FS_RESOLVE_UNIX` (include/uapi/linux/landlock.h).
 const ACCESS_FS_RESOLVE_UNIX: u64 = 1 << 16;
 /// `LANDLOCK_ACCESS_FS_REFER`: every layer denies it unless handled and granted, so the
@@ -77,7 +77,7 @@ pub fn decide(network: bool, names: &[SocketName], abi: i32) -> Guard {
 
 /// The address a `connect` names, as the kernel reads a `sockaddr_un`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Address {
+pub(crate) enum Address {
     /// A socket file, as written (maybe relative).
     Path(PathBuf),
     /// An abstract name (the bytes after the leading NUL).
@@ -86,7 +86,7 @@ pub enum Address {
 
 /// Reads a `sockaddr_un` of `bytes` (the length the caller passed). PURE. Err: the errno
 /// the kernel would give (`EINVAL` for a short or foreign address).
-pub fn parse_address(bytes: &[u8]) -> Result<Address, i32> {
+pub(crate) fn parse_address(bytes: &[u8]) -> Result<Address, i32> {
     const PATH_AT: usize = 2;
     if bytes.len() <= PATH_AT || bytes.len() > std::mem::size_of::<libc::sockaddr_un>() {
         return Err(libc::EINVAL);
@@ -108,7 +108,7 @@ pub fn parse_address(bytes: &[u8]) -> Result<Address, i32> {
 
 /// What the supervisor does with a `connect`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Connect to this socket file (absolute, in the caller's root) if it is a named one.
     Path(PathBuf),
     /// Connect to this named abstract socket.
@@ -120,7 +120,7 @@ pub enum Decision {
 /// Judges `address` for a caller whose working directory is `cwd` (None: unknown). PURE.
 /// A path is made absolute here and checked by identity once pinned ([`supervisor`]);
 /// an abstract name passes only when listed as `@name`.
-pub fn judge(address: &Address, cwd: Option<&Path>, names: &[SocketName]) -> Decision {
+pub(crate) fn judge(address: &Address, cwd: Option<&Path>, names: &[SocketName]) -> Decision {
     match address {
         Address::Abstract(name) => {
             let listed = names
@@ -146,33 +146,11 @@ pub fn judge(address: &Address, cwd: Option<&Path>, names: &[SocketName]) -> Dec
     }
 }
 
-/// What a command's child does for its Unix sockets between fork and exec.
-#[derive(Debug)]
-pub enum ChildStep {
-    /// Restrict itself with the `RESOLVE_UNIX` layer (a ruleset fd, shared by the run).
-    Landlock(std::sync::Arc<OwnedFd>),
-    /// Install the notifying filter and hand its listener to the supervisor over this end of
-    /// a socketpair (one per command).
-    Supervisor(notify::ChildEnd),
-}
-
-impl ChildStep {
-    /// The step itself, in the child between fork and exec, after `PR_SET_NO_NEW_PRIVS`: raw
-    /// system calls only, no allocation.
-    pub fn apply_in_child(&self) -> std::io::Result<()> {
-        let result = match self {
-            ChildStep::Landlock(ruleset) => apply_raw(ruleset.as_raw_fd(), -1, &[]),
-            ChildStep::Supervisor(end) => apply_raw(-1, end.fd(), end.program()),
-        };
-        result.map_err(std::io::Error::from_raw_os_error)
-    }
-}
-
-/// [`ChildStep::apply_in_child`] on raw values, for a child that holds only descriptors (a
-/// spawner's): restrict to the `RESOLVE_UNIX` layer `layer` (negative: none); install the
-/// notifying filter `program` ([`notify::filter`]) and send its listener over `listener_to`
+/// What a command's child does for its Unix sockets between clone and exec, on raw values
+/// (it holds only descriptors, the spawner's): restrict to the `RESOLVE_UNIX` layer `layer` (negative: none); install the
+/// notifying filter `program` ([`notify`]) and send its listener over `listener_to`
 /// (negative: none). Raw system calls only, no allocation. Err: the errno.
-pub fn apply_raw(
+pub(crate) fn apply_raw(
     layer: RawFd,
     listener_to: RawFd,
     program: &[libc::sock_filter],
@@ -200,7 +178,7 @@ pub fn apply_raw(
 /// granted everywhere: layers intersect, the main ruleset decides it), with a rule per named
 /// socket file that exists now. A socket recreated later (a restarted service) is a new file
 /// the rule does not cover.
-pub fn resolve_unix_layer(names: &[SocketName]) -> Result<OwnedFd> {
+pub(crate) fn resolve_unix_layer(names: &[SocketName]) -> Result<OwnedFd> {
     #[repr(C)]
     struct RulesetAttr {
         handled_access_fs: u64,
@@ -303,7 +281,7 @@ mod tests {
         // The layer itself needs a Linux 7.1 kernel; below it, the kernel must refuse the
         // unknown right (EINVAL) rather than build a layer that ignores it.
         let names = [path("/nonexistent/a.sock")];
-        match crate::tools::sandbox::kernel_abi() {
+        match crate::kernel_abi() {
             Ok(abi) if abi < RESOLVE_UNIX_ABI => {
                 let err = resolve_unix_layer(&names).unwrap_err();
                 assert!(format!("{err:#}").contains("Invalid argument"), "{err:#}");

@@ -15,7 +15,7 @@ const SEND_WAIT: Duration = Duration::from_secs(10);
 const CMSG_WORDS: usize = (MAX_FDS * 4 + 64) / 8;
 
 /// Sends `frame` whole on `sock`, `fds` attached to its first byte.
-pub fn send_frame(sock: BorrowedFd<'_>, frame: &[u8], fds: &[RawFd]) -> io::Result<()> {
+pub(crate) fn send_frame(sock: BorrowedFd<'_>, frame: &[u8], fds: &[RawFd]) -> io::Result<()> {
     if fds.len() > MAX_FDS {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -97,7 +97,7 @@ fn wait_writable(sock: BorrowedFd<'_>) -> io::Result<()> {
 
 /// Receives one frame's body and the descriptors sent with it from a blocking `sock`;
 /// `None` at end of stream. Received descriptors are close-on-exec.
-pub fn recv_frame(sock: BorrowedFd<'_>) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
+pub(crate) fn recv_frame(sock: BorrowedFd<'_>) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
     let mut header = [0u8; 4];
     let mut control = [0u64; CMSG_WORDS];
     let mut iov = libc::iovec {

@@ -14,27 +14,22 @@ use std::time::Duration;
 use super::socket::{recv_frame, send_frame};
 use super::wire::{decode_request, encode_reply, Reply, Request, StageSpec, NO_FD};
 use crate::process::kill_group;
-use crate::tools::sandbox::{self, protect, seccomp};
+use crate::{protect, seccomp};
 
 /// `CLOSE_RANGE_CLOEXEC` (Linux 5.11): mark instead of close.
 const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 
-/// One spawn whose group may still hold a process of ours.
+/// One spawn whose group may still hold a process of ours (the spawner's side of the
+/// harness's `Child`ren: a started stage is its pid here).
 struct Job {
     id: u64,
     pgid: libc::pid_t,
-    /// Stages started and not yet reaped. While one is unreaped, `pgid` cannot name another
-    /// group: the kernel does not reuse a pid still in use as a group id.
-    live: usize,
+    /// The stages started and not yet reaped: pid, index in the spawn. While one is
+    /// unreaped, `pgid` cannot name another group: the kernel does not reuse a pid still in
+    /// use as a group id.
+    live: Vec<(libc::pid_t, u32)>,
     deadline: Duration,
     killed: bool,
-}
-
-/// One started process.
-struct Proc {
-    pid: libc::pid_t,
-    id: u64,
-    stage: u32,
 }
 
 struct Spawner {
@@ -42,7 +37,6 @@ struct Spawner {
     signals: OwnedFd,
     harness: libc::pid_t,
     jobs: Vec<Job>,
-    procs: Vec<Proc>,
     /// The stack each child runs on until its exec.
     stack: Vec<u8>,
     /// A job ended: its leftovers are to be swept.
@@ -124,7 +118,6 @@ pub(super) unsafe fn serve(sock: OwnedFd, harness: libc::pid_t) -> ! {
         signals: OwnedFd::from_raw_fd(sfd),
         harness,
         jobs: Vec::new(),
-        procs: Vec::new(),
         stack: vec![0u8; CHILD_STACK],
         sweep_due: false,
         exec_pass: None,
@@ -157,7 +150,7 @@ impl Spawner {
             ];
             // SAFETY: two pollfds, as declared.
             let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
-            if r < 0 && sandbox::errno() != libc::EINTR {
+            if r < 0 && crate::errno() != libc::EINTR {
                 self.bail();
             }
             if self.drain_signals() {
@@ -214,27 +207,24 @@ impl Spawner {
             // SAFETY: waitpid writes the status.
             let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
             if pid <= 0 {
-                if pid < 0 && sandbox::errno() == libc::EINTR {
+                if pid < 0 && crate::errno() == libc::EINTR {
                     continue;
                 }
                 return;
             }
-            let Some(i) = self.procs.iter().position(|p| p.pid == pid) else {
+            let Some(j) = self.jobs.iter().position(|j| j.has(pid)) else {
                 continue;
             };
-            let p = self.procs.swap_remove(i);
-            if let Some(j) = self.jobs.iter().position(|j| j.id == p.id) {
-                self.jobs[j].live -= 1;
-                if self.jobs[j].live == 0 {
-                    self.jobs.swap_remove(j);
-                    self.sweep_due = true;
-                }
+            let job = &mut self.jobs[j];
+            let Some(i) = job.live.iter().position(|(p, _)| *p == pid) else {
+                continue;
+            };
+            let (id, (_, stage)) = (job.id, job.live.swap_remove(i));
+            if job.live.is_empty() {
+                self.jobs.swap_remove(j);
+                self.sweep_due = true;
             }
-            self.reply(&Reply::Exited {
-                id: p.id,
-                stage: p.stage,
-                status,
-            });
+            self.reply(&Reply::Exited { id, stage, status });
         }
     }
 
@@ -244,7 +234,7 @@ impl Spawner {
         let now = now();
         for job in self.jobs.iter_mut().filter(|j| !j.killed) {
             if now >= job.deadline {
-                kill_job(job, &self.procs);
+                kill_job(job);
                 job.killed = true;
             }
         }
@@ -268,7 +258,7 @@ impl Spawner {
             }
             Request::Kill { id } => {
                 if let Some(job) = self.jobs.iter_mut().find(|j| j.id == id) {
-                    kill_job(job, &self.procs);
+                    kill_job(job);
                     job.killed = true;
                 }
             }
@@ -303,7 +293,7 @@ impl Spawner {
                     spawner: std::process::id() as libc::pid_t,
                     cwd: &cwd,
                     exec_pass: self.exec_pass,
-                    confinement: sandbox::ChildConfinement {
+                    confinement: crate::ChildConfinement {
                         mounts: mounts.as_ref(),
                         ruleset: raw(ruleset),
                         filter: &filter,
@@ -312,7 +302,7 @@ impl Spawner {
                         notify: &notify,
                     },
                 };
-                let (pgid, pids) = self.start_stages(id, &stages, &common, broken, &raw);
+                let (pgid, pids) = self.start_stages(&stages, &common, broken, &raw);
                 // The passed descriptors close here: only the commands hold them now, so the
                 // harness sees end-of-file on their output when they end.
                 drop(passed);
@@ -332,18 +322,17 @@ impl Spawner {
             unsafe {
                 libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
             }
-            if sandbox::unix::notify::install_and_send(sock.as_raw_fd(), &program).is_ok() {
+            if crate::unix::notify::install_and_send(sock.as_raw_fd(), &program).is_ok() {
                 self.exec_pass = Some(pass as libc::c_int);
             }
         }
     }
 
-    /// Starts each of spawn `id`'s `stages` in order (none when the mounts were `broken`),
+    /// Starts each of a spawn's `stages` in order (none when the mounts were `broken`),
     /// the first started one leading the group: the group, and per stage its pid or
     /// `-errno`. `raw`: a passed descriptor's index -> its descriptor.
     fn start_stages(
         &mut self,
-        id: u64,
         stages: &[StageSpec],
         common: &Common,
         broken: bool,
@@ -351,7 +340,7 @@ impl Spawner {
     ) -> (libc::pid_t, Vec<libc::pid_t>) {
         let mut pgid = 0;
         let mut pids = Vec::with_capacity(stages.len());
-        for (i, stage) in stages.iter().enumerate() {
+        for stage in stages {
             let stdio = stage.stdio.map(raw);
             let stack = &mut self.stack;
             let started = if broken {
@@ -364,11 +353,6 @@ impl Spawner {
                     if pgid == 0 {
                         pgid = pid;
                     }
-                    self.procs.push(Proc {
-                        pid,
-                        id,
-                        stage: i as u32,
-                    });
                     pids.push(pid);
                 }
                 Err(errno) => pids.push(-errno.max(1)),
@@ -380,8 +364,12 @@ impl Spawner {
     /// Spawn `id` has started `pids` in group `pgid`: a job to watch (its backstop
     /// `backstop_ms` from now) while any of them runs, and the reply.
     fn started(&mut self, id: u64, pgid: libc::pid_t, pids: Vec<libc::pid_t>, backstop_ms: u64) {
-        let live = pids.iter().filter(|p| **p > 0).count();
-        if live > 0 {
+        let live: Vec<(libc::pid_t, u32)> = (0u32..)
+            .zip(&pids)
+            .filter(|(_, pid)| **pid > 0)
+            .map(|(stage, pid)| (*pid, stage))
+            .collect();
+        if !live.is_empty() {
             self.jobs.push(Job {
                 id,
                 pgid,
@@ -397,7 +385,7 @@ impl Spawner {
     /// ours is killed, then the spawner exits.
     fn bail(&self) -> ! {
         for job in &self.jobs {
-            kill_job(job, &self.procs);
+            kill_job(job);
         }
         self.sweep();
         // SAFETY: _exit ends the process without running anything of the harness's.
@@ -421,7 +409,7 @@ impl Spawner {
             let stray: Vec<libc::pid_t> = text
                 .split_whitespace()
                 .filter_map(|s| s.parse().ok())
-                .filter(|pid| !self.procs.iter().any(|p| p.pid == *pid))
+                .filter(|pid| !self.jobs.iter().any(|j| j.has(*pid)))
                 .collect();
             if stray.is_empty() {
                 return;
@@ -446,14 +434,21 @@ impl Spawner {
 
 /// Kills `job`'s group and each of its stages by pid: a later stage of a pipeline is no group
 /// leader, so it can leave the group (`setsid`), and the harness waits for every stage.
-fn kill_job(job: &Job, procs: &[Proc]) {
+fn kill_job(job: &Job) {
     kill_group(job.pgid);
-    for p in procs.iter().filter(|p| p.id == job.id) {
+    for (pid, _) in &job.live {
         // SAFETY: kill only sends a signal; the stage is our unreaped child, so its pid is
         // still its own.
         unsafe {
-            libc::kill(p.pid, libc::SIGKILL);
+            libc::kill(*pid, libc::SIGKILL);
         }
+    }
+}
+
+impl Job {
+    /// Whether `pid` is one of this spawn's unreaped stages.
+    fn has(&self, pid: libc::pid_t) -> bool {
+        self.live.iter().any(|(p, _)| *p == pid)
     }
 }
 
@@ -463,7 +458,7 @@ struct Common<'a> {
     cwd: &'a CString,
     /// See `Spawner::exec_pass`.
     exec_pass: Option<libc::c_int>,
-    confinement: sandbox::ChildConfinement<'a>,
+    confinement: crate::ChildConfinement<'a>,
 }
 
 /// One stage with its C strings and pointer arrays built before the clone.
@@ -543,7 +538,7 @@ impl Prepared {
             )
         };
         if pid < 0 {
-            return Err(sandbox::errno());
+            return Err(crate::errno());
         }
         // SAFETY: the child wrote the slot, if at all, before the spawner resumed.
         let errno = unsafe { std::ptr::read_volatile(&args.errno) };
@@ -552,8 +547,7 @@ impl Prepared {
         }
         let mut status = 0;
         // SAFETY: reaps the child that failed before its exec.
-        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && sandbox::errno() == libc::EINTR {
-        }
+        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && crate::errno() == libc::EINTR {}
         Err(errno)
     }
 
@@ -570,7 +564,7 @@ impl Prepared {
             libc::_exit(137);
         }
         if libc::setpgid(0, pgid) != 0 {
-            return sandbox::errno();
+            return crate::errno();
         }
         // The mask and SIGPIPE as a fresh process has them (the Rust runtime ignores SIGPIPE;
         // `yes | head` needs it back). Other dispositions are inherited, as with any spawn.
@@ -580,13 +574,13 @@ impl Prepared {
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
         for (slot, fd) in stdio.iter().enumerate() {
             if *fd != NO_FD && libc::dup2(*fd, slot as i32) < 0 {
-                return sandbox::errno();
+                return crate::errno();
             }
         }
         if libc::chdir(common.cwd.as_ptr()) != 0 {
-            return sandbox::errno();
+            return crate::errno();
         }
-        if let Err(e) = sandbox::apply_in_child(&common.confinement) {
+        if let Err(e) = crate::apply_in_child(&common.confinement) {
             return e;
         }
         // Every descriptor of the spawner's is close-on-exec already; this keeps it so for
@@ -611,7 +605,7 @@ impl Prepared {
                 );
             }
         }
-        sandbox::errno()
+        crate::errno()
     }
 }
 

@@ -4,7 +4,7 @@
 //! harness's side ([`pair`], [`recv_fd`]). I/O: seccomp, socketpair, SCM_RIGHTS.
 //!
 //! seccompiler has no `SECCOMP_RET_USER_NOTIF` action, so this small program is written by
-//! hand. It stacks on the socket filter of [`crate::tools::sandbox::seccomp`] (the kernel
+//! hand. It stacks on the socket filter of [`crate::seccomp`] (the kernel
 //! takes the strictest answer of all filters) and says:
 //! - `connect`: ask the harness (`SECCOMP_RET_USER_NOTIF`); with no harness listening the
 //!   kernel answers `ENOSYS`, so a missing supervisor fails closed;
@@ -134,8 +134,9 @@ pub(crate) fn respond(listener: &OwnedFd, id: u64, error: i32, flags: u32) {
     };
 }
 
-/// The filter (see the module doc).
-pub fn filter() -> Program {
+/// The filter (see the module doc), as the tests install it.
+#[cfg(test)]
+fn filter() -> Program {
     Arc::new(program(true, false, None))
 }
 
@@ -264,7 +265,7 @@ fn by_argument(sockets: bool, tcp: bool, exec_pass: Option<u32>) -> Vec<Op> {
 
 /// The child's end of the socketpair the listener travels over, and the filter to install.
 #[derive(Debug)]
-pub struct ChildEnd {
+pub(crate) struct ChildEnd {
     fd: OwnedFd,
     program: Program,
 }
@@ -289,7 +290,7 @@ impl ChildEnd {
 
 /// A socketpair for one command: the harness's end and the child's. Both are close-on-exec:
 /// the command never holds either.
-pub fn pair(program: &Program) -> std::io::Result<(OwnedFd, ChildEnd)> {
+pub(crate) fn pair(program: &Program) -> std::io::Result<(OwnedFd, ChildEnd)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: socketpair writes two fds into the array or fails.
     let r = unsafe {
@@ -317,7 +318,7 @@ pub fn pair(program: &Program) -> std::io::Result<(OwnedFd, ChildEnd)> {
 /// In the child between fork and exec (after `PR_SET_NO_NEW_PRIVS`): installs `program`
 /// with a new listener and sends the listener over `sock`, then closes it. Raw system calls
 /// only, no allocation.
-pub fn install_and_send(sock: RawFd, program: &[libc::sock_filter]) -> std::io::Result<()> {
+pub(crate) fn install_and_send(sock: RawFd, program: &[libc::sock_filter]) -> std::io::Result<()> {
     let listener = install(program)?;
     let sent = send_fd(sock, listener);
     // SAFETY: the listener is ours; the harness holds its own copy now.
@@ -368,7 +369,7 @@ fn with_message<R>(control_len: usize, f: impl FnOnce(&mut libc::msghdr) -> R) -
 }
 
 /// Sends `fd` over the Unix socket `sock` (one byte of data, the fd as SCM_RIGHTS).
-pub fn send_fd(sock: RawFd, fd: RawFd) -> std::io::Result<()> {
+pub(crate) fn send_fd(sock: RawFd, fd: RawFd) -> std::io::Result<()> {
     // SAFETY: CMSG_SPACE is arithmetic.
     let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
     with_message(space, |msg| {
@@ -390,7 +391,7 @@ pub fn send_fd(sock: RawFd, fd: RawFd) -> std::io::Result<()> {
 
 /// Receives one fd sent by [`send_fd`] (close-on-exec). `None`: the other end closed without
 /// sending (the child failed before its filter, or exec'd without one).
-pub fn recv_fd(sock: &OwnedFd) -> std::io::Result<Option<OwnedFd>> {
+pub(crate) fn recv_fd(sock: &OwnedFd) -> std::io::Result<Option<OwnedFd>> {
     with_message(std::mem::size_of::<ControlBuf>(), |msg| {
         // SAFETY: as in send_fd; the fd read from the control message is new and ours.
         unsafe {

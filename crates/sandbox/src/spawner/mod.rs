@@ -20,7 +20,7 @@
 
 mod server;
 mod socket;
-pub mod wire;
+mod wire;
 
 use std::collections::HashMap;
 use std::io;
@@ -37,11 +37,12 @@ use anyhow::{anyhow, Context, Result};
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 
-use super::sandbox::{self, Landlock};
-use wire::{Reply, Request, StageSpec, NO_FD};
+use crate::Landlock;
+pub use wire::StageSpec;
+use wire::{Reply, Request, NO_FD};
 
 /// The spawner's own deadline beyond a command's timeout: the harness normally acts first.
-pub const BACKSTOP: Duration = Duration::from_secs(5);
+pub(crate) const BACKSTOP: Duration = Duration::from_secs(5);
 
 /// Forks the spawner process and returns the harness's end of its socket and the spawner's
 /// pid (for [`reap`]). Call it before any thread, config or key exists (first thing in
@@ -143,20 +144,9 @@ pub struct Job<'a> {
     pub timeout: Duration,
     /// The sandbox each process applies to itself, if any.
     pub confine: Option<&'a Landlock>,
-    /// The processes, in pipeline order.
-    pub stages: Vec<JobStage<'a>>,
-}
-
-/// One process of a [`Job`].
-pub struct JobStage<'a> {
-    /// Executed as it is (resolved already).
-    pub program: &'a Path,
-    /// `argv[0]` included.
-    pub argv: Vec<&'a [u8]>,
-    /// The whole environment.
-    pub env: &'a [(String, String)],
-    /// stdin, stdout, stderr; `None` is `/dev/null`.
-    pub stdio: [Option<BorrowedFd<'a>>; 3],
+    /// The processes, in pipeline order, each with its stdio descriptors (`None`:
+    /// `/dev/null`).
+    pub stages: Vec<StageSpec<Option<BorrowedFd<'a>>>>,
 }
 
 impl Spawner {
@@ -214,17 +204,17 @@ impl Spawner {
             Some(l) => l
                 .command_step()
                 .context("cannot prepare the command's Unix-socket step")?,
-            None => sandbox::CommandStep::default(),
+            None => crate::CommandStep::default(),
         };
-        let (request, fds) = request(&job, &step, self.inner.next.fetch_add(1, Ordering::Relaxed));
+        let (n, timeout) = (job.stages.len() as u32, job.timeout);
+        let (request, fds) = request(job, &step, self.inner.next.fetch_add(1, Ordering::Relaxed));
         let Request::Spawn { id, .. } = request else {
             return Err(anyhow!("internal: not a spawn"));
         };
         let frame = wire::encode_request(&request)
             .map_err(|e| anyhow!("cannot pass the command to the spawner: {e}"))?;
-        let n = job.stages.len() as u32;
         let (started_tx, started_rx) = oneshot::channel();
-        let mut exits = Vec::with_capacity(job.stages.len());
+        let mut exits = Vec::with_capacity(n as usize);
         {
             let mut state = self.inner.lock();
             if let Some(why) = &state.gone {
@@ -241,7 +231,7 @@ impl Spawner {
             self.forget(id, n);
             return Err(anyhow!("cannot reach the command spawner: {e}"));
         }
-        let answer = tokio::time::timeout(job.timeout.saturating_add(BACKSTOP), started_rx).await;
+        let answer = tokio::time::timeout(timeout.saturating_add(BACKSTOP), started_rx).await;
         let pids = match answer {
             Ok(Ok(pids)) if pids.len() == n as usize => pids,
             Ok(_) => {
@@ -289,9 +279,9 @@ impl Spawner {
     /// notifications. Fails when the spawner is gone, refuses, or says nothing within 5 s.
     pub fn guard(&self, program: &[libc::sock_filter], pass: u32) -> io::Result<OwnedFd> {
         let program = Arc::new(program.to_vec());
-        let (ours, theirs) = sandbox::unix::notify::pair(&program)?;
+        let (ours, theirs) = crate::unix::notify::pair(&program)?;
         let frame = wire::encode_request(&Request::Guard {
-            program: sandbox::seccomp::filter_bytes(&program),
+            program: crate::seccomp::filter_bytes(&program),
             pass,
             to: 0,
         })
@@ -307,7 +297,7 @@ impl Spawner {
         if unsafe { libc::poll(&mut poll, 1, 5_000) } <= 0 {
             return Err(io::Error::other("the command spawner did not answer"));
         }
-        sandbox::unix::notify::recv_fd(&ours)?.ok_or_else(|| {
+        crate::unix::notify::recv_fd(&ours)?.ok_or_else(|| {
             io::Error::other(
                 "the command spawner could not install the filter (seccomp user notification)",
             )
@@ -354,7 +344,7 @@ impl Inner {
 }
 
 /// The wire request for `job` and the descriptors it names (each passed once).
-fn request(job: &Job<'_>, step: &sandbox::CommandStep, id: u64) -> (Request, Vec<RawFd>) {
+fn request(job: Job<'_>, step: &crate::CommandStep, id: u64) -> (Request, Vec<RawFd>) {
     let mut fds: Vec<RawFd> = Vec::new();
     let mut index = |fd: Option<BorrowedFd<'_>>| match fd {
         None => NO_FD,
@@ -369,17 +359,8 @@ fn request(job: &Job<'_>, step: &sandbox::CommandStep, id: u64) -> (Request, Vec
     };
     let stages = job
         .stages
-        .iter()
-        .map(|s| StageSpec {
-            program: s.program.as_os_str().as_bytes().to_vec(),
-            argv: s.argv.iter().map(|a| a.to_vec()).collect(),
-            env: s
-                .env
-                .iter()
-                .map(|(k, v)| format!("{k}={v}").into_bytes())
-                .collect(),
-            stdio: s.stdio.map(&mut index),
-        })
+        .into_iter()
+        .map(|s| s.map_stdio(&mut index))
         .collect();
     let ruleset = index(job.confine.map(|l| l.ruleset()));
     let unix_layer = index(step.unix_layer.as_ref().map(|fd| fd.as_fd()));
@@ -523,13 +504,8 @@ mod tests {
         argv: &[&'a str],
         env: &'a [(String, String)],
         stdio: [Option<BorrowedFd<'a>>; 3],
-    ) -> JobStage<'a> {
-        JobStage {
-            program,
-            argv: argv.iter().map(|a| a.as_bytes()).collect(),
-            env,
-            stdio,
-        }
+    ) -> StageSpec<Option<BorrowedFd<'a>>> {
+        StageSpec::new(program, argv.iter().map(|a| a.as_bytes()), env, stdio)
     }
 
     #[tokio::test]

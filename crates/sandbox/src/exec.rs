@@ -14,9 +14,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::BashConfig;
 use crate::process::{executables as lookup, is_executable, path_dirs};
 pub use crate::process::{resolve, DEFAULT_PATH};
+use crate::settings::Settings;
 use harness_gate::{exec_helpers, Runs, Verdict, SYSTEM_DIRS};
 
 /// How long a helper-directory query (`git --exec-path`) may take.
@@ -56,7 +56,7 @@ impl ExecSet {
 }
 
 /// Why a run has no exec set: the policy lets any program run. PURE.
-pub fn unrestricted_reason(bash: &BashConfig) -> Option<&'static str> {
+pub fn unrestricted_reason(bash: &Settings) -> Option<&'static str> {
     if bash.policy.default == Verdict::Allow {
         return Some("exec unrestricted ([tools.bash].default = \"allow\")");
     }
@@ -70,7 +70,7 @@ pub fn unrestricted_reason(bash: &BashConfig) -> Option<&'static str> {
 /// policy lets any program run ([`unrestricted_reason`]). `tmp`: the private TMPDIR of the
 /// ruleset being built; `None` for a description (PLAN, check), which creates nothing.
 pub fn exec_set(
-    bash: &BashConfig,
+    bash: &Settings,
     work_root: &Path,
     path_var: &str,
     tmp: Option<&Path>,
@@ -108,7 +108,7 @@ pub fn exec_set(
 
 /// Where an exec set's programs are looked for, and what it is built for.
 struct Search<'a> {
-    bash: &'a BashConfig,
+    bash: &'a Settings,
     work_root: &'a Path,
     path_var: &'a str,
     /// The private TMPDIR of the ruleset being built; `None` for a description.
@@ -420,17 +420,12 @@ fn elf_interp(file: &Path) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
-    fn bash(allow: &[&str], default: &str) -> BashConfig {
-        let rules: Vec<String> = allow.iter().map(|r| format!("{r:?}")).collect();
-        crate::config::parse(
-            &format!(
-                "vertical = \"t\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n[tools.bash]\ndefault = \"{default}\"\nallow = [{}]\n",
-                rules.join(", ")
-            ),
-            Path::new("/nonexistent/harness.toml"),
-        )
-        .unwrap()
-        .bash
+    fn bash(allow: &[&str], default: &str) -> Settings {
+        let default = match default {
+            "allow" => harness_gate::Verdict::Allow,
+            _ => harness_gate::Verdict::Deny,
+        };
+        Settings::with_rules(default, allow)
     }
 
     #[test]

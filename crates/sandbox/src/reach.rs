@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::exec::{self, ExecSet};
 use super::reads::ReadSet;
-use crate::config::{BashConfig, NeverRead};
+use crate::settings::{NeverRead, Settings};
 use harness_gate::Runs;
 
 /// At most this many `Permission denied` lines of one output are looked at.
@@ -41,7 +41,7 @@ pub struct Need {
 
 /// Why a command cannot reach a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reach {
+pub(crate) enum Reach {
     /// The path is readable and, where needed, executable.
     Open,
     /// The config, a key file, the report dir or a cassette: hidden on purpose.
@@ -71,7 +71,7 @@ impl Reach {
 
 /// Whether a command may reach `path` (resolved): `exec` when it is executed, `never` the
 /// paths hidden on purpose (resolved, with what each is). PURE.
-pub fn judge(
+pub(crate) fn judge(
     path: &Path,
     exec: bool,
     read: &ReadSet,
@@ -163,7 +163,7 @@ pub struct Roots {
 /// each with whether it was executed: bash's `NAME: Permission denied` and `bad
 /// interpreter` (with exit status 126, an `execve` that failed), and every absolute or
 /// relative path word of such a line (a read that failed). PURE.
-pub fn denied_paths(output: &str, exit: i32) -> Vec<(String, bool)> {
+pub(crate) fn denied_paths(output: &str, exit: i32) -> Vec<(String, bool)> {
     let mut out: Vec<(String, bool)> = Vec::new();
     let mut push = |word: &str, exec: bool| {
         let word = word.trim();
@@ -272,7 +272,7 @@ pub fn denied_hint(
 
 /// The paths hidden from commands on purpose (the config, key files, the report dir, a
 /// cassette), resolved, with what each is.
-pub fn never(bash: &BashConfig) -> Vec<(PathBuf, String)> {
+pub fn never(bash: &Settings) -> Vec<(PathBuf, String)> {
     resolved(bash.never_read.iter())
 }
 
@@ -290,14 +290,14 @@ fn resolved<'a>(never: impl Iterator<Item = &'a NeverRead>) -> Vec<(PathBuf, Str
 /// a hint that told a key file from any other hidden file would let a command find the keys
 /// by printing `Permission denied` lines of its own; it gets the hint any hidden file gets
 /// (and a read root over it is refused when the config is loaded).
-pub fn never_for_commands(bash: &BashConfig) -> Vec<(PathBuf, String)> {
+pub(crate) fn never_for_commands(bash: &Settings) -> Vec<(PathBuf, String)> {
     resolved(bash.never_read.iter().filter(|n| n.may_share_work_root))
 }
 
 /// What the allowed programs need: for each allow rule's command word found on `path_var`,
 /// the file bash would run, its `#!` interpreters (and `env NAME`), its venv and that venv's
 /// base Python, a shim's version manager; for each path rule's scripts, their interpreters.
-pub fn needs(bash: &BashConfig, work_root: &Path, path_var: &str) -> Vec<Need> {
+pub fn needs(bash: &Settings, work_root: &Path, path_var: &str) -> Vec<Need> {
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
     for rule in &bash.policy.allow {
@@ -495,6 +495,25 @@ fn interpreter(
     }
 }
 
+/// The text of the small regular file at `path` (at most `limit` bytes, UTF-8), or `None`:
+/// a FIFO, a device or a directory is never opened for reading.
+fn small_text(path: &Path, limit: u64) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > limit {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(limit).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
 /// The venv a program lies in: `DIR/bin/NAME` with a `DIR/pyvenv.cfg`.
 fn venv_of(file: &Path) -> Option<PathBuf> {
     let dir = file.parent()?.parent()?;
@@ -503,7 +522,7 @@ fn venv_of(file: &Path) -> Option<PathBuf> {
 
 /// The `home =` of a `pyvenv.cfg` (the base Python's directory), resolved.
 fn venv_home(cfg: &Path) -> Option<PathBuf> {
-    let text = crate::bounded::read_text(cfg, 64 * 1024).ok()?;
+    let text = small_text(cfg, 64 * 1024)?;
     let home = text.lines().find_map(|l| {
         let (k, v) = l.split_once('=')?;
         (k.trim() == "home").then(|| v.trim().to_string())
@@ -524,7 +543,7 @@ fn shim_root(file: &Path) -> Option<PathBuf> {
 /// The directory of the toolchain a pyenv-style shim of `program` runs: the version the
 /// manager's `version` file names, when `ROOT/versions/<version>/bin/<program>` exists.
 fn shim_target(root: &Path, program: &str) -> Option<PathBuf> {
-    let text = crate::bounded::read_text(&root.join("version"), 4096).ok()?;
+    let text = small_text(&root.join("version"), 4096)?;
     let version = text.lines().next()?.trim();
     if version.is_empty() || version.contains('/') {
         return None;
@@ -542,7 +561,7 @@ fn file_root(real: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::sandbox::reads::{Grant, ReadRule};
+    use crate::reads::{Grant, ReadRule};
 
     fn set(paths: &[&str]) -> ReadSet {
         ReadSet {
@@ -652,12 +671,7 @@ mod tests {
             std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         let path_var = format!("{}:/usr/bin:/bin", venv.join("bin").display());
-        let bash = crate::config::parse(
-            "vertical = \"t\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n[tools.bash]\nallow = [\"pytest *\"]\n",
-            dir.path(),
-        )
-        .unwrap()
-        .bash;
+        let bash = Settings::with_rules(harness_gate::Verdict::Deny, &["pytest *"]);
         let got = needs(&bash, dir.path(), &path_var);
         let real = |p: &Path| p.canonicalize().unwrap();
         let whats: Vec<(PathBuf, &str, PathBuf)> = got
@@ -792,15 +806,26 @@ mod tests {
         std::fs::create_dir_all(d.join("keys")).unwrap();
         std::fs::write(d.join("keys/llm"), "k").unwrap();
         std::fs::write(d.join("keys/other"), "k").unwrap();
-        let bash = crate::config::parse(
-            &format!(
-                "vertical = \"t\"\n[litellm]\nbase_url = \"http://127.0.0.1:1\"\nkey_ref = \"file:{}\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n",
-                d.join("keys/llm").display()
-            ),
-            &d,
-        )
-        .unwrap()
-        .bash;
+        // What the config makes of a `file:` key beside it: the config file, the report dir
+        // and the key file, never to read.
+        let mut bash = Settings::with_rules(harness_gate::Verdict::Deny, &[]);
+        bash.never_read = vec![
+            NeverRead {
+                path: d.join("harness.toml"),
+                what: "the config file".to_string(),
+                may_share_work_root: true,
+            },
+            NeverRead {
+                path: d.join("reports"),
+                what: "the report dir".to_string(),
+                may_share_work_root: true,
+            },
+            NeverRead {
+                path: d.join("keys/llm"),
+                what: "the key file of [litellm].key_ref".to_string(),
+                may_share_work_root: false,
+            },
+        ];
         // check, for the operator, says what it is; a command's hint does not.
         assert!(never(&bash).iter().any(|(_, w)| w.contains("key file")));
         let shown = never_for_commands(&bash);

@@ -121,7 +121,7 @@ fn socket_rules(allow_unix: bool, allow_inet: bool) -> Result<Vec<SeccompRule>> 
 }
 
 /// The program's instructions as bytes (native endian), as the spawner receives them.
-pub fn to_bytes(filter: &BpfProgram) -> Vec<u8> {
+pub(crate) fn to_bytes(filter: &BpfProgram) -> Vec<u8> {
     let program: Vec<libc::sock_filter> = filter
         .iter()
         .map(|ins| libc::sock_filter {
@@ -135,7 +135,7 @@ pub fn to_bytes(filter: &BpfProgram) -> Vec<u8> {
 }
 
 /// A program already in the kernel's form (a hand-written one), as [`to_bytes`] gives.
-pub fn filter_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
+pub(crate) fn filter_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
     let mut out = Vec::with_capacity(program.len() * 8);
     for ins in program {
         out.extend_from_slice(&ins.code.to_ne_bytes());

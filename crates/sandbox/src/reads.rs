@@ -12,7 +12,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::config::{BashConfig, NeverRead, ReadRoot};
+use crate::settings::{NeverRead, ReadRoot, Settings};
 
 /// `"@system"`: what programs need to start and run, and nothing that holds a user's data.
 /// Directories grant everything beneath them. Missing entries are skipped; an entry ending
@@ -23,7 +23,7 @@ use crate::config::{BashConfig, NeverRead, ReadRoot};
 /// software and data: add them to `read_roots` by name), `/var`, `/run` (sockets, tokens),
 /// `/tmp` and `/proc/<pid>` (other processes' environments and command lines: the kernel
 /// lets a user read those of every process of that user).
-pub const SYSTEM: &[&str] = &[
+pub(crate) const SYSTEM: &[&str] = &[
     // programs and libraries (merged-/usr systems resolve /bin, /lib* to these)
     "/usr/bin",
     "/usr/sbin",
@@ -109,7 +109,7 @@ pub const SYSTEM: &[&str] = &[
 
 /// What one read rule grants beneath its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Grant {
+pub(crate) enum Grant {
     /// Read files and list directories.
     Tree,
     /// List directories, read no file: the top of a work root split around a protected path.
@@ -118,7 +118,7 @@ pub enum Grant {
 
 /// One Landlock read rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadRule {
+pub(crate) struct ReadRule {
     /// A resolved path (never a symlink: a rule follows it to its target).
     pub path: PathBuf,
     /// What it grants.
@@ -129,7 +129,7 @@ pub struct ReadRule {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadSet {
     /// The rules, in order, without duplicates.
-    pub rules: Vec<ReadRule>,
+    pub(crate) rules: Vec<ReadRule>,
     /// One line per read root, as `harness check` shows it.
     pub lines: Vec<String>,
     /// Protected paths that sit inside the work root and are hidden there (for a warning:
@@ -139,7 +139,7 @@ pub struct ReadSet {
 
 /// The read set in one line for the PLAN: the roots by name, `@system` as one word, the
 /// paths hidden inside the work root. PURE.
-pub fn summary(bash: &BashConfig, hidden: &[String]) -> String {
+pub fn summary(bash: &Settings, hidden: &[String]) -> String {
     let mut parts = vec![if hidden.is_empty() {
         "work_root".to_string()
     } else {
@@ -186,7 +186,7 @@ pub fn inside_work_root(work_root: &Path, never_read: &[NeverRead]) -> Vec<(Stri
 
 /// Whether a read root at `root` would expose `protected` (both resolved): it contains it,
 /// or lies inside it. PURE.
-pub fn overlaps(root: &Path, protected: &Path) -> bool {
+pub(crate) fn overlaps(root: &Path, protected: &Path) -> bool {
     protected.starts_with(root) || root.starts_with(protected)
 }
 
@@ -194,7 +194,7 @@ pub fn overlaps(root: &Path, protected: &Path) -> bool {
 /// (`None` for `harness check`, which has none). Every problem is returned, each naming its
 /// key.
 pub fn read_set(
-    bash: &BashConfig,
+    bash: &Settings,
     work_root: &Path,
     tmp: Option<&Path>,
 ) -> Result<ReadSet, Vec<String>> {
@@ -448,7 +448,7 @@ pub(super) fn resolve_maybe_missing(path: &Path) -> PathBuf {
             .map(|d| d.join(path))
             .unwrap_or_else(|_| path.to_path_buf())
     };
-    let absolute = crate::config::clean_path(&absolute);
+    let absolute = crate::settings::clean_path(&absolute);
     let mut rest = Vec::new();
     let mut cur = absolute.as_path();
     loop {
@@ -479,13 +479,8 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
-    fn bash(never: Vec<NeverRead>, read_roots: Vec<ReadRoot>) -> BashConfig {
-        let mut b = crate::config::parse(
-            "vertical = \"t\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n",
-            Path::new("/nonexistent/harness.toml"),
-        )
-        .unwrap()
-        .bash;
+    fn bash(never: Vec<NeverRead>, read_roots: Vec<ReadRoot>) -> Settings {
+        let mut b = Settings::with_rules(harness_gate::Verdict::Deny, &[]);
         b.never_read = never;
         b.read_roots = read_roots;
         b

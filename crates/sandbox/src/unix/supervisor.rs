@@ -31,12 +31,12 @@ use anyhow::{Context, Result};
 
 use super::notify::{self, ChildEnd, Program};
 use super::{judge, parse_address, Address, Decision};
-use crate::config::SocketName;
+use crate::settings::SocketName;
 
 /// The harness's handle on a run's supervisor thread; dropping it stops the thread (and
 /// with it every listener: later `connect` calls fail with `ENOSYS`).
 #[derive(Debug)]
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     queue: Arc<Mutex<Vec<OwnedFd>>>,
     /// The write end of the wake pipe; closing it stops the thread.
     wake: OwnedFd,
@@ -44,12 +44,12 @@ pub struct Supervisor {
 }
 
 /// The answer to an `execve`/`execveat` notification (the loader guard's `decide`).
-pub type ExecJudge = Arc<dyn Fn(&libc::seccomp_notif) -> (i32, u32) + Send + Sync>;
+pub(crate) type ExecJudge = Arc<dyn Fn(&libc::seccomp_notif) -> (i32, u32) + Send + Sync>;
 
 /// Under an exec set: the loader guard's part, which this supervisor takes on (a process can
 /// hold one listener only, so the two cannot be separate filters).
 #[derive(Clone)]
-pub struct ExecGuard {
+pub(crate) struct ExecGuard {
     /// The spawner's `execveat` pass (`sandbox::loader::pass`).
     pub pass: u32,
     /// How an `execve` is answered.
@@ -104,7 +104,7 @@ impl Supervisor {
 
     /// A socketpair for one command: the harness's end goes to the thread, the child's end
     /// is returned for the child's step.
-    pub fn child_end(&self) -> std::io::Result<ChildEnd> {
+    pub(crate) fn child_end(&self) -> std::io::Result<ChildEnd> {
         let (ours, theirs) = notify::pair(&self.program)?;
         match self.queue.lock() {
             Ok(mut q) => q.push(ours),
