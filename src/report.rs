@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::atomic::{self, TEMP_PREFIX};
 use crate::llm::wire::Usage;
@@ -84,6 +84,9 @@ pub struct Report {
     /// With `[finish] result_schema`: the `finish` call's `result` (masked) or why there is
     /// none; `None` without a schema (then the front matter has no `result:` line).
     pub result: Option<ResultRecord>,
+    /// With `[forge]` and `[workspace]`: the task branch's pull request (`pending` until
+    /// the forge step has done it); `None` without them.
+    pub forge: Option<ForgeRecord>,
 }
 
 /// The `result:` (and `result_errors:`) front matter of a run with a result schema.
@@ -95,6 +98,30 @@ pub struct ResultRecord {
     pub value: Option<serde_json::Value>,
     /// `result_invalid`: what was wrong with the last round's result (bounded).
     pub errors: Vec<String>,
+}
+
+/// The REPORT's `forge:`: what became of the task branch's pull request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForgeRecord {
+    /// `pending` (still to do: `harness writeback` does it), `opened` (this run opened it),
+    /// `updated` (an open one was found and commented on) or `skipped` (none wanted).
+    pub state: String,
+    /// `gitea`, `gitlab` or `github`.
+    pub kind: String,
+    /// `[forge].repo`.
+    pub repo: String,
+    /// The task branch.
+    pub head: String,
+    /// The branch it goes into.
+    pub base: String,
+    /// Whether a pull request harness opens is a draft.
+    pub draft: bool,
+    /// The pull request's page, once there is one.
+    pub url: Option<String>,
+    /// Its number (GitLab: `iid`).
+    pub number: Option<u64>,
+    /// `skipped`: why; `pending`: the last attempt's error, if any.
+    pub reason: Option<String>,
 }
 
 /// The `finish:` front matter: what the model said about the task.
@@ -157,6 +184,8 @@ pub fn render(r: &Report) -> String {
             r.check.as_ref().map(|c| ("check", json(c))),
             r.workspace.as_ref().map(|w| ("workspace", json(w))),
             r.instructions.as_ref().map(|i| ("instructions", json(i))),
+            r.forge.as_ref().map(|f| ("forge", json(f))),
+            r.forge.as_ref().map(|f| ("pr_url", json(&f.url))),
         ]
         .into_iter()
         .flatten(),
@@ -249,6 +278,43 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
         })?;
     drop(probe);
     atomic::remove_stale_temps(dir);
+    Ok(())
+}
+
+/// `text` (a rendered REPORT) with its `forge:` and `pr_url:` lines saying `record`: the
+/// forge step's outcome, written into the REPORT it started from. PURE.
+pub fn with_forge(text: &str, record: &ForgeRecord) -> String {
+    let mut out = String::with_capacity(text.len() + 256);
+    let mut in_front = false;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        if line == "---\n" {
+            in_front = i == 0;
+        }
+        if in_front && line.starts_with("forge: ") {
+            out.push_str(&format!("forge: {}\n", json(record)));
+        } else if in_front && line.starts_with("pr_url: ") {
+            out.push_str(&format!("pr_url: {}\n", json(&record.url)));
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// Replaces a REPORT this run (or a retried write-back) wrote with `text`, atomically, and
+/// `REPORT-latest.md` beside it when that still holds the same run.
+pub fn rewrite(path: &Path, text: &str) -> Result<()> {
+    atomic::write(path, text.as_bytes())?;
+    let latest = path.with_file_name("REPORT-latest.md");
+    let same_run = |t: &str| parse(t).ok().map(|p| p.str("run_id").to_string());
+    let old = crate::bounded::read_text(&latest, crate::bounded::REPORT_MAX).ok();
+    if old
+        .as_deref()
+        .and_then(same_run)
+        .is_some_and(|r| Some(r) == same_run(text))
+    {
+        atomic::write(&latest, text.as_bytes())?;
+    }
     Ok(())
 }
 
@@ -347,6 +413,7 @@ mod tests {
             instructions: None,
             egress: None,
             result: None,
+            forge: None,
             reply: Some("# Done\n\nAll good.".into()),
         }
     }
@@ -672,6 +739,7 @@ mod parse_tests {
             instructions: None,
             egress: None,
             result: None,
+            forge: None,
             reply: Some("hello\n---\nworld".into()),
         };
         let p = parse(&render(&r)).unwrap();

@@ -64,6 +64,9 @@ pub fn render_note(report: &Parsed, max_chars: usize, attached: Option<&str>) ->
     if let Some(ws) = f.get("workspace").filter(|w| w.is_object()) {
         note.push_str(&workspace_line(ws));
     }
+    if let Some(url) = f.get("pr_url").and_then(Value::as_str) {
+        note.push_str(&format!("**Pull request:** {url}\n"));
+    }
     note.push('\n');
     let body = report.body.trim_end();
     match attached {

@@ -47,7 +47,7 @@ impl Validator {
         }
     }
 
-    fn key_ref(&mut self, key: &str, v: Option<String>) -> Option<KeyRef> {
+    pub(super) fn key_ref(&mut self, key: &str, v: Option<String>) -> Option<KeyRef> {
         let text = v?;
         match KeyRef::parse(&text, &self.dir) {
             Ok(k) => Some(k),
@@ -58,7 +58,7 @@ impl Validator {
         }
     }
 
-    fn url(&mut self, key: &str, v: Option<String>) -> Option<String> {
+    pub(super) fn url(&mut self, key: &str, v: Option<String>) -> Option<String> {
         let s = v?;
         // Messages quote the URL; its password must not show.
         let shown = crate::secrets::masked_url(&s);
@@ -231,6 +231,7 @@ impl Validator {
                 ),
             );
         }
+        let forge = raw.forge.and_then(|f| self.forge(f, workspace.as_ref()));
         let raw_prompt = raw.prompt.unwrap_or_default();
         let prompt = PromptConfig {
             agents_max_bytes: self.int_in(
@@ -271,6 +272,7 @@ impl Validator {
             intake_order,
             check,
             workspace,
+            forge,
         }
     }
 
