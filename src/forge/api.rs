@@ -196,9 +196,8 @@ impl Dialect {
                     "title": new.title,
                     "description": new.body,
                 });
-                let names: Vec<&str> = labels.iter().filter_map(Value::as_str).collect();
-                if !names.is_empty() {
-                    body["labels"] = json!(names.join(","));
+                if !labels.is_empty() {
+                    body["labels"] = json!(labels);
                 }
                 if !reviewer_ids.is_empty() {
                     body["reviewer_ids"] = json!(reviewer_ids);
@@ -349,7 +348,7 @@ mod tests {
         assert_eq!(
             r.body,
             Some(
-                json!({"source_branch": "h", "target_branch": "main", "title": "Draft: t", "description": "b", "labels": "bug,bot", "reviewer_ids": [5]})
+                json!({"source_branch": "h", "target_branch": "main", "title": "Draft: t", "description": "b", "labels": ["bug", "bot"], "reviewer_ids": [5]})
             )
         );
     }
