@@ -173,23 +173,7 @@ pub fn render(r: &Report) -> String {
         ("harness_version", json(&env!("CARGO_PKG_VERSION"))),
         ("round_log", json(&r.round_log)),
     ];
-    // Only runs that have a result schema, a check or a workspace carry these lines.
-    let result = r.result.as_ref();
-    let fields = fields.into_iter().chain(
-        [
-            result.map(|x| ("result", json(&x.value))),
-            result
-                .filter(|x| !x.errors.is_empty())
-                .map(|x| ("result_errors", json(&x.errors))),
-            r.check.as_ref().map(|c| ("check", json(c))),
-            r.workspace.as_ref().map(|w| ("workspace", json(w))),
-            r.instructions.as_ref().map(|i| ("instructions", json(i))),
-            r.forge.as_ref().map(|f| ("forge", json(f))),
-            r.forge.as_ref().map(|f| ("pr_url", json(&f.url))),
-        ]
-        .into_iter()
-        .flatten(),
-    );
+    let fields = fields.into_iter().chain(optional_fields(r));
     let mut out = String::from("---\n");
     for (k, v) in fields {
         out.push_str(k);
@@ -220,6 +204,25 @@ pub fn render(r: &Report) -> String {
         out.push_str(&displayable(&crate::turn::check::section(check)));
     }
     out
+}
+
+/// The lines only some runs carry: those with a result schema, a check, a workspace,
+/// instructions or a forge.
+fn optional_fields(r: &Report) -> impl Iterator<Item = (&'static str, String)> {
+    let result = r.result.as_ref();
+    [
+        result.map(|x| ("result", json(&x.value))),
+        result
+            .filter(|x| !x.errors.is_empty())
+            .map(|x| ("result_errors", json(&x.errors))),
+        r.check.as_ref().map(|c| ("check", json(c))),
+        r.workspace.as_ref().map(|w| ("workspace", json(w))),
+        r.instructions.as_ref().map(|i| ("instructions", json(i))),
+        r.forge.as_ref().map(|f| ("forge", json(f))),
+        r.forge.as_ref().map(|f| ("pr_url", json(&f.url))),
+    ]
+    .into_iter()
+    .flatten()
 }
 
 /// `text` fit for a file people `cat`, a terminal (the REPORT goes to stderr when it cannot

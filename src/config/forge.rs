@@ -87,24 +87,7 @@ impl Validator {
         raw: RawForge,
         workspace: Option<&WorkspaceConfig>,
     ) -> Option<ForgeConfig> {
-        let kind = match raw.kind.as_deref() {
-            Some("gitea") | Some("forgejo") => Some(ForgeKind::Gitea),
-            Some("gitlab") => Some(ForgeKind::Gitlab),
-            Some("github") => Some(ForgeKind::Github),
-            Some(other) => {
-                self.problem(
-                    "[forge].kind",
-                    format!(
-                        "must be \"gitea\" (Forgejo too), \"gitlab\" or \"github\", got {other:?}"
-                    ),
-                );
-                None
-            }
-            None => {
-                self.problem("[forge].kind", "is required when [forge] is present");
-                None
-            }
-        };
+        let kind = self.forge_kind(raw.kind.as_deref());
         if raw.url.is_none() {
             self.problem("[forge].url", "is required when [forge] is present");
         }
@@ -117,29 +100,7 @@ impl Validator {
             );
         }
         let token_ref = self.key_ref("[forge].token_ref", raw.token_ref);
-        let pr = match raw.pr.as_deref() {
-            None | Some("ready") => PrMode::Ready,
-            Some("draft") => PrMode::Draft,
-            Some("off") => PrMode::Off,
-            Some(other) => {
-                self.problem(
-                    "[forge].pr",
-                    format!("must be \"off\", \"draft\" or \"ready\", got {other:?}"),
-                );
-                PrMode::Ready
-            }
-        };
-        let on_failure = match raw.on_failure.as_deref() {
-            None | Some("branch") => OnFailure::Branch,
-            Some("draft") => OnFailure::Draft,
-            Some(other) => {
-                self.problem(
-                    "[forge].on_failure",
-                    format!("must be \"branch\" or \"draft\", got {other:?}"),
-                );
-                OnFailure::Branch
-            }
-        };
+        let (pr, on_failure) = self.forge_modes(raw.pr.as_deref(), raw.on_failure.as_deref());
         let title = self.non_empty("[forge].title", raw.title, "{subject}");
         if let Err(e) = check_template(&title) {
             self.problem("[forge].title", e);
@@ -167,6 +128,56 @@ impl Validator {
             timeout,
             max_retries,
         })
+    }
+
+    /// `[forge].kind`: `gitea` (or `forgejo`, the same API), `gitlab` or `github`.
+    fn forge_kind(&mut self, kind: Option<&str>) -> Option<ForgeKind> {
+        match kind {
+            Some("gitea") | Some("forgejo") => Some(ForgeKind::Gitea),
+            Some("gitlab") => Some(ForgeKind::Gitlab),
+            Some("github") => Some(ForgeKind::Github),
+            Some(other) => {
+                self.problem(
+                    "[forge].kind",
+                    format!(
+                        "must be \"gitea\" (Forgejo too), \"gitlab\" or \"github\", got {other:?}"
+                    ),
+                );
+                None
+            }
+            None => {
+                self.problem("[forge].kind", "is required when [forge] is present");
+                None
+            }
+        }
+    }
+
+    /// `[forge].pr` (default `ready`) and `[forge].on_failure` (default `branch`).
+    fn forge_modes(&mut self, pr: Option<&str>, on_failure: Option<&str>) -> (PrMode, OnFailure) {
+        let pr = match pr {
+            None | Some("ready") => PrMode::Ready,
+            Some("draft") => PrMode::Draft,
+            Some("off") => PrMode::Off,
+            Some(other) => {
+                self.problem(
+                    "[forge].pr",
+                    format!("must be \"off\", \"draft\" or \"ready\", got {other:?}"),
+                );
+                PrMode::Ready
+            }
+        };
+        let on_failure = match on_failure {
+            None | Some("branch") => OnFailure::Branch,
+            Some("draft") => OnFailure::Draft,
+            Some(other) => {
+                self.problem(
+                    "[forge].on_failure",
+                    format!("must be \"branch\" or \"draft\", got {other:?}"),
+                );
+                OnFailure::Branch
+            }
+        };
+        (pr, on_failure)
     }
 
     /// `[forge].repo`: `owner/name` (GitLab: groups too), each part a plain name.

@@ -85,11 +85,7 @@ pub(super) async fn turn_and_report(
     };
     let session_info = held.opened.map(|o| o.info.clone());
     let mut report = report_of(cfg, task, &route, &turn, run, session_info, redactor);
-    report.workspace = workspace;
-    report.forge = cfg
-        .forge
-        .as_ref()
-        .and_then(|f| crate::forge::intent(f, &report.stop_reason, report.workspace.as_ref()));
+    with_branch(cfg, &mut report, workspace);
     report.instructions = inputs.record.clone();
     let set_aside = unborn.set_aside(env.run_id);
     if !set_aside.is_empty() {
@@ -279,6 +275,16 @@ pub(super) async fn deliver(
         Success::Done => printed.map(|()| Success::Done),
         other => Ok(other),
     }
+}
+
+/// The REPORT's `workspace:` and, with `[forge]`, its `forge:` before any forge call
+/// (`pending` when a pull request is wanted: [`crate::forge::intent`]).
+fn with_branch(cfg: &Config, report: &mut report::Report, ws: Option<workspace::Record>) {
+    report.workspace = ws;
+    report.forge = cfg
+        .forge
+        .as_ref()
+        .and_then(|f| crate::forge::intent(f, &report.stop_reason, report.workspace.as_ref()));
 }
 
 /// The forge step of the written REPORT ([`crate::forge::write_back`]): the REPORT after it,

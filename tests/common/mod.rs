@@ -5,6 +5,7 @@
 
 #[macro_use]
 pub mod redmine;
+pub mod forge;
 pub mod proxy;
 pub mod runs;
 pub mod stream;
