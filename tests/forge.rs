@@ -353,6 +353,7 @@ fn an_opened_pull_request_whose_answer_was_lost_is_found_not_opened_twice() {
             "{kind}"
         );
         assert_eq!(forge.violations(), Vec::<String>::new(), "{kind}");
+        assert_no_token(&ws, &llm, &[&run]);
     }
 }
 
