@@ -483,3 +483,76 @@ fn the_scripted_forges_refuse_what_their_descriptions_do_not_allow() {
         "{v:?}"
     );
 }
+
+/// The example keeps `[workspace]` and `[forge]` commented (a plain `--demo` run needs no
+/// repository); uncommented, they load as written.
+#[test]
+fn the_examples_commented_forge_section_loads_when_uncommented() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/harness.toml.example");
+    let mut inside = false;
+    let mut out = String::new();
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        if line.starts_with("# [workspace]") || line.starts_with("# [forge]") {
+            inside = true;
+        } else if line.starts_with('[') || line.starts_with("# [") || line.is_empty() {
+            inside = false;
+        }
+        let rest = line.strip_prefix("# ").filter(|_| inside);
+        out.push_str(rest.unwrap_or(line));
+        out.push('\n');
+    }
+    assert!(out.contains("\n[forge] "), "{out}");
+    let cfg = harness::config::parse(&out, std::path::Path::new("/nonexistent/harness.toml"));
+    let forge = cfg.unwrap().forge.unwrap();
+    assert_eq!(
+        (forge.kind.as_str(), forge.repo.as_str()),
+        ("gitea", "acme/widgets")
+    );
+}
+
+/// A Redmine task: the pull request links the issue, the note links the pull request, and
+/// a pending pull request holds the note back until `harness writeback` has opened it.
+#[test]
+fn the_redmine_note_links_the_pull_request_once_it_is_open() {
+    let redmine = crate::stub::MiniRedmine::start(std::time::Duration::ZERO);
+    let forge = Forge::start("github", TOKEN);
+    forge.fail("POST /repos/{owner}/{repo}/pulls", Fault::Before, 1);
+    let llm = Llm::start(&json!(run_steps(1, "done")));
+    let ws = workspace(&llm, &forge, "max_retries = 0\n");
+    let url = redmine.stub.url.clone();
+    let mut config = std::fs::read_to_string(ws.config()).unwrap();
+    config.push_str(&format!("\n[redmine]\nurl = \"{url}\"\nkey_ref = \"env:HARNESS_TEST_REDMINE_KEY\"\nscope_query = \"status_id=open\"\n"));
+    std::fs::write(ws.config(), config).unwrap();
+    let keys = [
+        ("HARNESS_TEST_LLM_KEY", CANARY),
+        ("HARNESS_TEST_FORGE_TOKEN", TOKEN),
+        ("HARNESS_TEST_REDMINE_KEY", "rm-forge-canary-4c5d6e7f"),
+    ];
+    let run = ws.run_env(&["once", "--output", "json"], &keys);
+    assert_eq!(run.code, 1, "{run:?}");
+    let report = serde_json::from_str::<Value>(&run.stdout).unwrap()["report"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let reported = |r: &crate::stub::MiniRedmine| {
+        r.notes()
+            .into_iter()
+            .filter(|n| n.starts_with("[harness-report]"))
+            .collect::<Vec<_>>()
+    };
+    assert!(reported(&redmine).is_empty(), "{:?}", redmine.notes());
+    let retry = ws.run_env(&["writeback", &report], &keys);
+    assert_eq!(retry.code, 0, "{retry:?}");
+    let pr_url = format!("{}/{REPO}/pulls/1", forge.url());
+    let notes = reported(&redmine);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains(&format!("**Pull request:** {pr_url}")),
+        "{}",
+        notes[0]
+    );
+    let body = forge.prs()[0]["body"].as_str().unwrap().to_string();
+    assert!(body.contains(&format!("on [7]({url}/issues/7)")), "{body}");
+    assert_eq!(forge.violations(), Vec::<String>::new());
+    assert_no_token(&ws, &llm, &[&run, &retry]);
+}
