@@ -556,3 +556,79 @@ fn the_redmine_note_links_the_pull_request_once_it_is_open() {
     assert_eq!(forge.violations(), Vec::<String>::new());
     assert_no_token(&ws, &llm, &[&run, &retry]);
 }
+
+/// Against a real forge: `HARNESS_TEST_FORGE_KIND` (`gitea`, `gitlab`, `github`), `_URL`,
+/// `_REPO`, `_TOKEN` and `_PUSH` (a git URL of that repository harness's `git push` can
+/// write to with the operator's own credentials). Two runs of one task on a branch of its
+/// own: one pull request, opened then commented on. It is left open for a person to look at.
+#[test]
+fn live_forge() {
+    let var = |k: &str| std::env::var(format!("HARNESS_TEST_FORGE_{k}")).ok();
+    let (Some(kind), Some(url), Some(repo), Some(token), Some(push)) = (
+        var("KIND"),
+        var("URL"),
+        var("REPO"),
+        var("TOKEN"),
+        var("PUSH"),
+    ) else {
+        skip_unprovided(
+            "live forge tests",
+            "HARNESS_TEST_FORGE_KIND, _URL, _REPO, _TOKEN and _PUSH are not all set",
+        );
+        return;
+    };
+    let steps: Vec<Value> = [run_steps(1, "done"), run_steps(2, "done")].concat();
+    let llm = Llm::start(&json!(steps));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        let stamp = chrono::Utc::now().format("%Y%m%d%H%M%S");
+        format!(
+            "{}\n[tools.files]\nenabled = true\n\n[workspace]\nrepo = \"repo\"\nbase = \"main\"\npush = \"origin\"\nbranch = \"harness/live-{{task_id}}-{stamp}\"\n\n[forge]\nkind = \"{kind}\"\nurl = \"{url}\"\nrepo = \"{repo}\"\ntoken_ref = \"env:HARNESS_TEST_FORGE_TOKEN\"\npr = \"draft\"\n",
+            c.replace("finish = \"message\"", "finish = \"tool\"")
+                .replace("max_rounds = 4", "max_rounds = 6")
+        )
+    });
+    crate::code::repo_with_remote(ws.path());
+    let repo_dir = ws.path().join("repo");
+    git(&repo_dir, &["remote", "set-url", "origin", &push]);
+    git(&repo_dir, &["push", "-q", "origin", "main:refs/heads/main"]);
+    let env = [
+        ("HARNESS_TEST_LLM_KEY", CANARY),
+        ("HARNESS_TEST_FORGE_TOKEN", token.as_str()),
+    ];
+    let first = ws.run_env(&["once", "--demo", "--output", "json"], &env);
+    assert_eq!(first.code, 0, "{first:?}");
+    let pr_url = serde_json::from_str::<Value>(&first.stdout).unwrap()["pr_url"].clone();
+    assert!(
+        pr_url.as_str().is_some_and(|u| u.starts_with("http")),
+        "{first:?}"
+    );
+    let second = ws.run_env(&["once", "--demo", "--fresh", "--output", "json"], &env);
+    assert_eq!(second.code, 0, "{second:?}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&second.stdout).unwrap()["pr_url"],
+        pr_url
+    );
+    assert_eq!(front(&ws.latest(), "forge")["state"], json!("updated"));
+    for run in [&first, &second] {
+        assert!(!run.stdout.contains(&token) && !run.stderr.contains(&token));
+    }
+    assert!(!ws.all_files_text().contains(&token));
+}
+
+#[test]
+fn a_dry_run_needs_no_forge_token_and_a_run_without_one_stops_before_any_claim() {
+    let forge = Forge::start("gitlab", TOKEN);
+    let llm = Llm::start(&json!(run_steps(1, "done")));
+    let ws = workspace(&llm, &forge, "");
+    let plan = ws.run(&["once", "--demo", "--dry-run"]);
+    assert_eq!(plan.code, 0, "{plan:?}");
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("[forge].token_ref") || run.stderr.contains("forge token"),
+        "{}",
+        run.stderr
+    );
+    assert!(llm.chat_bodies().is_empty(), "no token spent");
+    assert!(forge.requests().is_empty());
+}

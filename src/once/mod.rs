@@ -109,9 +109,13 @@ async fn setup(
         ))?)
     };
     let redmine = unless_arrived(redmine_client(&cfg, args, redactor))?;
-    let forge = crate::preflight::forge_client(&cfg, redactor)
-        .transpose()
-        .stage(Stage::Config)?;
+    // A dry run opens no pull request, so it needs no token.
+    let forge = match args.dry_run {
+        true => None,
+        false => crate::preflight::forge_client(&cfg, redactor)
+            .transpose()
+            .stage(Stage::Config)?,
+    };
     events.mask_with(redactor);
     Ok(Setup {
         cfg,
