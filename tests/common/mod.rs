@@ -419,6 +419,11 @@ pub fn skip(what: &str, why: &str) {
         return;
     }
     said.push(what.to_string());
+    say_skipped(what, why);
+}
+
+/// The loud line on the process's stderr and the line in `$HARNESS_TEST_SKIP_LOG`.
+fn say_skipped(what: &str, why: &str) {
     let line = format!("SKIPPED: {what}: {why}");
     let _ = writeln!(std::io::stderr(), "\n!!!!! {line} !!!!!\n");
     if let Some(log) = std::env::var_os("HARNESS_TEST_SKIP_LOG") {
@@ -436,17 +441,7 @@ pub fn skip(what: &str, why: &str) {
 /// installable there, tests/forge.rs runs scripted ones instead): the same loud line and
 /// skip log, but not a failure under CI.
 pub fn skip_unprovided(what: &str, why: &str) {
-    let line = format!("SKIPPED: {what}: {why}");
-    let _ = writeln!(std::io::stderr(), "\n!!!!! {line} !!!!!\n");
-    if let Some(log) = std::env::var_os("HARNESS_TEST_SKIP_LOG") {
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(log)
-        {
-            let _ = writeln!(f, "{line}");
-        }
-    }
+    say_skipped(what, why);
 }
 
 /// Runs this test binary's `test` alone without `flag`, once under `CI=true` (it must fail)
