@@ -759,6 +759,35 @@ mod parse_tests {
     }
 
     #[test]
+    fn the_forge_lines_are_rewritten_in_place_and_nothing_else() {
+        let pending = ForgeRecord {
+            state: "pending".into(),
+            kind: "gitea".into(),
+            repo: "o/r".into(),
+            head: "harness/v-1".into(),
+            base: "main".into(),
+            draft: false,
+            url: None,
+            number: None,
+            reason: None,
+        };
+        let text = "---\nharness_report: 1\nrun_id: \"r1\"\nforge: {}\npr_url: null\n---\n\nforge: body text\npr_url: too\n";
+        let opened = ForgeRecord {
+            state: "opened".into(),
+            url: Some("http://127.0.0.1:1/o/r/pulls/2".into()),
+            number: Some(2),
+            ..pending
+        };
+        assert_eq!(
+            with_forge(text, &opened),
+            format!(
+                "---\nharness_report: 1\nrun_id: \"r1\"\nforge: {}\npr_url: \"http://127.0.0.1:1/o/r/pulls/2\"\n---\n\nforge: body text\npr_url: too\n",
+                json(&opened)
+            )
+        );
+    }
+
+    #[test]
     fn a_bad_front_matter_is_refused_with_every_problem() {
         let text = "---\nharness_report: 2\nrun_id: \"\"\nsource: \"redmine\"\nrounds: -1\ncost_usd: \"free\"\nstop_reason: \"done\"\n---\n\nbody\n";
         let e = parse(text).unwrap_err().to_string();

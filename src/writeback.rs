@@ -505,6 +505,22 @@ mod tests {
     }
 
     #[test]
+    fn the_note_links_the_pull_request() {
+        let text = "---\nharness_report: 1\nrun_id: \"r-3\"\nsource: \"redmine\"\ntask_id: \"9\"\nmodel: \"m\"\ntier: \"t\"\ntotal_tokens: 1\nrounds: 1\nstop_reason: \"completed\"\npr_url: \"http://127.0.0.1:3000/o/r/pulls/4\"\n---\n\nDone.\n";
+        let p = crate::report::parse(text).unwrap();
+        assert_eq!(
+            render_note(&p, 100, None),
+            "[harness-report] run=r-3 stop=completed\n**harness REPORT**: model `m` (tier `t`), 1 tokens, 1 rounds, stop reason `completed`\n**Pull request:** http://127.0.0.1:3000/o/r/pulls/4\n\nDone.\n"
+        );
+        let none = text.replace(
+            "pr_url: \"http://127.0.0.1:3000/o/r/pulls/4\"",
+            "pr_url: null",
+        );
+        let p = crate::report::parse(&none).unwrap();
+        assert!(!render_note(&p, 100, None).contains("Pull request"));
+    }
+
+    #[test]
     fn a_question_leads_the_note() {
         let text = "---\nharness_report: 1\nrun_id: \"r-2\"\nsource: \"redmine\"\ntask_id: \"9\"\nmodel: \"m\"\ntier: \"t\"\ntotal_tokens: 1\nrounds: 1\nstop_reason: \"needs_input\"\nfinish: {\"status\":\"needs_input\",\"question\":\"Which page size?\"}\n---\n\nI looked at the pager.\n";
         let p = crate::report::parse(text).unwrap();

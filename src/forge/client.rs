@@ -2,8 +2,6 @@
 //! auth header its dialect names. Every request follows the one retry policy of
 //! [`crate::http`]; a refusal is explained in terms of what to fix, masked.
 
-use std::time::Duration;
-
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 use tracing::{debug, info};
@@ -126,7 +124,7 @@ impl ForgeClient {
                     self.max_retries,
                     wait.as_secs_f64()
                 );
-                tokio::time::sleep(wait.min(Duration::from_secs(60))).await;
+                tokio::time::sleep(wait).await;
                 Ok(attempt + 1)
             }
             Retry::GiveUp => bail!(
