@@ -622,6 +622,11 @@ fn a_dry_run_needs_no_forge_token_and_a_run_without_one_stops_before_any_claim()
     let ws = workspace(&llm, &forge, "");
     let plan = ws.run(&["once", "--demo", "--dry-run"]);
     assert_eq!(plan.code, 0, "{plan:?}");
+    assert!(
+        plan.stdout.contains(&format!(", pushed to origin, a pull request on gitlab {REPO} (done: ready, failed: branch only, needs_input: none)\n")),
+        "{}",
+        plan.stdout
+    );
     let run = ws.run(&["once", "--demo"]);
     assert_eq!(run.code, 1, "{run:?}");
     assert!(
