@@ -396,6 +396,8 @@ pub async fn write_back(
     let Some(record) = pending(&report) else {
         return Ok(text.to_string());
     };
+    // As `report::parse` reads it: an editor may have saved it with CRLF or a BOM.
+    let text = &text.trim_start_matches('\u{feff}').replace("\r\n", "\n");
     let issue = issue_link(cfg, &report);
     match deliver(client, forge, &report, record.clone(), issue.as_deref()).await {
         Ok(done) => {
