@@ -71,11 +71,69 @@ pub async fn run(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
     if cfg.bash.enabled {
         items.extend(gate_items(cfg));
     }
+    items.extend(cfg.workflows.iter().flat_map(workflow_items));
     items.extend(litellm_items(cfg, redactor).await);
     items.extend(redmine_items(cfg, redactor).await);
     items.extend(forge_items(cfg, redactor));
     for i in &mut items {
         i.detail = redactor.redact(&i.detail);
+    }
+    items
+}
+
+/// `[workflows]`: how they run, then each workflow's stages (the config load already
+/// checked that every skill reads and parses, every tier exists and every edge is valid).
+fn workflow_items(w: &crate::config::Workflows) -> Vec<Item> {
+    let mut items = vec![item(
+        Status::Ok,
+        "workflows",
+        format!(
+            "{} workflow{}, default {}, per_run {:?}, max_loops {}",
+            w.named.len(),
+            if w.named.len() == 1 { "" } else { "s" },
+            w.default
+                .as_deref()
+                .unwrap_or("none (an unmatched task is a routing error)"),
+            w.per_run.as_str(),
+            w.max_loops
+        ),
+    )];
+    for flow in w.named.values() {
+        let stages: Vec<String> = flow
+            .stages
+            .iter()
+            .map(|s| {
+                let judge = match &s.check {
+                    Some(c) => format!("check `{}`", c.command),
+                    None => "the model's verdict".to_string(),
+                };
+                let back = s
+                    .on_fail
+                    .and_then(|i| flow.stages.get(i))
+                    .map_or_else(String::new, |b| format!(", on_fail -> {}", b.name));
+                format!(
+                    "{} ({}, tier {}, {} retr{}, {judge}{back})",
+                    s.name,
+                    s.skill.path.display(),
+                    s.tier.as_deref().unwrap_or("the task's"),
+                    s.retries,
+                    if s.retries == 1 { "y" } else { "ies" }
+                )
+            })
+            .collect();
+        items.push(item(
+            Status::Ok,
+            &format!("workflow {}", flow.name),
+            format!(
+                "{}; intent: {}",
+                stages.join(" -> "),
+                if flow.intent.is_empty() {
+                    "none".to_string()
+                } else {
+                    flow.intent.join(" ")
+                }
+            ),
+        ));
     }
     items
 }

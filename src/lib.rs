@@ -40,6 +40,7 @@ pub(crate) mod sha256;
 pub mod signals;
 pub mod tools;
 pub mod turn;
+pub(crate) mod workflow;
 pub(crate) mod workspace;
 pub(crate) mod writeback;
 

@@ -84,6 +84,9 @@ pub struct Report {
     /// With `[finish] result_schema`: the `finish` call's `result` (masked) or why there is
     /// none; `None` without a schema (then the front matter has no `result:` line).
     pub result: Option<ResultRecord>,
+    /// A workflow task: the workflow, why it was chosen, this run's stage attempts and the
+    /// stages of earlier runs ([`crate::once`] builds it); `None` for a one-turn task.
+    pub workflow: Option<serde_json::Value>,
     /// With `[forge]` and `[workspace]`: the task branch's pull request (`pending` until
     /// the forge step has done it); `None` without them.
     pub forge: Option<ForgeRecord>,
@@ -207,7 +210,7 @@ pub fn render(r: &Report) -> String {
 }
 
 /// The lines only some runs carry: those with a result schema, a check, a workspace,
-/// instructions or a forge.
+/// instructions, a workflow or a forge.
 fn optional_fields(r: &Report) -> impl Iterator<Item = (&'static str, String)> {
     let result = r.result.as_ref();
     [
@@ -218,6 +221,7 @@ fn optional_fields(r: &Report) -> impl Iterator<Item = (&'static str, String)> {
         r.check.as_ref().map(|c| ("check", json(c))),
         r.workspace.as_ref().map(|w| ("workspace", json(w))),
         r.instructions.as_ref().map(|i| ("instructions", json(i))),
+        r.workflow.as_ref().map(|w| ("workflow", json(w))),
         r.forge.as_ref().map(|f| ("forge", json(f))),
         r.forge.as_ref().map(|f| ("pr_url", json(&f.url))),
     ]
@@ -416,6 +420,7 @@ mod tests {
             instructions: None,
             egress: None,
             result: None,
+            workflow: None,
             forge: None,
             reply: Some("# Done\n\nAll good.".into()),
         }
@@ -582,6 +587,8 @@ pub const STOP_REASONS: &[&str] = &[
     "interrupted",
     "check_failed",
     "result_invalid",
+    "next_stage",
+    "stage_failed",
 ];
 
 /// Parses a REPORT rendered by [`render`] (CRLF line ends and a leading byte-order mark
@@ -742,6 +749,7 @@ mod parse_tests {
             instructions: None,
             egress: None,
             result: None,
+            workflow: None,
             forge: None,
             reply: Some("hello\n---\nworld".into()),
         };
@@ -799,7 +807,7 @@ mod parse_tests {
   run_id: must be a non-empty string, not \"\"
   cost_usd: must be a number or null, not \"free\"
   rounds: must be a whole number, 0 or more, not -1
-  stop_reason: \"done\" is not one of completed, needs_input, agent_failed, max_rounds, budget, llm_error, interrupted, check_failed, result_invalid"
+  stop_reason: \"done\" is not one of completed, needs_input, agent_failed, max_rounds, budget, llm_error, interrupted, check_failed, result_invalid, next_stage, stage_failed"
         );
     }
 
@@ -826,6 +834,8 @@ mod parse_tests {
                 status: crate::turn::finish::FinishStatus::Failed,
             },
             T::ResultInvalid { errors: Vec::new() },
+            T::NextStage,
+            T::StageFailed,
         ];
         for o in &outcomes {
             // Naming every variant: a new way to end a turn does not compile until it is
@@ -839,7 +849,9 @@ mod parse_tests {
                 | T::CheckFailed
                 | T::NeedsInput
                 | T::AgentFailed { .. }
-                | T::ResultInvalid { .. } => o.stop_reason(),
+                | T::ResultInvalid { .. }
+                | T::NextStage
+                | T::StageFailed => o.stop_reason(),
             };
             assert!(STOP_REASONS.contains(&reason), "{reason}");
         }

@@ -1,7 +1,11 @@
 //! Routing stage, PURE: a task's class and the `[models]` table in, the tier and the
-//! concrete model chain out. Static and config-only: no heuristics, no network.
+//! concrete model chain out, and with `[workflows]` the workflow the task runs. Static and
+//! config-only: no network; the one heuristic is the workflows' intent words, which never
+//! break a tie.
 
 use crate::config::ModelsConfig;
+use crate::config::Workflows;
+use crate::workflow::route::Choice;
 
 /// Where a task goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +16,8 @@ pub struct Route {
     pub tier: String,
     /// Concrete models to try, first choice first (never empty).
     pub models: Vec<String>,
+    /// The workflow the task runs as stages, and why; `None`: one turn.
+    pub workflow: Option<Choice>,
 }
 
 impl Route {
@@ -31,24 +37,92 @@ impl Route {
         } else {
             format!("models {}", self.models.join(" -> "))
         };
-        format!("{class} -> tier {} -> {models}", self.tier)
+        let line = format!("{class} -> tier {} -> {models}", self.tier);
+        match &self.workflow {
+            Some(w) => format!("{line} -> {}", w.describe()),
+            None => line,
+        }
+    }
+
+    /// The route of one stage: its own tier when it names one.
+    pub fn for_tier(&self, models: &ModelsConfig, tier: Option<&str>) -> Route {
+        match tier.and_then(|t| Some((t, models.tiers.get(t)?))) {
+            Some((tier, chain)) => Route {
+                tier: tier.to_string(),
+                models: chain.clone(),
+                ..self.clone()
+            },
+            None => self.clone(),
+        }
     }
 }
 
-/// Routes `class` through `[models.classes]` and `[models]`. Errors name the section to fix.
-pub fn route(models: &ModelsConfig, class: Option<&str>) -> Result<Route, String> {
-    let tier = match class {
-        Some(c) => models.classes.get(c).cloned().ok_or_else(|| {
+/// Routes a task: its class through `[models.classes]` and `[models]`, and with
+/// `[workflows]` the workflow it runs (`text` is its subject and description, for intent
+/// words). A workflow task runs on `[models].default_tier` (else its first stage's tier)
+/// where a stage names none.
+pub fn route_task(
+    models: &ModelsConfig,
+    workflows: Option<&Workflows>,
+    class: Option<&str>,
+    text: &str,
+) -> Result<Route, String> {
+    let Some(workflows) = workflows else {
+        return route(models, class);
+    };
+    let mapped = match class {
+        Some(c) => Some(route_class(models, c)?),
+        None => None,
+    };
+    let Some(choice) = crate::workflow::route::choose(workflows, class, mapped, text)? else {
+        return route(models, class);
+    };
+    let first = workflows
+        .named
+        .get(&choice.workflow)
+        .and_then(|w| w.stages.first())
+        .and_then(|s| s.tier.clone());
+    let tier = models
+        .default_tier
+        .clone()
+        .or(first)
+        .ok_or_else(|| format!("{} has no tier to run on", choice.describe()))?;
+    let chain = models
+        .tiers
+        .get(&tier)
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| format!("the workflow's tier {tier:?} is not defined in [models]"))?;
+    Ok(Route {
+        class: class.map(str::to_string),
+        tier,
+        models: chain.clone(),
+        workflow: Some(choice),
+    })
+}
+
+/// What `[models.classes]` maps `class` to (a tier, or `workflow:NAME`).
+fn route_class<'a>(models: &'a ModelsConfig, class: &str) -> Result<&'a str, String> {
+    models
+        .classes
+        .get(class)
+        .map(String::as_str)
+        .ok_or_else(|| {
             let known: Vec<&str> = models.classes.keys().map(String::as_str).collect();
             format!(
-                "unknown class {c:?}: [models.classes] has no entry for it (known: {})",
+                "unknown class {class:?}: [models.classes] has no entry for it (known: {})",
                 if known.is_empty() {
                     "none".to_string()
                 } else {
                     known.join(", ")
                 }
             )
-        })?,
+        })
+}
+
+/// Routes `class` through `[models.classes]` and `[models]`. Errors name the section to fix.
+pub fn route(models: &ModelsConfig, class: Option<&str>) -> Result<Route, String> {
+    let tier = match class {
+        Some(c) => route_class(models, c)?.to_string(),
         None => models.default_tier.clone().ok_or_else(|| {
             "the task has no class and [models].default_tier is not set".to_string()
         })?,
@@ -68,6 +142,7 @@ pub fn route(models: &ModelsConfig, class: Option<&str>) -> Result<Route, String
         class: class.map(str::to_string),
         tier,
         models: chain.clone(),
+        workflow: None,
     })
 }
 
@@ -113,7 +188,8 @@ mod tests {
             Route {
                 class: Some("read".into()),
                 tier: "mopac-study".into(),
-                models: vec!["glm-4.7-flash".into()]
+                models: vec!["glm-4.7-flash".into()],
+                workflow: None,
             }
         );
         assert_eq!(

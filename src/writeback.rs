@@ -31,9 +31,10 @@ pub fn render_note(report: &Parsed, max_chars: usize, attached: Option<&str>) ->
             .unwrap_or_else(|| "?".into())
     };
     let mut note = format!(
-        "{REPORT_MARKER} run={} stop={}\n",
+        "{REPORT_MARKER} run={} stop={}{}\n",
         report.str("run_id"),
         report.str("stop_reason"),
+        stage_line(report),
     );
     // A question leads the note: it is what the asker must read and answer.
     if let Some(q) = question(report) {
@@ -161,6 +162,25 @@ fn question(report: &Parsed) -> Option<&str> {
         .filter(|q| !q.trim().is_empty())
 }
 
+/// ` stage=2/3 implement attempt=1` for a workflow REPORT (the stage this run ended on and
+/// its last attempt), else nothing.
+fn stage_line(report: &Parsed) -> String {
+    let Some(w) = report.fields.get("workflow") else {
+        return String::new();
+    };
+    let stages = w["stages"].as_array().map_or(0, Vec::len);
+    let attempt = w["attempts"]
+        .as_array()
+        .and_then(|a| a.last())
+        .and_then(|a| a["attempt"].as_u64())
+        .unwrap_or(1);
+    format!(
+        " stage={}/{stages} {} attempt={attempt}",
+        w["index"].as_u64().unwrap_or(0),
+        w["stage"].as_str().unwrap_or("?")
+    )
+}
+
 /// Where the issue's status goes after a REPORT.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StatusTarget<'a> {
@@ -182,7 +202,8 @@ pub fn target_status<'a>(cfg: &'a RedmineConfig, stop_reason: &str) -> StatusTar
     match stop_reason {
         "completed" => named(&cfg.writeback.status_done),
         "needs_input" => named(&cfg.writeback.status_needs_input),
-        "interrupted" => StatusTarget::BeforeClaim,
+        // A workflow with stages left: the issue stays in play for the next tick.
+        "interrupted" | "next_stage" => StatusTarget::BeforeClaim,
         _ => named(&cfg.writeback.status_failed),
     }
 }

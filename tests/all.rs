@@ -48,3 +48,4 @@ mod scope;
 mod secrets;
 mod session;
 mod unix_sockets;
+mod workflows;

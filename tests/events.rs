@@ -434,6 +434,23 @@ fn every_event_type_is_in_the_schema() {
             ok: false,
             error: Some(s()),
         },
+        Event::StageStarted {
+            workflow: s(),
+            stage: s(),
+            index: 1,
+            stages: 3,
+            attempt: 1,
+            tier: s(),
+            model: s(),
+        },
+        Event::StageCompleted {
+            workflow: s(),
+            stage: s(),
+            index: 1,
+            attempt: 2,
+            outcome: "failed".into(),
+            reason: Some(s()),
+        },
         Event::RunCompleted {
             exit_code: 2,
             stop_reason: "intake_error".into(),
@@ -458,6 +475,8 @@ fn every_event_type_is_in_the_schema() {
             Event::WritebackCompleted { .. } => 9,
             Event::RunCompleted { .. } => 10,
             Event::EgressDenied { .. } => 11,
+            Event::StageStarted { .. } => 12,
+            Event::StageCompleted { .. } => 13,
         });
         let text = line(e, "run-1", chrono::Utc::now(), &Default::default());
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -472,6 +491,8 @@ fn every_event_type_is_in_the_schema() {
         "llm_error",
         "interrupted",
         "check_failed",
+        "next_stage",
+        "stage_failed",
     ] {
         let e = Event::ReportWritten {
             path: s(),

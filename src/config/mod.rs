@@ -20,6 +20,7 @@ mod load;
 mod raw;
 mod schema;
 mod validate;
+mod workflow;
 
 pub use forge::{ForgeConfig, ForgeKind, OnFailure, PrMode};
 pub use load::{config_path, load};
@@ -53,6 +54,8 @@ pub struct Config {
     /// `[finish] result_schema`: the schema a `finish` call's `result` must match, compiled
     /// at load (default none: `finish` takes no `result`).
     pub result_schema: Option<crate::result_schema::ResultSchema>,
+    /// `[workflows]`: named pipelines of stages (default none: every task is one turn).
+    pub workflows: Option<Workflows>,
     /// `[session]`: the conversation carried across runs of one task.
     pub session: SessionConfig,
     /// The Redmine task source, when configured.
@@ -151,6 +154,84 @@ pub struct CheckSpec {
     pub max_attempts: u32,
     /// Bytes of the check's output (head and tail) sent back to the model (default 8192).
     pub feedback_bytes: usize,
+}
+
+/// The prefix of a `[models.classes]` value that names a workflow instead of a tier.
+pub const CLASS_PREFIX: &str = "workflow:";
+
+/// A skill file bigger than this is refused: it goes into every stage's system prompt.
+pub const MAX_SKILL_BYTES: usize = 64 * 1024;
+
+/// `[workflows]`: the named pipelines and how they run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workflows {
+    /// By name.
+    pub named: BTreeMap<String, Workflow>,
+    /// `default`: the workflow of a task nothing else routes (`None`: such a task is a
+    /// routing error, never a guess).
+    pub default: Option<String>,
+    /// `max_loops`: how often `on_fail` edges may send a task back, in all (default 2).
+    pub max_loops: u32,
+    /// `per_run`: one stage per `harness once`, or every stage in one run.
+    pub per_run: PerRun,
+}
+
+/// `[workflows] per_run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerRun {
+    /// One stage per run (cron ticks); the task stays eligible until its last stage.
+    Stage,
+    /// Every stage in one run.
+    All,
+}
+
+impl PerRun {
+    /// `stage` or `all`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PerRun::Stage => "stage",
+            PerRun::All => "all",
+        }
+    }
+}
+
+/// `[workflows.<name>]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workflow {
+    /// Its name.
+    pub name: String,
+    /// `intent`, tokenised (stop words out): what the router matches a task against.
+    pub intent: Vec<String>,
+    /// The stages, in order (never empty).
+    pub stages: Vec<StageSpec>,
+}
+
+/// `[workflows.<name>.stage.<stage>]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageSpec {
+    /// Its name.
+    pub name: String,
+    /// The skill: its instructions and one-line success check.
+    pub skill: crate::workflow::skill::Skill,
+    /// The tier it runs on (`None`: the task's own tier, else `[models].default_tier`).
+    pub tier: Option<String>,
+    /// Attempts after the first when it fails, each told why the last one failed.
+    pub retries: u32,
+    /// Its round cap (`None`: `[loop].max_rounds`).
+    pub max_rounds: Option<u32>,
+    /// A command whose exit status decides the stage (run once per attempt, when the model
+    /// says it is done); `None`: the model's own verdict on the skill's success check.
+    pub check: Option<CheckSpec>,
+    /// `on_fail`: the earlier stage a failure sends the task back to (bounded by
+    /// `max_loops`), as its index; `None`: a failure ends the workflow.
+    pub on_fail: Option<usize>,
+}
+
+impl Workflows {
+    /// The workflow a `[models.classes]` value names, when it names one.
+    pub fn of_class<'a>(&'a self, tier_or_workflow: &str) -> Option<&'a Workflow> {
+        self.named.get(tier_or_workflow.strip_prefix(CLASS_PREFIX)?)
+    }
 }
 
 /// `[workspace]`: each task works in its own git worktree of `repo`, on its own branch.
@@ -691,8 +772,10 @@ pub fn parse_reading(text: &str, path: &Path, read: ReadFile) -> Result<Config, 
     };
     let mut raw = raw;
     let finish = raw.finish.take();
+    let workflows = raw.workflows.take();
     let mut config = v.config(raw, path);
     v.finish(finish.unwrap_or_default(), read, &mut config);
+    v.workflows(workflows, read, &mut config);
     if v.problems.is_empty() {
         Ok(config)
     } else {
@@ -716,7 +799,7 @@ fn type_problems(text: &str) -> Option<Vec<String>> {
 }
 
 /// `tools.bash.alow: unknown key (did you mean `allow`?)`.
-fn unknown_key(path: &str) -> String {
+pub(super) fn unknown_key(path: &str) -> String {
     let parts: Vec<&str> = path.split('.').filter(|p| *p != "?").collect();
     format!(
         "{}: unknown key{}",

@@ -28,6 +28,7 @@ pub(super) struct RawConfig {
     pub(super) workspace: Option<RawWorkspace>,
     pub(super) forge: Option<RawForge>,
     pub(super) session: Option<RawSession>,
+    pub(super) workflows: Option<RawWorkflows>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -247,4 +248,33 @@ pub(super) struct RawDemo {
     pub(super) subject: Option<String>,
     pub(super) prompt: Option<String>,
     pub(super) class: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawWorkflows {
+    pub(super) default: Option<String>,
+    pub(super) max_loops: Option<i64>,
+    pub(super) per_run: Option<String>,
+    // Each read by hand (`read_workflow`): serde_ignored does not see into a flattened
+    // map, and a misspelt stage key must be named like any other unknown key.
+    #[serde(flatten)]
+    pub(super) named: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawWorkflow {
+    pub(super) intent: Option<String>,
+    pub(super) stages: Option<Vec<String>>,
+    pub(super) stage: Option<BTreeMap<String, RawStage>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawStage {
+    pub(super) skill: Option<String>,
+    pub(super) tier: Option<String>,
+    pub(super) retries: Option<i64>,
+    pub(super) max_rounds: Option<i64>,
+    pub(super) check: Option<String>,
+    pub(super) check_timeout_secs: Option<i64>,
+    pub(super) on_fail: Option<String>,
 }

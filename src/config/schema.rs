@@ -30,6 +30,8 @@ enum Ty {
     Models(&'static [(&'static str, Ty)]),
     /// A table whose every key is a table of these keys (`[check.classes.<class>]`).
     TableMap(&'static [(&'static str, Ty)]),
+    /// `[workflows]`: these keys, and any other key is a workflow table.
+    Workflows(&'static [(&'static str, Ty)]),
 }
 
 use Ty::*;
@@ -227,6 +229,28 @@ const ROOT: &[(&str, Ty)] = &[
     ("metrics", Table(&[("textfile", Str)])),
     ("inbox", Table(&[("dir", Str), ("stale_after_mins", Int)])),
     ("intake", Table(&[("order", StrList)])),
+    (
+        "workflows",
+        Workflows(&[("default", Str), ("max_loops", Int), ("per_run", Str)]),
+    ),
+];
+
+/// `[workflows.<name>]`.
+const WORKFLOW: &[(&str, Ty)] = &[
+    ("intent", Str),
+    ("stages", StrList),
+    ("stage", TableMap(STAGE)),
+];
+
+/// `[workflows.<name>.stage.<stage>]`.
+const STAGE: &[(&str, Ty)] = &[
+    ("skill", Str),
+    ("tier", Str),
+    ("retries", Int),
+    ("max_rounds", Int),
+    ("check", Str),
+    ("check_timeout_secs", Int),
+    ("on_fail", Str),
 ];
 
 /// The known key nearest to the unknown key at `path` (its dotted parts, the section's
@@ -241,6 +265,11 @@ pub(super) fn did_you_mean(path: &[&str]) -> String {
     while let Some(section) = rest.next() {
         match keys.iter().find(|(k, _)| k == section).map(|(_, ty)| *ty) {
             Some(Table(inner) | Models(inner)) => keys = inner,
+            // `[workflows.<name>]`: the next part is the workflow, any name.
+            Some(Workflows(_)) => {
+                rest.next();
+                keys = WORKFLOW;
+            }
             // `[check.classes.<class>]`: the next part is the class, any name.
             Some(TableMap(inner)) => {
                 rest.next();
@@ -343,7 +372,7 @@ fn fits(
             ok
         }
         (Tier, v) => wrong(problems, "a model name or a list of model names", v),
-        (StrMap | IntMap | Table(_) | Models(_) | TableMap(_), Value::Table(t)) => {
+        (StrMap | IntMap | Table(_) | Models(_) | TableMap(_) | Workflows(_), Value::Table(t)) => {
             let inner: Vec<&str> = section.iter().copied().chain([name]).collect();
             match ty {
                 StrMap => table(t, &[], Some(Str), &inner, problems),
@@ -351,12 +380,13 @@ fn fits(
                 Table(keys) => table(t, keys, None, &inner, problems),
                 Models(keys) => table(t, keys, Some(Tier), &inner, problems),
                 TableMap(keys) => table(t, &[], Some(Table(keys)), &inner, problems),
+                Workflows(keys) => table(t, keys, Some(Table(WORKFLOW)), &inner, problems),
                 _ => {}
             }
             // A table keeps its good keys; it is in error only through them.
             true
         }
-        (StrMap | IntMap | Table(_) | Models(_) | TableMap(_), v) => {
+        (StrMap | IntMap | Table(_) | Models(_) | TableMap(_) | Workflows(_), v) => {
             let dotted: Vec<&str> = section.iter().copied().chain([name]).collect();
             wrong(problems, &format!("a table ([{}])", dotted.join(".")), v)
         }
@@ -507,6 +537,11 @@ prompt = 2026-01-01
                         "k".to_string(),
                         Value::Table(sample(inner)),
                     )])),
+                    Workflows(inner) => {
+                        let mut t = sample(inner);
+                        t.insert("w".to_string(), Value::Table(sample(WORKFLOW)));
+                        Value::Table(t)
+                    }
                 };
                 t.insert(name.to_string(), v);
             }

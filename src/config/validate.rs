@@ -255,8 +255,10 @@ impl Validator {
             max_rounds,
             max_tool_calls,
             finish,
-            // `[finish]` is read after the rest (`parse_reading`): it reads a file.
+            // `[finish]` and `[workflows]` are read after the rest (`parse_reading`): they
+            // read files.
             result_schema: None,
+            workflows: None,
             session,
             redmine,
             litellm,
@@ -521,7 +523,8 @@ impl Validator {
         }
         let classes = raw.classes.unwrap_or_default();
         for (class, tier) in &classes {
-            if !defined(tier) {
+            // `workflow:NAME` is checked with [workflows].
+            if !defined(tier) && !tier.starts_with(super::CLASS_PREFIX) {
                 problems.push((
                     format!("[models.classes].{class}"),
                     format!("maps to tier {tier:?}, which [models] does not define"),

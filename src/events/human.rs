@@ -80,6 +80,30 @@ pub fn narration(event: &Event) -> Option<String> {
         } => Some(format!(
             "REPORT written: {path} (stop reason {stop_reason}, {rounds} rounds, {total_tokens} tokens)"
         )),
+        Event::StageStarted {
+            workflow,
+            stage,
+            index,
+            stages,
+            attempt,
+            tier,
+            model,
+        } => Some(format!(
+            "workflow {workflow}: stage {index}/{stages} {stage} (attempt {attempt}) on {tier} -> {model}"
+        )),
+        Event::StageCompleted {
+            workflow,
+            stage,
+            index,
+            attempt,
+            outcome,
+            reason,
+        } => Some(format!(
+            "workflow {workflow}: stage {index} {stage} (attempt {attempt}) {outcome}{}",
+            reason
+                .as_deref()
+                .map_or_else(String::new, |r| format!(": {}", quote(r)))
+        )),
         Event::TaskTaken { .. }
         | Event::Route { .. }
         | Event::RunStarted { .. }

@@ -29,6 +29,8 @@ pub struct Tally {
     pub tool_calls: [u64; 3],
     /// Inbox entries that could never be a task, moved to `failed/` by this run.
     pub inbox_skipped: u64,
+    /// Workflow stage attempts: (workflow, stage, outcome) -> count.
+    pub stages: BTreeMap<(String, String, String), u64>,
 }
 
 impl Tally {
@@ -46,6 +48,17 @@ impl Tally {
                 self.cost_usd += cost_usd.unwrap_or(0.0);
             }
             Event::ToolCompleted { verdict, .. } => self.tool_calls[verdict_index(*verdict)] += 1,
+            Event::StageCompleted {
+                workflow,
+                stage,
+                outcome,
+                ..
+            } => {
+                *self
+                    .stages
+                    .entry((workflow.clone(), stage.clone(), outcome.clone()))
+                    .or_insert(0) += 1;
+            }
             _ => {}
         }
     }
@@ -116,6 +129,11 @@ const FAMILIES: &[Family] = &[
         name: "harness_inbox_skipped_total",
         counter: true,
         help: "Inbox entries that could never be a task (a symlink, FIFO, directory or non-UTF-8 name), moved to failed/.",
+    },
+    Family {
+        name: "harness_stage_attempts_total",
+        counter: true,
+        help: "Workflow stage attempts, by workflow, stage and outcome (passed, failed, needs_input, stopped).",
     },
     Family {
         name: "harness_last_run_timestamp_seconds",
@@ -208,6 +226,18 @@ fn count(samples: &mut Samples, v: &str, run: &Run) {
         v.to_string(),
         t.inbox_skipped as f64,
     );
+    for ((workflow, stage, outcome), n) in &t.stages {
+        add(
+            "harness_stage_attempts_total",
+            format!(
+                "{v},workflow=\"{}\",stage=\"{}\",outcome=\"{}\"",
+                escape(workflow),
+                escape(stage),
+                escape(outcome)
+            ),
+            *n as f64,
+        );
+    }
 }
 
 /// Sets the gauges of the vertical `v` to this run's; the last success time stays unless it
@@ -350,6 +380,7 @@ mod tests {
             cost_usd: 0.25,
             tool_calls: [1, 1, 0],
             inbox_skipped: 1,
+            stages: Default::default(),
         };
         let text = render("", &run("completed", 0, &tally, "2026-12-01T10:00:00Z"));
         assert_eq!(

@@ -181,6 +181,40 @@ pub enum Event {
         /// What failed.
         error: Option<String>,
     },
+    /// A workflow stage's attempt starts (its own bounded turn).
+    #[serde(rename = "stage.started")]
+    StageStarted {
+        /// The workflow.
+        workflow: String,
+        /// The stage.
+        stage: String,
+        /// Its 1-based place in the workflow.
+        index: usize,
+        /// The workflow's stage count.
+        stages: usize,
+        /// 1-based attempt of this stage in this run.
+        attempt: u32,
+        /// The tier it runs on.
+        tier: String,
+        /// The first-choice model.
+        model: String,
+    },
+    /// A workflow stage's attempt ended.
+    #[serde(rename = "stage.completed")]
+    StageCompleted {
+        /// The workflow.
+        workflow: String,
+        /// The stage.
+        stage: String,
+        /// Its 1-based place in the workflow.
+        index: usize,
+        /// 1-based attempt.
+        attempt: u32,
+        /// `passed`, `failed`, `needs_input` or `stopped`.
+        outcome: String,
+        /// Why it did not pass, when it did not (masked).
+        reason: Option<String>,
+    },
     /// The last line of every stream.
     #[serde(rename = "run.completed")]
     RunCompleted {

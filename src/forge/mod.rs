@@ -40,6 +40,10 @@ pub fn decide(cfg: &ForgeConfig, stop_reason: &str, pushed: bool) -> Decision {
     match stop_reason {
         "needs_input" => return Decision::Skip("the run asks a question (needs_input)"),
         "interrupted" => return Decision::Skip("the run was interrupted"),
+        // A workflow's stage passed and the next one runs later: not the task's end yet.
+        "next_stage" => {
+            return Decision::Skip("the workflow goes on with its next stage (next_stage)")
+        }
         _ => {}
     }
     if !pushed {
@@ -483,6 +487,14 @@ mod tests {
             decide(&draft, "interrupted", true),
             Decision::Skip(_)
         ));
+        assert!(matches!(
+            decide(&draft, "next_stage", true),
+            Decision::Skip(_)
+        ));
+        assert_eq!(
+            decide(&draft, "stage_failed", true),
+            Decision::Open { draft: true }
+        );
         let off = cfg(PrMode::Off, OnFailure::Draft);
         assert!(matches!(decide(&off, "completed", true), Decision::Skip(_)));
     }

@@ -110,7 +110,14 @@ pub fn sources<'a, R: 'a>(
 
 /// Routes a task of a source; the error names the task as its source does.
 pub fn route(cfg: &Config, task: &Task) -> anyhow::Result<Route> {
-    routing::route(&cfg.models, task.class.as_deref()).map_err(|e| match task.source {
+    let text = format!("{}\n{}", task.subject, task.prompt);
+    routing::route_task(
+        &cfg.models,
+        cfg.workflows.as_ref(),
+        task.class.as_deref(),
+        &text,
+    )
+    .map_err(|e| match task.source {
         Source::Redmine => anyhow::anyhow!("routing Redmine issue #{}: {e}", task.id),
         Source::Demo | Source::Inbox => {
             anyhow::anyhow!("routing {} task {}: {e}", task.source.as_str(), task.id)

@@ -122,6 +122,7 @@ mod tests {
             class: Some("primary".into()),
             tier: "mopac-primary".into(),
             models: models.iter().map(|m| m.to_string()).collect(),
+            workflow: None,
         }
     }
 

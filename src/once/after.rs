@@ -9,7 +9,8 @@ use chrono::Utc;
 use tracing::{error, info, warn};
 
 use super::before::Ready;
-use super::{Ended, Env, Held};
+use super::talk::{Talk, Talked};
+use super::{stages, Ended, Env, Held};
 use crate::config::Config;
 use crate::events::Event;
 use crate::exit::{Failure, Stage, StageExt, Success};
@@ -19,7 +20,7 @@ use crate::redmine::client::RedmineClient;
 use crate::routing::Route;
 use crate::secrets::Redactor;
 use crate::session::Opened;
-use crate::{intake, llm, prompt, report, session, tools, turn, workspace, writeback};
+use crate::{intake, llm, report, session, tools, turn, workspace, writeback};
 
 /// The turn, the REPORT, the session saved, the write-back.
 pub(super) async fn turn_and_report(
@@ -38,32 +39,26 @@ pub(super) async fn turn_and_report(
         bash,
         limits,
     } = ready;
-    let world = turn::rules::World::here(started.date_naive());
-    let system = turn::system_prompt(
-        &cfg.vertical,
-        cfg.max_rounds,
-        bash.as_ref(),
-        cfg.finish,
-        world,
-    );
     // With [workspace], from the base commit: never what a model wrote in the worktree.
     let inputs = crate::inputs::gather(&cfg.work_root, &cfg.prompt, workspace.as_ref());
     let unborn = crate::inputs::unborn(&cfg.work_root, &cfg.prompt, workspace.is_some());
-    let system = prompt::with_project_instructions(system, &inputs.root, &cfg.prompt, redactor);
-    let system = prompt::with_skills(system, &inputs.root, &cfg.prompt, redactor);
-    let system = turn::check::with_note(system, limits.check.as_ref());
-    let system_hash = session::history::fingerprint(&system);
-    let start = session::start(held.opened, system, &task.prompt);
-    let mut turn = turn::run(
-        start,
-        &route,
-        &limits,
-        &mut backend,
-        bash.as_ref(),
-        env.interrupt,
-        env.events,
-    )
-    .await;
+    let talk = Talk {
+        cfg,
+        route: &route,
+        limits: &limits,
+        bash: bash.as_ref(),
+        interrupt: env.interrupt,
+        events: env.events,
+        instructions: &inputs.root,
+        world: turn::rules::World::here(started.date_naive()),
+        redactor,
+    };
+    let Talked {
+        mut turn,
+        system_hash,
+        workflow,
+    } = stages::converse(&talk, &mut backend, task, held.opened).await;
+    let (workflow, mark) = workflow.unzip();
     if let Some(failure) = unreached(&turn.outcome, &backend, redactor) {
         return Ended::failed(failure);
     }
@@ -86,6 +81,7 @@ pub(super) async fn turn_and_report(
     let session_info = held.opened.map(|o| o.info.clone());
     let mut report = report_of(cfg, task, &route, &turn, run, session_info, redactor);
     with_branch(cfg, &mut report, workspace);
+    report.workflow = workflow;
     report.instructions = inputs.record.clone();
     let set_aside = unborn.set_aside(env.run_id);
     if !set_aside.is_empty() {
@@ -149,6 +145,7 @@ pub(super) async fn turn_and_report(
                 .as_ref()
                 .and_then(|i| i.journals.iter().map(|j| j.id).max()),
             started: report.started,
+            workflow: mark.clone().map(Box::new),
         };
         save_session(cfg, o, record, &turn, redactor)
     });
@@ -222,7 +219,12 @@ pub(super) async fn deliver(
     // writeback
     if let Some(file) = &held.taken.inbox {
         let completed = matches!(turn.outcome, turn::TurnOutcome::Completed);
-        let settled = intake::inbox::settle(file, completed, &written.text, env.run_id);
+        let settled = if matches!(turn.outcome, turn::TurnOutcome::NextStage) {
+            // A workflow with stages left: the file goes back for the next tick.
+            intake::inbox::release(file).map(|()| file.dir.join(format!("{}.md", file.stem)))
+        } else {
+            intake::inbox::settle(file, completed, &written.text, env.run_id)
+        };
         env.events.emit(Event::WritebackCompleted {
             target: "inbox".to_string(),
             task_id: task.id.clone(),
@@ -363,7 +365,9 @@ fn turn_error(turn: &turn::Turn, redactor: &Redactor) -> Option<String> {
         turn::TurnOutcome::Completed
         | turn::TurnOutcome::NeedsInput
         | turn::TurnOutcome::AgentFailed { .. }
-        | turn::TurnOutcome::MaxRounds => turn.noted_error.as_deref().map(|e| redactor.redact(e)),
+        | turn::TurnOutcome::MaxRounds
+        | turn::TurnOutcome::NextStage
+        | turn::TurnOutcome::StageFailed => turn.noted_error.as_deref().map(|e| redactor.redact(e)),
     }
 }
 
@@ -437,6 +441,7 @@ pub(super) fn report_of(
             .as_ref()
             .map(|_| result_record(turn, redactor)),
         forge: None,
+        workflow: None,
     }
 }
 
@@ -573,7 +578,9 @@ pub(super) fn success_of(outcome: &turn::TurnOutcome) -> Success {
         Success::NotAccomplished
     } else if outcome.is_failure() {
         Success::LlmFailedAfterReport
-    } else if let turn::TurnOutcome::CheckFailed | turn::TurnOutcome::ResultInvalid { .. } = outcome
+    } else if let turn::TurnOutcome::CheckFailed
+    | turn::TurnOutcome::ResultInvalid { .. }
+    | turn::TurnOutcome::StageFailed = outcome
     {
         Success::NotAccomplished
     } else {

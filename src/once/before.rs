@@ -21,7 +21,7 @@ use crate::secrets::Redactor;
 use crate::signals::Interrupt;
 use crate::tools::spawner::Spawner;
 use crate::tools::{gate, sandbox, BashTool};
-use crate::{intake, llm, preflight, redmine, routing, session, tools, turn, workspace};
+use crate::{intake, llm, preflight, redmine, session, tools, turn, workspace};
 
 /// How this run's commands are confined; warns about escape-hatch allow rules. Fails (exit 1)
 /// where `sandbox = "landlock"` cannot be had.
@@ -133,9 +133,7 @@ pub(super) async fn take_task(
                 .stage(Stage::Intake);
             }
         }
-        let route = routing::route(&cfg.models, task.class.as_deref())
-            .map_err(|e| anyhow!("routing task {}: {e}", task.id))
-            .stage(Stage::Routing)?;
+        let route = intake::route(cfg, &task).stage(Stage::Routing)?;
         return Ok(Some(Taken {
             task,
             route,

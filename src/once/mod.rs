@@ -28,6 +28,8 @@ use crate::{config, intake, plan};
 
 mod after;
 mod before;
+mod stages;
+mod talk;
 
 use after::turn_and_report;
 pub(crate) use before::redmine_client;

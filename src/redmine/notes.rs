@@ -98,7 +98,11 @@ pub fn answered_by(issue: &Issue) -> Option<String> {
         .iter()
         .filter(|j| !is_bookkeeping(&j.notes))
         .max_by_key(|j| j.id)?;
-    if marker_field(&last.notes, REPORT_MARKER, "stop").as_deref() == Some("interrupted") {
+    // A workflow with stages left is not answered yet: the next tick runs the next stage.
+    if matches!(
+        marker_field(&last.notes, REPORT_MARKER, "stop").as_deref(),
+        Some("interrupted" | "next_stage")
+    ) {
         return None;
     }
     marker_run(&last.notes, REPORT_MARKER)

@@ -43,6 +43,9 @@ pub struct RunRecord {
     pub seen_journal: Option<u64>,
     /// When the run started.
     pub started: DateTime<Utc>,
+    /// Where the run left the task's workflow, when the task runs as one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<Box<crate::workflow::state::Mark>>,
 }
 
 /// A message and the run that added it.
@@ -109,6 +112,12 @@ impl RunRecord {
             stop_reason: cut(self.stop_reason),
             outcome: self.outcome.map(cut),
             system_hash: cut(self.system_hash),
+            workflow: self.workflow.map(|mut m| {
+                m.workflow = cut(m.workflow);
+                m.stage = cut(m.stage);
+                m.carried = m.carried.map(|c| crate::workflow::state::carried(&c));
+                m
+            }),
             ..self
         }
     }
@@ -159,6 +168,7 @@ pub(crate) mod tests {
             started: DateTime::parse_from_rfc3339("2026-12-01T10:00:00Z")
                 .unwrap()
                 .with_timezone(&Utc),
+            workflow: None,
         }
     }
 

@@ -12,7 +12,10 @@ pub const INTERRUPTED_RESULT: &str = "not run: the previous run was interrupted"
 
 /// Stop reasons after which the task waits for something new before another model call.
 pub fn is_final(stop_reason: &str) -> bool {
-    matches!(stop_reason, "completed" | "needs_input" | "agent_failed")
+    matches!(
+        stop_reason,
+        "completed" | "needs_input" | "agent_failed" | "stage_failed"
+    )
 }
 
 /// Makes every tool call answered exactly once, right after the assistant message that made

@@ -30,6 +30,9 @@ pub struct CheckRecord {
     pub last_exit: Option<i32>,
     /// How the last run ended: `exit 1`, `timeout`, `signal 9`, `interrupted`, `not run`.
     pub last_ending: String,
+    /// The last run's output (head and tail, masked): a workflow stage's retry reason.
+    #[serde(skip)]
+    pub last_output: String,
 }
 
 /// What follows a run of the check.
@@ -139,6 +142,7 @@ pub async fn run(
         passed: attempt.exit == Some(0),
         last_exit: attempt.exit,
         last_ending: attempt.ending.clone(),
+        last_output: attempt.output.clone(),
     });
     if attempt.ending == "interrupted" {
         return CheckVerdict::Interrupted {
@@ -336,6 +340,7 @@ mod tests {
             passed: true,
             last_exit: Some(0),
             last_ending: "exit 0".into(),
+            last_output: String::new(),
         };
         assert_eq!(
             section(&r),

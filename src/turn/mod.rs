@@ -73,6 +73,11 @@ pub enum TurnOutcome {
         /// What is wrong with it, as [`crate::result_schema::ResultSchema::check`] lists it.
         errors: Vec<String>,
     },
+    /// A workflow's stage passed (or an `on_fail` edge was taken) and the workflow goes on
+    /// at the next run (`per_run = "stage"`): the task stays eligible.
+    NextStage,
+    /// A workflow's stage failed with no retry and no edge back left (exit 5).
+    StageFailed,
 }
 
 impl TurnOutcome {
@@ -89,6 +94,8 @@ impl TurnOutcome {
             | TurnOutcome::MaxRounds
             | TurnOutcome::CheckFailed
             | TurnOutcome::ResultInvalid { .. }
+            | TurnOutcome::NextStage
+            | TurnOutcome::StageFailed
             | TurnOutcome::Interrupted { .. }
             | TurnOutcome::Budget {
                 stop: BudgetStop::Tokens { .. } | BudgetStop::Cost { .. },
@@ -108,6 +115,8 @@ impl TurnOutcome {
             TurnOutcome::Interrupted { .. } => "interrupted",
             TurnOutcome::CheckFailed => "check_failed",
             TurnOutcome::ResultInvalid { .. } => "result_invalid",
+            TurnOutcome::NextStage => "next_stage",
+            TurnOutcome::StageFailed => "stage_failed",
         }
     }
 }
@@ -587,7 +596,7 @@ struct TakenReply {
 
 impl Turn {
     /// A turn before its first round: no reply, nothing spent, the chain's first model.
-    fn start(route: &Route) -> Turn {
+    pub(crate) fn start(route: &Route) -> Turn {
         Turn {
             outcome: TurnOutcome::Completed,
             reply: None,
@@ -629,6 +638,7 @@ mod tests {
             class: None,
             tier: "primary".into(),
             models: vec!["m1".into(), "m2".into()],
+            workflow: None,
         }
     }
 
