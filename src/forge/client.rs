@@ -4,7 +4,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
-use tracing::{debug, info};
+use tracing::debug;
 
 use super::api::{Dialect, Request};
 use crate::config::ForgeConfig;
@@ -105,26 +105,18 @@ impl ForgeClient {
     /// After failed attempt number `attempt`: the wait the one policy asks for (then the
     /// next attempt's number), or the error that ends the request.
     pub async fn after_failure(&self, req: &Request, failed: Failed, attempt: u32) -> Result<u32> {
-        let decision = http::decide(
+        let decision = http::decide_now(
             failed.fault,
             attempt,
             self.max_retries,
             failed.retry_after.as_deref(),
-            chrono::Utc::now(),
-            http::jitter_seed(),
         );
         let url = format!("{}{}", self.root, req.path);
         match decision {
             Retry::After(wait) => {
-                info!(
-                    "forge: {} {url} failed ({}); retry {} of {} in {:.1}s",
-                    req.method,
-                    failed.reason,
-                    attempt + 1,
-                    self.max_retries,
-                    wait.as_secs_f64()
-                );
-                tokio::time::sleep(wait).await;
+                let what = format!("forge: {} {url}", req.method);
+                http::pause_before_retry(&what, &failed.reason, attempt, self.max_retries, wait)
+                    .await;
                 Ok(attempt + 1)
             }
             Retry::GiveUp => bail!(

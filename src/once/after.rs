@@ -279,6 +279,16 @@ pub(super) async fn deliver(
     }
 }
 
+/// Where the REPORT is and the command that finishes its write-back.
+fn retry_hint(cfg: &Config, path: &Path) -> String {
+    format!(
+        "the REPORT is on disk at {}; retry the write-back with: harness writeback --config {} {}",
+        path.display(),
+        cfg.path.display(),
+        path.display()
+    )
+}
+
 /// The REPORT's `workspace:` and, with `[forge]`, its `forge:` before any forge call
 /// (`pending` when a pull request is wanted: [`crate::forge::intent`]).
 fn with_branch(cfg: &Config, report: &mut report::Report, ws: Option<workspace::Record>) {
@@ -322,14 +332,7 @@ async fn forge_step(
         });
     }
     let text = done
-        .map_err(|e| {
-            anyhow!(
-                "{e:#}\nthe REPORT is on disk at {}; retry the write-back with: harness writeback --config {} {}",
-                path.display(),
-                cfg.path.display(),
-                path.display()
-            )
-        })
+        .map_err(|e| anyhow!("{e:#}\n{}", retry_hint(cfg, &path)))
         .stage(Stage::Writeback)?;
     Ok(report::Written { path, text })
 }
@@ -522,14 +525,7 @@ pub(super) async fn write_back(
         .unwrap_or_default();
     writeback::write_back(client, rm, &written.text, &name, extra)
         .await
-        .map_err(|e| {
-            anyhow!(
-                "{e:#}\nthe REPORT is on disk at {}; retry the write-back with: harness writeback --config {} {}",
-                path.display(),
-                cfg.path.display(),
-                path.display()
-            )
-        })
+        .map_err(|e| anyhow!("{e:#}\n{}", retry_hint(cfg, path)))
         .stage(Stage::Writeback)
 }
 
