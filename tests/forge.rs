@@ -642,3 +642,45 @@ fn a_dry_run_needs_no_forge_token_and_a_run_without_one_stops_before_any_claim()
     assert!(llm.chat_bodies().is_empty(), "no token spent");
     assert!(forge.requests().is_empty());
 }
+
+/// On the real Redmine: the REPORT note of the issue links the pull request, and the pull
+/// request links the issue.
+#[test]
+fn on_a_real_redmine_the_note_and_the_pull_request_link_each_other() {
+    let _g = real_redmine!();
+    use common::redmine::{id, issue, notes, var, SCOPE_NEW, WRITEBACK};
+    let forge = Forge::start("gitea", TOKEN);
+    let llm = Llm::start(&json!(run_steps(1, "done")));
+    let ws = workspace(&llm, &forge, "");
+    let text = std::fs::read_to_string(ws.config()).unwrap();
+    let text = common::redmine::config(text, &format!("{SCOPE_NEW}\n{WRITEBACK}"));
+    std::fs::write(ws.config(), text).unwrap();
+    let bot = var("REDMINE_BOT_API_KEY");
+    let keys = [
+        ("HARNESS_TEST_LLM_KEY", CANARY),
+        ("HARNESS_TEST_FORGE_TOKEN", TOKEN),
+        ("HARNESS_TEST_REDMINE_KEY", bot.as_str()),
+    ];
+    let run = ws.run_env(&["once"], &keys);
+    assert_eq!(run.code, 0, "{run:?}");
+    let top = id("CODE2");
+    let pr_url = format!("{}/{REPO}/pulls/1", forge.url());
+    assert_eq!(front(&ws.latest(), "pr_url"), json!(pr_url));
+    let reports: Vec<String> = notes(&issue(top))
+        .into_iter()
+        .filter(|n| n.starts_with("[harness-report]"))
+        .collect();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(
+        reports[0].contains(&format!("**Pull request:** {pr_url}")),
+        "{}",
+        reports[0]
+    );
+    let pr = &forge.prs()[0];
+    assert_eq!(pr["head"]["ref"], json!(format!("harness/test-{top}")));
+    let link = format!("({}/issues/{top})", var("REDMINE_URL"));
+    assert!(pr["body"].as_str().unwrap().contains(&link), "{pr}");
+    assert_eq!(forge.violations(), Vec::<String>::new());
+    assert!(!run.stderr.contains(&bot) && !ws.all_files_text().contains(&bot));
+    assert_no_token(&ws, &llm, &[&run]);
+}
