@@ -74,6 +74,7 @@ pub async fn run(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
     items.extend(cfg.workflows.iter().flat_map(workflow_items));
     items.extend(litellm_items(cfg, redactor).await);
     items.extend(redmine_items(cfg, redactor).await);
+    items.extend(forge_items(cfg, redactor));
     for i in &mut items {
         i.detail = redactor.redact(&i.detail);
     }
@@ -485,6 +486,44 @@ async fn redmine_items(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
             ),
         ),
         Err(e) => item(Status::Fail, "redmine", format!("{e:#}")),
+    });
+    items
+}
+
+/// `[forge]`: where pull requests go and how, and whether its token resolves (the one
+/// place once gets it from: [`preflight::forge_client`]). No request is sent.
+fn forge_items(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
+    let Some(f) = &cfg.forge else {
+        return Vec::new();
+    };
+    let pr = match f.pr {
+        crate::config::PrMode::Off => "off",
+        crate::config::PrMode::Draft => "draft",
+        crate::config::PrMode::Ready => "ready",
+    };
+    let on_failure = match f.on_failure {
+        crate::config::OnFailure::Branch => "branch",
+        crate::config::OnFailure::Draft => "draft",
+    };
+    let mut items = vec![item(
+        Status::Ok,
+        "forge",
+        format!(
+            "{} {} repo {}: pr {pr}, on failure {on_failure}, title {:?}",
+            f.kind.as_str(),
+            f.url,
+            f.repo,
+            f.title
+        ),
+    )];
+    items.push(match preflight::forge_client(cfg, redactor) {
+        Some(Ok(_)) => item(
+            Status::Ok,
+            "forge token",
+            format!("{} resolves", f.token_ref.describe()),
+        ),
+        Some(Err(e)) => item(Status::Fail, "forge token", unlabelled("forge token", &e)),
+        None => return items,
     });
     items
 }

@@ -77,7 +77,8 @@ pub enum Command {
     Once(OnceArgs),
     /// Judge a bash command under the config's [tools.bash] rules (exit 0 allowed, 3 denied).
     Gate(GateArgs),
-    /// Retry the Redmine write-back (note + status) of an existing REPORT file; idempotent.
+    /// Retry what an existing REPORT file still owes: its pending pull request (`[forge]`),
+    /// then its Redmine write-back (note + status); idempotent.
     Writeback(WritebackArgs),
     /// Run every no-cost check (config, key refs, report dir, gate, proxy and models,
     /// Redmine) and print a checklist (exit 0 all ok, 1 otherwise). Sends no completion.

@@ -17,12 +17,51 @@ pub fn version() -> Result<Success, Failure> {
     Ok(Success::Done)
 }
 
-/// `harness writeback`: posts a REPORT file to its Redmine issue.
+/// `harness writeback`: does what a REPORT file still owes: its pending pull request
+/// (`[forge]`), then its Redmine note; each is safe to repeat.
 pub async fn writeback_command(
     args: cli::WritebackArgs,
     redactor: &mut Redactor,
 ) -> Result<Success, Failure> {
     let cfg = config::load(args.config, redactor).stage(Stage::Config)?;
+    let text = crate::bounded::read_text(&args.report, crate::bounded::REPORT_MAX)
+        .with_context(|| format!("cannot read REPORT {}", args.report.display()))
+        .stage(Stage::Usage)?;
+    let parsed = crate::report::parse(&text)
+        .with_context(|| format!("REPORT {}", args.report.display()))
+        .stage(Stage::Usage)?;
+    let to_redmine = parsed.str("source") == "redmine" || crate::forge::pending(&parsed).is_none();
+    let text = match crate::forge::pending(&parsed) {
+        Some(_) => {
+            let Some(client) = crate::preflight::forge_client(&cfg, redactor) else {
+                return Err(anyhow!(
+                    "the REPORT {} has a pending pull request, but config {} has no [forge] section",
+                    args.report.display(),
+                    cfg.path.display()
+                ))
+                .stage(Stage::Config);
+            };
+            let client = client.stage(Stage::Config)?;
+            crate::forge::write_back(&client, &cfg, &args.report, &text)
+                .await
+                .with_context(|| format!("write-back of {}", args.report.display()))
+                .stage(Stage::Writeback)?
+        }
+        None => text,
+    };
+    if to_redmine {
+        redmine_writeback(&cfg, &args.report, &text, redactor).await?;
+    }
+    Ok(Success::Done)
+}
+
+/// The Redmine part of `harness writeback`.
+async fn redmine_writeback(
+    cfg: &config::Config,
+    report: &std::path::Path,
+    text: &str,
+    redactor: &mut Redactor,
+) -> Result<(), Failure> {
     let Some(rm) = &cfg.redmine else {
         return Err(anyhow!(
             "config {} has no [redmine] section",
@@ -30,32 +69,27 @@ pub async fn writeback_command(
         ))
         .stage(Stage::Config);
     };
-    let text = crate::bounded::read_text(&args.report, crate::bounded::REPORT_MAX)
-        .with_context(|| format!("cannot read REPORT {}", args.report.display()))
-        .stage(Stage::Usage)?;
     let key = crate::preflight::key(&rm.key_ref, "redmine key", "[redmine].key_ref", redactor)
         .stage(Stage::Config)?;
     let client = RedmineClient::new(rm, key, redactor.clone()).stage(Stage::Config)?;
-    let name = args
-        .report
+    let name = report
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     // A retried write-back brings the task's session along, as the run would have.
-    let extra = crate::report::parse(&text)
+    let extra = crate::report::parse(text)
         .ok()
         .filter(|report| report.str("source") == "redmine")
-        .and_then(|r| crate::session::for_retry(&cfg, r.str("task_id"), r.str("run_id")))
+        .and_then(|r| crate::session::for_retry(cfg, r.str("task_id"), r.str("run_id")))
         .map(|(name, bytes)| writeback::Extra {
             name,
             bytes,
             content_type: "application/gzip",
         });
-    writeback::write_back(&client, rm, &text, &name, extra)
+    writeback::write_back(&client, rm, text, &name, extra)
         .await
-        .with_context(|| format!("write-back of {}", args.report.display()))
-        .stage(Stage::Writeback)?;
-    Ok(Success::Done)
+        .with_context(|| format!("write-back of {}", report.display()))
+        .stage(Stage::Writeback)
 }
 
 /// `harness check`: every check that costs no token, as a checklist.

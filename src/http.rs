@@ -101,6 +101,40 @@ pub fn decide(
     Retry::After(backoff(attempt, asked, seed))
 }
 
+/// [`decide`] now, with a fresh jitter seed: what an adapter's retry loop asks.
+pub fn decide_now(
+    fault: Fault,
+    attempt: u32,
+    max_retries: u32,
+    retry_after: Option<&str>,
+) -> Retry {
+    decide(
+        fault,
+        attempt,
+        max_retries,
+        retry_after,
+        chrono::Utc::now(),
+        jitter_seed(),
+    )
+}
+
+/// Says on stderr that `what` (`redmine: PUT URL`) failed for `reason` and is tried again,
+/// then waits `wait` (what [`decide`] said).
+pub async fn pause_before_retry(
+    what: &str,
+    reason: &str,
+    attempt: u32,
+    max_retries: u32,
+    wait: Duration,
+) {
+    tracing::info!(
+        "{what} failed ({reason}); retry {} of {max_retries} in {:.1}s",
+        attempt + 1,
+        wait.as_secs_f64()
+    );
+    tokio::time::sleep(wait).await;
+}
+
 /// 408, 429 and the 5xx gateway family are worth another attempt; other statuses are final.
 pub fn is_retryable_status(status: u16) -> bool {
     matches!(status, 408 | 429 | 500 | 502 | 503 | 504)

@@ -19,6 +19,7 @@ pub(crate) mod commands;
 pub mod config;
 pub mod events;
 pub(crate) mod exit;
+pub(crate) mod forge;
 pub(crate) mod http;
 pub(crate) mod inputs;
 pub(crate) mod intake;

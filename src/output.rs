@@ -40,7 +40,8 @@ pub struct Summary {
     pub report: Option<String>,
     /// The `finish` result; null without one.
     pub result: Option<Value>,
-    /// The pull request opened for the task's branch; null (no forge yet).
+    /// The pull request the forge step opened or updated for the task's branch; null
+    /// without one (no `[forge]`, none wanted, or it is still pending).
     pub pr_url: Option<String>,
     /// Tokens of the turn; null without a REPORT.
     pub tokens: Option<Tokens>,
@@ -70,6 +71,7 @@ impl Summary {
         exit_code: u8,
         error: Option<&str>,
         delivered: Option<&Delivered>,
+        pr_url: Option<&str>,
     ) -> Summary {
         Summary {
             run_id: run_id.to_string(),
@@ -78,7 +80,7 @@ impl Summary {
             stop_reason: delivered.map(|d| d.stop_reason.clone()),
             report: delivered.map(|d| d.report.clone()),
             result: delivered.and_then(|d| d.result.clone()),
-            pr_url: None,
+            pr_url: pr_url.map(String::from),
             tokens: delivered.map(|d| Tokens {
                 prompt: d.usage.prompt_tokens,
                 completion: d.usage.completion_tokens,
@@ -116,18 +118,25 @@ mod tests {
             cost_usd: Some(0.5),
             result: Some(json!({"category": "bug"})),
         };
-        let with = Summary::new("r1", "completed", 0, None, Some(&delivered));
+        let with = Summary::new(
+            "r1",
+            "completed",
+            0,
+            None,
+            Some(&delivered),
+            Some("http://127.0.0.1:3000/o/r/pulls/1"),
+        );
         let text = with.render(&Redactor::default());
         assert_eq!(
             serde_json::from_str::<Value>(&text).unwrap(),
             json!({"run_id": "r1", "outcome": "completed", "exit_code": 0,
                 "stop_reason": "completed", "report": "/r/REPORT-v-1.md",
-                "result": {"category": "bug"}, "pr_url": null,
+                "result": {"category": "bug"}, "pr_url": "http://127.0.0.1:3000/o/r/pulls/1",
                 "tokens": {"prompt": 7, "completion": 3, "total": 10}, "cost_usd": 0.5,
                 "error": null})
         );
         assert!(text.ends_with("}\n") && text.lines().count() == 1);
-        let without = Summary::new("r2", "config_error", 1, Some("config x: bad"), None);
+        let without = Summary::new("r2", "config_error", 1, Some("config x: bad"), None, None);
         assert_eq!(
             serde_json::to_value(&without).unwrap(),
             json!({"run_id": "r2", "outcome": "config_error", "exit_code": 1,
@@ -153,6 +162,7 @@ mod tests {
             1,
             Some("key sk-output-canary-1234"),
             Some(&delivered),
+            None,
         )
         .render(&redactor);
         assert!(!text.contains("sk-output-canary-1234"), "{text}");

@@ -215,12 +215,12 @@ fn llm_line(cfg: &Config, replay: Option<&Path>) -> String {
 }
 
 /// The PLAN's `workspace:` line when `[workspace]` is set: the task's branch, its base, the
-/// worktree and where it is pushed.
+/// worktree, where it is pushed and, with `[forge]`, its pull request.
 fn workspace_line(cfg: &Config, task: &Task) -> Option<String> {
     cfg.workspace.as_ref().map(|w| {
         let branch = crate::workspace::name::branch(&w.branch, &cfg.vertical, &task.id);
         format!(
-            "branch {branch} from {} of {}, worktree {}{}",
+            "branch {branch} from {} of {}, worktree {}{}{}",
             w.base,
             w.repo.display(),
             cfg.work_root
@@ -229,9 +229,29 @@ fn workspace_line(cfg: &Config, task: &Task) -> Option<String> {
             w.push.as_ref().map_or_else(
                 || ", not pushed".to_string(),
                 |r| format!(", pushed to {r}")
-            )
+            ),
+            cfg.forge.as_ref().map_or_else(String::new, forge_words)
         )
     })
+}
+
+/// `, a pull request on gitea acme/widgets (done: ready, failed: branch only)`.
+fn forge_words(f: &crate::config::ForgeConfig) -> String {
+    use crate::config::{OnFailure, PrMode};
+    let done = match f.pr {
+        PrMode::Off => "none",
+        PrMode::Draft => "draft",
+        PrMode::Ready => "ready",
+    };
+    let failed = match (f.pr, f.on_failure) {
+        (PrMode::Off, _) | (_, OnFailure::Branch) => "branch only",
+        (_, OnFailure::Draft) => "draft",
+    };
+    format!(
+        ", a pull request on {} {} (done: {done}, failed: {failed}, needs_input: none)",
+        f.kind.as_str(),
+        f.repo
+    )
 }
 
 #[cfg(test)]

@@ -143,6 +143,24 @@ pub fn first_failure(checks: Vec<Check>) -> Result<(), Failure> {
     }
 }
 
+/// With `[forge]`: its token resolved (it joins `redactor`) and the client built; the one
+/// place `harness once`, `harness check` and `harness writeback` get it from.
+pub fn forge_client(
+    cfg: &Config,
+    redactor: &mut Redactor,
+) -> Option<anyhow::Result<crate::forge::client::ForgeClient>> {
+    let forge = cfg.forge.as_ref()?;
+    Some(
+        key(
+            &forge.token_ref,
+            "forge token",
+            "[forge].token_ref",
+            redactor,
+        )
+        .and_then(|token| crate::forge::client::ForgeClient::new(forge, token, redactor.clone())),
+    )
+}
+
 /// Resolves the key of `key_ref` (the config's `config_key`, such as `[litellm].key_ref`) and
 /// proves it can be sent: an HTTP header value holds no line break or other control
 /// character. The key joins `redactor` as soon as it is read.

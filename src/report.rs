@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::atomic::{self, TEMP_PREFIX};
 use crate::llm::wire::Usage;
@@ -90,6 +90,9 @@ pub struct Report {
     /// A workflow task: the workflow, why it was chosen, this run's stage attempts and the
     /// stages of earlier runs ([`crate::once`] builds it); `None` for a one-turn task.
     pub workflow: Option<serde_json::Value>,
+    /// With `[forge]` and `[workspace]`: the task branch's pull request (`pending` until
+    /// the forge step has done it); `None` without them.
+    pub forge: Option<ForgeRecord>,
 }
 
 /// The `result:` (and `result_errors:`) front matter of a run with a result schema.
@@ -101,6 +104,30 @@ pub struct ResultRecord {
     pub value: Option<serde_json::Value>,
     /// `result_invalid`: what was wrong with the last round's result (bounded).
     pub errors: Vec<String>,
+}
+
+/// The REPORT's `forge:`: what became of the task branch's pull request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForgeRecord {
+    /// `pending` (still to do: `harness writeback` does it), `opened` (this run opened it),
+    /// `updated` (an open one was found and commented on) or `skipped` (none wanted).
+    pub state: String,
+    /// `gitea`, `gitlab` or `github`.
+    pub kind: String,
+    /// `[forge].repo`.
+    pub repo: String,
+    /// The task branch.
+    pub head: String,
+    /// The branch it goes into.
+    pub base: String,
+    /// Whether a pull request harness opens is a draft.
+    pub draft: bool,
+    /// The pull request's page, once there is one.
+    pub url: Option<String>,
+    /// Its number (GitLab: `iid`).
+    pub number: Option<u64>,
+    /// `skipped`: why; `pending`: the last attempt's error, if any.
+    pub reason: Option<String>,
 }
 
 /// The `finish:` front matter: what the model said about the task.
@@ -152,22 +179,7 @@ pub fn render(r: &Report) -> String {
         ("harness_version", json(&env!("CARGO_PKG_VERSION"))),
         ("round_log", json(&r.round_log)),
     ];
-    // Only runs that have a result schema, a check or a workspace carry these lines.
-    let result = r.result.as_ref();
-    let fields = fields.into_iter().chain(
-        [
-            result.map(|x| ("result", json(&x.value))),
-            result
-                .filter(|x| !x.errors.is_empty())
-                .map(|x| ("result_errors", json(&x.errors))),
-            r.check.as_ref().map(|c| ("check", json(c))),
-            r.workspace.as_ref().map(|w| ("workspace", json(w))),
-            r.instructions.as_ref().map(|i| ("instructions", json(i))),
-            r.workflow.as_ref().map(|w| ("workflow", json(w))),
-        ]
-        .into_iter()
-        .flatten(),
-    );
+    let fields = fields.into_iter().chain(optional_fields(r));
     let mut out = String::from("---\n");
     for (k, v) in fields {
         out.push_str(k);
@@ -198,6 +210,26 @@ pub fn render(r: &Report) -> String {
         out.push_str(&displayable(&crate::turn::check::section(check)));
     }
     out
+}
+
+/// The lines only some runs carry: those with a result schema, a check, a workspace,
+/// instructions, a workflow or a forge.
+fn optional_fields(r: &Report) -> impl Iterator<Item = (&'static str, String)> {
+    let result = r.result.as_ref();
+    [
+        result.map(|x| ("result", json(&x.value))),
+        result
+            .filter(|x| !x.errors.is_empty())
+            .map(|x| ("result_errors", json(&x.errors))),
+        r.check.as_ref().map(|c| ("check", json(c))),
+        r.workspace.as_ref().map(|w| ("workspace", json(w))),
+        r.instructions.as_ref().map(|i| ("instructions", json(i))),
+        r.workflow.as_ref().map(|w| ("workflow", json(w))),
+        r.forge.as_ref().map(|f| ("forge", json(f))),
+        r.forge.as_ref().map(|f| ("pr_url", json(&f.url))),
+    ]
+    .into_iter()
+    .flatten()
 }
 
 /// `text` fit for a file people `cat`, a terminal (the REPORT goes to stderr when it cannot
@@ -256,6 +288,43 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
         })?;
     drop(probe);
     atomic::remove_stale_temps(dir);
+    Ok(())
+}
+
+/// `text` (a rendered REPORT) with its `forge:` and `pr_url:` lines saying `record`: the
+/// forge step's outcome, written into the REPORT it started from. PURE.
+pub fn with_forge(text: &str, record: &ForgeRecord) -> String {
+    let mut out = String::with_capacity(text.len() + 256);
+    let mut in_front = false;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        if line == "---\n" {
+            in_front = i == 0;
+        }
+        if in_front && line.starts_with("forge: ") {
+            out.push_str(&format!("forge: {}\n", json(record)));
+        } else if in_front && line.starts_with("pr_url: ") {
+            out.push_str(&format!("pr_url: {}\n", json(&record.url)));
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// Replaces a REPORT this run (or a retried write-back) wrote with `text`, atomically, and
+/// `REPORT-latest.md` beside it when that still holds the same run.
+pub fn rewrite(path: &Path, text: &str) -> Result<()> {
+    atomic::write(path, text.as_bytes())?;
+    let latest = path.with_file_name("REPORT-latest.md");
+    let same_run = |t: &str| parse(t).ok().map(|p| p.str("run_id").to_string());
+    let old = crate::bounded::read_text(&latest, crate::bounded::REPORT_MAX).ok();
+    if old
+        .as_deref()
+        .and_then(same_run)
+        .is_some_and(|r| Some(r) == same_run(text))
+    {
+        atomic::write(&latest, text.as_bytes())?;
+    }
     Ok(())
 }
 
@@ -356,6 +425,7 @@ mod tests {
             egress: None,
             result: None,
             workflow: None,
+            forge: None,
             reply: Some("# Done\n\nAll good.".into()),
         }
     }
@@ -685,6 +755,7 @@ mod parse_tests {
             egress: None,
             result: None,
             workflow: None,
+            forge: None,
             reply: Some("hello\n---\nworld".into()),
         };
         let p = parse(&render(&r)).unwrap();
@@ -698,6 +769,35 @@ mod parse_tests {
         assert_eq!(crlf, p);
         let bom = parse(&format!("\u{feff}{}", render(&r).replace('\n', "\r\n"))).unwrap();
         assert_eq!(bom, p);
+    }
+
+    #[test]
+    fn the_forge_lines_are_rewritten_in_place_and_nothing_else() {
+        let pending = ForgeRecord {
+            state: "pending".into(),
+            kind: "gitea".into(),
+            repo: "o/r".into(),
+            head: "harness/v-1".into(),
+            base: "main".into(),
+            draft: false,
+            url: None,
+            number: None,
+            reason: None,
+        };
+        let text = "---\nharness_report: 1\nrun_id: \"r1\"\nforge: {}\npr_url: null\n---\n\nforge: body text\npr_url: too\n";
+        let opened = ForgeRecord {
+            state: "opened".into(),
+            url: Some("http://127.0.0.1:1/o/r/pulls/2".into()),
+            number: Some(2),
+            ..pending
+        };
+        assert_eq!(
+            with_forge(text, &opened),
+            format!(
+                "---\nharness_report: 1\nrun_id: \"r1\"\nforge: {}\npr_url: \"http://127.0.0.1:1/o/r/pulls/2\"\n---\n\nforge: body text\npr_url: too\n",
+                json(&opened)
+            )
+        );
     }
 
     #[test]

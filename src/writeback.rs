@@ -65,6 +65,9 @@ pub fn render_note(report: &Parsed, max_chars: usize, attached: Option<&str>) ->
     if let Some(ws) = f.get("workspace").filter(|w| w.is_object()) {
         note.push_str(&workspace_line(ws));
     }
+    if let Some(url) = f.get("pr_url").and_then(Value::as_str) {
+        note.push_str(&format!("**Pull request:** {url}\n"));
+    }
     note.push('\n');
     let body = report.body.trim_end();
     match attached {
@@ -520,6 +523,22 @@ mod tests {
             render_note(&parsed("All done.\n"), 100, None),
             "[harness-report] run=r-1 stop=completed\n**harness REPORT**: model `glm-5.3` (tier `mopac-primary`), 120 tokens, 2 rounds, stop reason `completed`\n\nAll done.\n"
         );
+    }
+
+    #[test]
+    fn the_note_links_the_pull_request() {
+        let text = "---\nharness_report: 1\nrun_id: \"r-3\"\nsource: \"redmine\"\ntask_id: \"9\"\nmodel: \"m\"\ntier: \"t\"\ntotal_tokens: 1\nrounds: 1\nstop_reason: \"completed\"\npr_url: \"http://127.0.0.1:3000/o/r/pulls/4\"\n---\n\nDone.\n";
+        let p = crate::report::parse(text).unwrap();
+        assert_eq!(
+            render_note(&p, 100, None),
+            "[harness-report] run=r-3 stop=completed\n**harness REPORT**: model `m` (tier `t`), 1 tokens, 1 rounds, stop reason `completed`\n**Pull request:** http://127.0.0.1:3000/o/r/pulls/4\n\nDone.\n"
+        );
+        let none = text.replace(
+            "pr_url: \"http://127.0.0.1:3000/o/r/pulls/4\"",
+            "pr_url: null",
+        );
+        let p = crate::report::parse(&none).unwrap();
+        assert!(!render_note(&p, 100, None).contains("Pull request"));
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod everyday;
 mod faults;
 mod files;
 mod finish;
+mod forge;
 mod gate;
 mod gate_corpus;
 mod gate_programs;

@@ -19,7 +19,7 @@ fn call(id: &str, name: &str, arguments: Value) -> Value {
 const TEST_SH: &str = "a=$(cat answer.txt)\nif [ \"$a\" = 42 ]; then echo ok; else echo \"FAIL: answer is $a, expected 42\"; exit 1; fi\n";
 
 /// `repo/` with `main` (a failing test) and `remote.git/`, a bare clone it pushes to.
-fn repo_with_remote(root: &Path) -> String {
+pub(crate) fn repo_with_remote(root: &Path) -> String {
     let repo = root.join("repo");
     std::fs::create_dir(&repo).unwrap();
     git(&repo, &["init", "-q", "-b", "main"]);

@@ -457,6 +457,7 @@ fn every_event_type_is_in_the_schema() {
             stop_reason: "intake_error".into(),
             report: None,
             error: Some(s()),
+            pr_url: Some(s()),
             duration_ms: 5,
         },
     ];

@@ -35,6 +35,7 @@ pub fn load(flag: Option<PathBuf>, redactor: &mut Redactor) -> anyhow::Result<Co
         .base_url
         .iter()
         .chain(cfg.redmine.iter().map(|r| &r.url))
+        .chain(cfg.forge.iter().map(|f| &f.url))
     {
         redactor.add_url(url);
     }

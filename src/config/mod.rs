@@ -19,12 +19,14 @@ mod attachments;
 mod code;
 mod egress;
 mod finish;
+mod forge;
 mod load;
 mod raw;
 mod schema;
 mod validate;
 mod workflow;
 
+pub use forge::{ForgeConfig, ForgeKind, OnFailure, PrMode};
 pub use load::{config_path, load};
 
 /// How the config reads a file it names (`[finish] result_schema`): [`load`] reads it
@@ -91,6 +93,8 @@ pub struct Config {
     pub check: CheckConfig,
     /// `[workspace]`: a git worktree per task, when configured.
     pub workspace: Option<WorkspaceConfig>,
+    /// `[forge]`: the pull request opened for each task's pushed branch, when configured.
+    pub forge: Option<ForgeConfig>,
 }
 
 /// `[inbox]`: a directory of `*.md` task files.

@@ -26,6 +26,7 @@ pub(super) struct RawConfig {
     pub(super) prompt: Option<RawPrompt>,
     pub(super) check: Option<RawCheck>,
     pub(super) workspace: Option<RawWorkspace>,
+    pub(super) forge: Option<RawForge>,
     pub(super) session: Option<RawSession>,
     pub(super) workflows: Option<RawWorkflows>,
 }
@@ -76,6 +77,21 @@ pub(super) struct RawWorkspace {
     pub(super) git_timeout_secs: Option<i64>,
     pub(super) max_patch_bytes: Option<i64>,
     pub(super) max_file_bytes: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawForge {
+    pub(super) kind: Option<String>,
+    pub(super) url: Option<String>,
+    pub(super) repo: Option<String>,
+    pub(super) token_ref: Option<String>,
+    pub(super) pr: Option<String>,
+    pub(super) on_failure: Option<String>,
+    pub(super) title: Option<String>,
+    pub(super) labels: Option<Vec<String>>,
+    pub(super) reviewers: Option<Vec<String>>,
+    pub(super) timeout_secs: Option<i64>,
+    pub(super) max_retries: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

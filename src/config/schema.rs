@@ -207,6 +207,22 @@ const ROOT: &[(&str, Ty)] = &[
         ]),
     ),
     (
+        "forge",
+        Table(&[
+            ("kind", Str),
+            ("url", Str),
+            ("repo", Str),
+            ("token_ref", Str),
+            ("pr", Str),
+            ("on_failure", Str),
+            ("title", Str),
+            ("labels", StrList),
+            ("reviewers", StrList),
+            ("timeout_secs", Int),
+            ("max_retries", Int),
+        ]),
+    ),
+    (
         "session",
         Table(&[
             ("enabled", Bool),

@@ -49,7 +49,7 @@ impl Validator {
         }
     }
 
-    fn key_ref(&mut self, key: &str, v: Option<String>) -> Option<KeyRef> {
+    pub(super) fn key_ref(&mut self, key: &str, v: Option<String>) -> Option<KeyRef> {
         let text = v?;
         match KeyRef::parse(&text, &self.dir) {
             Ok(k) => Some(k),
@@ -60,7 +60,7 @@ impl Validator {
         }
     }
 
-    fn url(&mut self, key: &str, v: Option<String>) -> Option<String> {
+    pub(super) fn url(&mut self, key: &str, v: Option<String>) -> Option<String> {
         let s = v?;
         // Messages quote the URL; its password must not show.
         let shown = crate::secrets::masked_url(&s);
@@ -232,6 +232,7 @@ impl Validator {
                 ),
             );
         }
+        let forge = raw.forge.and_then(|f| self.forge(f, workspace.as_ref()));
         let raw_prompt = raw.prompt.unwrap_or_default();
         let prompt = PromptConfig {
             agents_max_bytes: self.int_in(
@@ -275,6 +276,7 @@ impl Validator {
             attachments,
             check,
             workspace,
+            forge,
         }
     }
 

@@ -175,7 +175,7 @@ pub enum Event {
     /// The REPORT went back to the task's source (a Redmine note, the inbox file moved).
     #[serde(rename = "writeback.completed")]
     WritebackCompleted {
-        /// `redmine` or `inbox`.
+        /// `redmine`, `inbox` or `forge`.
         target: String,
         /// The task's id.
         task_id: String,
@@ -229,6 +229,8 @@ pub enum Event {
         report: Option<String>,
         /// The error, for a failed run.
         error: Option<String>,
+        /// The task branch's pull request, when the run opened or updated one.
+        pr_url: Option<String>,
         /// Wall time of the run.
         duration_ms: u64,
     },
@@ -378,6 +380,7 @@ struct Inner {
     narrator: human::Narrator,
     /// What the REPORT said, for `--output json`.
     delivered: Option<crate::output::Delivered>,
+    pr_url: Option<String>,
 }
 
 /// The run's event sink and tally; cheap to clone (one shared stream per run).
@@ -429,6 +432,7 @@ impl Events {
                 completed: false,
                 narrator: human::Narrator::default(),
                 delivered: None,
+                pr_url: None,
             })),
         };
         events.emit(Event::RunStarted {
@@ -528,6 +532,12 @@ impl Events {
         self.lock().delivered = Some(delivered);
     }
 
+    /// Books the pull request the forge step opened or updated: `run.completed` and the
+    /// `--output json` object carry its URL.
+    pub fn pull_request(&self, url: &str) {
+        self.lock().pr_url = Some(url.to_string());
+    }
+
     /// The `--output json` object of a run that ends as `ending` says, masked: the outcome
     /// is the one `run.completed` carries.
     pub fn summary(&self, ending: &Ending) -> String {
@@ -539,6 +549,7 @@ impl Events {
             ending.exit_code,
             ending.error.as_deref(),
             inner.delivered.as_ref(),
+            inner.pr_url.as_deref(),
         )
         .render(&inner.redactor)
     }
@@ -559,6 +570,7 @@ impl Events {
                 stop_reason,
                 report: report.map(|(path, _)| path),
                 error: ending.error.clone(),
+                pr_url: inner.pr_url.clone(),
                 duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             };
             let mut tally = inner.tally.clone();

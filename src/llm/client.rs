@@ -138,13 +138,11 @@ impl HttpClient {
             };
             let message = self.redactor.redact(&failure.message);
             let tried = attempt + 1;
-            let decision = http::decide(
+            let decision = http::decide_now(
                 failure.fault,
                 attempt,
                 self.options.max_retries,
                 failure.retry_after.as_deref(),
-                chrono::Utc::now(),
-                http::jitter_seed(),
             );
             let Retry::After(wait) = decision else {
                 let kind = match failure.kind {

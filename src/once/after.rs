@@ -82,7 +82,7 @@ pub(super) async fn turn_and_report(
     };
     let session_info = held.opened.map(|o| o.info.clone());
     let mut report = report_of(cfg, task, &route, &turn, run, session_info, redactor);
-    report.workspace = workspace;
+    with_branch(cfg, &mut report, workspace);
     report.workflow = workflow;
     report.instructions = inputs.record.clone();
     let set_aside = unborn.set_aside(env.run_id);
@@ -239,6 +239,9 @@ pub(super) async fn deliver(
             .stage(Stage::Writeback)?;
         info!("inbox: task file moved to {}", moved.display());
     }
+    // The pull request before the Redmine note, which links it; a pending one fails the
+    // write-back here, and `harness writeback` does both.
+    let written = &forge_step(env, cfg, written, &task.id).await?;
     // With both sources configured, only a Redmine task goes back to Redmine.
     let tracker = env
         .redmine
@@ -277,6 +280,64 @@ pub(super) async fn deliver(
         Success::Done => printed.map(|()| Success::Done),
         other => Ok(other),
     }
+}
+
+/// Where the REPORT is and the command that finishes its write-back.
+fn retry_hint(cfg: &Config, path: &Path) -> String {
+    format!(
+        "the REPORT is on disk at {}; retry the write-back with: harness writeback --config {} {}",
+        path.display(),
+        cfg.path.display(),
+        path.display()
+    )
+}
+
+/// The REPORT's `workspace:` and, with `[forge]`, its `forge:` before any forge call
+/// (`pending` when a pull request is wanted: [`crate::forge::intent`]).
+fn with_branch(cfg: &Config, report: &mut report::Report, ws: Option<workspace::Record>) {
+    report.workspace = ws;
+    report.forge = cfg
+        .forge
+        .as_ref()
+        .and_then(|f| crate::forge::intent(f, &report.stop_reason, report.workspace.as_ref()));
+}
+
+/// The forge step of the written REPORT ([`crate::forge::write_back`]): the REPORT after it,
+/// whose `pr_url` goes to `--output json` and `run.completed`; a failure says how to retry.
+async fn forge_step(
+    env: &Env<'_>,
+    cfg: &Config,
+    written: &report::Written,
+    task_id: &str,
+) -> Result<report::Written, Failure> {
+    let path = written.path.clone();
+    let Some(client) = env.forge else {
+        return Ok(report::Written {
+            path,
+            text: written.text.clone(),
+        });
+    };
+    let done = crate::forge::write_back(client, cfg, &path, &written.text).await;
+    let pr_url = done
+        .as_ref()
+        .ok()
+        .and_then(|t| report::parse(t).ok())
+        .and_then(|p| p.fields.get("pr_url")?.as_str().map(str::to_string));
+    if let Some(url) = &pr_url {
+        env.events.pull_request(url);
+    }
+    if done.is_err() || pr_url.is_some() {
+        env.events.emit(Event::WritebackCompleted {
+            target: "forge".to_string(),
+            task_id: task_id.to_string(),
+            ok: done.is_ok(),
+            error: done.as_ref().err().map(|e| format!("{e:#}")),
+        });
+    }
+    let text = done
+        .map_err(|e| anyhow!("{e:#}\n{}", retry_hint(cfg, &path)))
+        .stage(Stage::Writeback)?;
+    Ok(report::Written { path, text })
 }
 
 /// What the REPORT says about the run itself, beside the task and the turn.
@@ -386,6 +447,7 @@ pub(super) fn report_of(
             .result_schema
             .as_ref()
             .map(|_| result_record(turn, redactor)),
+        forge: None,
         workflow: None,
     }
 }
@@ -467,14 +529,7 @@ pub(super) async fn write_back(
         .unwrap_or_default();
     writeback::write_back(client, rm, &written.text, &name, extra)
         .await
-        .map_err(|e| {
-            anyhow!(
-                "{e:#}\nthe REPORT is on disk at {}; retry the write-back with: harness writeback --config {} {}",
-                path.display(),
-                cfg.path.display(),
-                path.display()
-            )
-        })
+        .map_err(|e| anyhow!("{e:#}\n{}", retry_hint(cfg, path)))
         .stage(Stage::Writeback)
 }
 

@@ -60,6 +60,7 @@ pub async fn once(
         events,
         spawner,
         redmine,
+        forge: setup.forge.as_ref(),
         run_id: &run_id,
     };
     let (cfg, sandbox, backend, replay) = (setup.cfg, setup.sandbox, setup.backend, setup.replay);
@@ -75,6 +76,7 @@ struct Setup {
     sandbox: sandbox::Status,
     backend: Option<Backend>,
     redmine: Option<RedmineClient>,
+    forge: Option<crate::forge::client::ForgeClient>,
 }
 
 /// The config and everything a turn needs that costs no token, checked before anything is
@@ -109,6 +111,13 @@ async fn setup(
         ))?)
     };
     let redmine = unless_arrived(redmine_client(&cfg, args, redactor))?;
+    // A dry run opens no pull request, so it needs no token.
+    let forge = match args.dry_run {
+        true => None,
+        false => crate::preflight::forge_client(&cfg, redactor)
+            .transpose()
+            .stage(Stage::Config)?,
+    };
     events.mask_with(redactor);
     Ok(Setup {
         cfg,
@@ -116,6 +125,7 @@ async fn setup(
         sandbox,
         backend,
         redmine,
+        forge,
     })
 }
 
@@ -126,6 +136,8 @@ struct Env<'a> {
     events: &'a Events,
     spawner: &'a Spawner,
     redmine: Option<&'a RedmineClient>,
+    /// The forge client, with `[forge]`.
+    forge: Option<&'a crate::forge::client::ForgeClient>,
     run_id: &'a str,
 }
 

@@ -191,24 +191,17 @@ impl RedmineClient {
         attempt: u32,
     ) -> Result<u32> {
         let url = format!("{}{path}", self.base);
-        let decision = http::decide(
+        let decision = http::decide_now(
             failed.fault,
             attempt,
             self.max_retries,
             failed.retry_after.as_deref(),
-            chrono::Utc::now(),
-            http::jitter_seed(),
         );
         match (decision, failed.answer) {
             (Retry::After(wait), _) => {
-                info!(
-                    "redmine: {method} {url} failed ({}); retry {} of {} in {:.1}s",
-                    failed.reason,
-                    attempt + 1,
-                    self.max_retries,
-                    wait.as_secs_f64()
-                );
-                tokio::time::sleep(wait).await;
+                let what = format!("redmine: {method} {url}");
+                http::pause_before_retry(&what, &failed.reason, attempt, self.max_retries, wait)
+                    .await;
                 Ok(attempt + 1)
             }
             (Retry::GiveUp, Some(a)) => bail!(
