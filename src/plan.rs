@@ -44,6 +44,9 @@ pub struct Plan {
     pub result: Option<String>,
     /// A workflow task: its stages, how many run, and where the task stands.
     pub workflow: Option<String>,
+    /// A task that may carry attachments (Redmine, inbox): their bounds, where text goes,
+    /// whether images are shown.
+    pub attachments: Option<String>,
 }
 
 /// Renders the PLAN block printed by `--dry-run`.
@@ -76,6 +79,9 @@ pub fn render(p: &Plan) -> String {
     }
     if let Some(workflow) = &p.workflow {
         out.push_str(&format!("  workflow: {workflow}\n"));
+    }
+    if let Some(attachments) = &p.attachments {
+        out.push_str(&format!("  attachments: {attachments}\n"));
     }
     out
 }
@@ -135,7 +141,26 @@ pub fn plan(
             )
         }),
         workflow: None,
+        attachments: (task.source != crate::intake::Source::Demo)
+            .then(|| attachments_line(&cfg.attachments, route)),
     }
+}
+
+/// The PLAN's `attachments:` line: the bounds, where text attachments go, and whether the
+/// routed tier is shown images.
+fn attachments_line(a: &crate::config::AttachmentsConfig, route: &Route) -> String {
+    let images = if route.vision {
+        format!("images shown to tier {} (a vision tier)", route.tier)
+    } else {
+        format!(
+            "images listed only (tier {} is not in [models.vision] tiers)",
+            route.tier
+        )
+    };
+    format!(
+        "up to {} files, {} bytes each, {} in all; text placed read-only under {}; {images}",
+        a.max_count, a.max_bytes, a.max_total_bytes, a.dir
+    )
 }
 
 /// The PLAN's `workflow:` line: the stages, how many a run takes, and the stage this run
@@ -278,6 +303,7 @@ mod tests {
             session: None,
             result: None,
             workflow: None,
+            attachments: None,
         };
         assert_eq!(
             render(&p),

@@ -312,3 +312,25 @@ fn a_run_that_sent_images_records_and_replays() {
     assert_eq!(body(&ws.latest()), body(&recorded));
     assert!(body(&recorded).contains("Seen it"), "{recorded}");
 }
+
+#[test]
+fn a_dry_run_says_what_becomes_of_the_attachments_and_places_nothing() {
+    let llm = Llm::start(&json!([]));
+    let ws = inbox_task(&llm, "vision");
+    let run = ws.run(&["once", "--dry-run"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("  attachments: up to 10 files, 1000 bytes each, 16777216 in all; text placed read-only under .harness/attachments; images shown to tier mopac-vision (a vision tier)\n"),
+        "{run:?}"
+    );
+    assert!(!ws.path().join("work/.harness").exists(), "{run:?}");
+    assert!(ws.path().join("inbox/look.md").is_file(), "{run:?}");
+    let ws = inbox_task(&llm, "code");
+    let run = ws.run(&["once", "--dry-run"]);
+    assert!(
+        run.stdout
+            .contains("images listed only (tier mopac-code is not in [models.vision] tiers)\n"),
+        "{run:?}"
+    );
+    assert!(llm.chat_bodies().is_empty());
+}
