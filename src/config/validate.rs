@@ -132,38 +132,8 @@ impl Validator {
     pub(super) fn config(&mut self, raw: RawConfig, path: &Path) -> Config {
         let vertical = self.vertical(raw.vertical);
         let work_root = self.path(raw.work_root, ".");
-        if raw
-            .report_dir
-            .as_deref()
-            .is_some_and(|d| d.trim().is_empty())
-        {
-            // An empty path would put REPORTs beside the config, which nobody means.
-            self.problem(
-                "report_dir",
-                "must not be empty (leave it out for the default, \"reports\")",
-            );
-        }
-        let report_dir = self.path(raw.report_dir, "reports");
-        let raw_loop = raw.loop_.unwrap_or_default();
-        let max_rounds = self.int_in("[loop].max_rounds", raw_loop.max_rounds, 8, 1, 1000) as u32;
-        let max_tool_calls = self.int_in(
-            "[loop].max_tool_calls",
-            raw_loop.max_tool_calls,
-            32,
-            1,
-            1000,
-        ) as u32;
-        let finish = match raw_loop.finish.as_deref() {
-            None | Some("tool") => FinishMode::Tool,
-            Some("message") => FinishMode::Message,
-            Some(other) => {
-                self.problem(
-                    "[loop].finish",
-                    format!("must be \"tool\" or \"message\", got {other:?}"),
-                );
-                FinishMode::Tool
-            }
-        };
+        let report_dir = self.report_dir(raw.report_dir);
+        let (max_rounds, max_tool_calls, finish) = self.loop_keys(raw.loop_.unwrap_or_default());
         let session = self.session(raw.session.unwrap_or_default());
         let redmine = raw.redmine.and_then(|r| self.redmine(r));
         let litellm = self.litellm(raw.litellm.unwrap_or_default());
@@ -177,74 +147,25 @@ impl Validator {
                 "\"proxy\" reads GET /model/info from [litellm].base_url, which is not set",
             );
         }
-        let tools = raw.tools.unwrap_or_default();
-        let files_on = tools
-            .files
-            .as_ref()
-            .and_then(|f| f.enabled)
-            .unwrap_or(FilesConfig::default().enabled);
-        let mut bash = self.bash(tools.bash.unwrap_or_default(), files_on);
-        // `harness gate` judges as a turn does: an absolute path under the work root names
-        // the relative one (a turn's tool sets the real root it runs in, the worktree too).
-        bash.policy.work_root = Some(work_root.display().to_string());
+        let (mut bash, files) = self.tools(raw.tools.unwrap_or_default(), &work_root);
         bash.never_read = never_read(path, &report_dir, &litellm, redmine.as_ref());
-        let files = self.files(tools.files.unwrap_or_default());
-        if files.enabled && !bash.enabled {
-            self.problem(
-                "[tools.files].enabled",
-                "the file tools come with the tool set: they need [tools.bash] enabled = true",
-            );
-        }
         let demo = self.demo(raw.demo.unwrap_or_default());
         let metrics_textfile = self.metrics(raw.metrics.unwrap_or_default());
         let inbox = raw.inbox.map(|i| self.inbox(i));
         if let Some(i) = &inbox {
             // A command that could write the inbox could queue the next run's task or
             // rewrite an earlier run's REPORT; one that could read it would see other tasks.
-            bash.never_read.push(NeverRead {
-                path: i.dir.clone(),
-                what: "the inbox".to_string(),
-                may_share_work_root: true,
-            });
+            bash.never_read.push(NeverRead::place(&i.dir, "the inbox"));
         }
         let raw_intake = raw.intake.unwrap_or_default();
         let attachments = self.attachments(&raw_intake);
         bash.attachments = Some(attachments.dir.clone());
         let intake_order = self.intake_order(raw_intake.order, inbox.is_some(), redmine.is_some());
-        let check = self.check(raw.check.unwrap_or_default());
-        if check.any() && !bash.enabled {
-            self.problem(
-                "[check].command",
-                "the check runs with the bash tool's environment and sandbox: it needs [tools.bash] enabled = true",
-            );
-        }
+        let check = self.check_with(raw.check.unwrap_or_default(), bash.enabled);
         let workspace = raw.workspace.and_then(|w| self.workspace(w));
-        if let Some(ws) = workspace
-            .as_ref()
-            .filter(|w| work_root.starts_with(&w.repo))
-        {
-            self.problem(
-                "[workspace].repo",
-                format!(
-                    "work_root {} lies inside the repository {}: the task worktrees go under work_root, so put it outside",
-                    work_root.display(),
-                    ws.repo.display()
-                ),
-            );
-        }
+        self.work_root_outside(workspace.as_ref(), &work_root);
         let forge = raw.forge.and_then(|f| self.forge(f, workspace.as_ref()));
-        let raw_prompt = raw.prompt.unwrap_or_default();
-        let prompt = PromptConfig {
-            agents_max_bytes: self.int_in(
-                "[prompt].agents_max_bytes",
-                raw_prompt.agents_max_bytes,
-                PromptConfig::default().agents_max_bytes as i64,
-                0,
-                1024 * 1024,
-            ) as usize,
-            skills_dir: raw_prompt.skills_dir.and_then(|d| self.skills_dir(d)),
-            writable: raw_prompt.writable.unwrap_or(false),
-        };
+        let prompt = self.prompt(raw.prompt.unwrap_or_default());
         if !prompt.writable {
             bash.inputs = self.next_run_inputs(&prompt, &check);
         }
@@ -277,6 +198,99 @@ impl Validator {
             check,
             workspace,
             forge,
+        }
+    }
+
+    /// `[tools.bash]` and `[tools.files]`; the file tools need the bash tool.
+    fn tools(&mut self, raw: RawTools, work_root: &Path) -> (BashConfig, FilesConfig) {
+        let files_on = raw
+            .files
+            .as_ref()
+            .and_then(|f| f.enabled)
+            .unwrap_or(FilesConfig::default().enabled);
+        let mut bash = self.bash(raw.bash.unwrap_or_default(), files_on);
+        // `harness gate` judges as a turn does: an absolute path under the work root names
+        // the relative one (a turn's tool sets the real root it runs in, the worktree too).
+        bash.policy.work_root = Some(work_root.display().to_string());
+        let files = self.files(raw.files.unwrap_or_default());
+        if files.enabled && !bash.enabled {
+            self.problem(
+                "[tools.files].enabled",
+                "the file tools come with the tool set: they need [tools.bash] enabled = true",
+            );
+        }
+        (bash, files)
+    }
+
+    /// `[check]`; a check runs in the bash tool's environment, so it needs the tool.
+    fn check_with(&mut self, raw: RawCheck, bash_enabled: bool) -> CheckConfig {
+        let check = self.check(raw);
+        if check.any() && !bash_enabled {
+            self.problem(
+                "[check].command",
+                "the check runs with the bash tool's environment and sandbox: it needs [tools.bash] enabled = true",
+            );
+        }
+        check
+    }
+
+    /// `report_dir` (default `reports`, relative to the config); empty is a mistake.
+    fn report_dir(&mut self, raw: Option<String>) -> PathBuf {
+        if raw.as_deref().is_some_and(|d| d.trim().is_empty()) {
+            // An empty path would put REPORTs beside the config, which nobody means.
+            self.problem(
+                "report_dir",
+                "must not be empty (leave it out for the default, \"reports\")",
+            );
+        }
+        self.path(raw, "reports")
+    }
+
+    /// `[loop]`: the round cap, the tool calls per reply, how a turn ends.
+    fn loop_keys(&mut self, raw: RawLoop) -> (u32, u32, FinishMode) {
+        let max_rounds = self.int_in("[loop].max_rounds", raw.max_rounds, 8, 1, 1000) as u32;
+        let max_tool_calls =
+            self.int_in("[loop].max_tool_calls", raw.max_tool_calls, 32, 1, 1000) as u32;
+        let finish = match raw.finish.as_deref() {
+            None | Some("tool") => FinishMode::Tool,
+            Some("message") => FinishMode::Message,
+            Some(other) => {
+                self.problem(
+                    "[loop].finish",
+                    format!("must be \"tool\" or \"message\", got {other:?}"),
+                );
+                FinishMode::Tool
+            }
+        };
+        (max_rounds, max_tool_calls, finish)
+    }
+
+    /// `[prompt]`.
+    fn prompt(&mut self, raw: RawPrompt) -> PromptConfig {
+        PromptConfig {
+            agents_max_bytes: self.int_in(
+                "[prompt].agents_max_bytes",
+                raw.agents_max_bytes,
+                PromptConfig::default().agents_max_bytes as i64,
+                0,
+                1024 * 1024,
+            ) as usize,
+            skills_dir: raw.skills_dir.and_then(|d| self.skills_dir(d)),
+            writable: raw.writable.unwrap_or(false),
+        }
+    }
+
+    /// The task worktrees go under `work_root`: it must not lie inside the repository.
+    fn work_root_outside(&mut self, workspace: Option<&WorkspaceConfig>, work_root: &Path) {
+        if let Some(ws) = workspace.filter(|w| work_root.starts_with(&w.repo)) {
+            self.problem(
+                "[workspace].repo",
+                format!(
+                    "work_root {} lies inside the repository {}: the task worktrees go under work_root, so put it outside",
+                    work_root.display(),
+                    ws.repo.display()
+                ),
+            );
         }
     }
 
@@ -561,82 +575,11 @@ impl Validator {
         }
     }
 
-    fn bash(&mut self, raw: RawBash, file_tools: bool) -> BashConfig {
-        let default = match raw.default.as_deref() {
-            None => None,
-            Some("deny") => Some(Verdict::Deny),
-            Some("allow") => Some(Verdict::Allow),
-            Some(other) => {
-                self.problem(
-                    "[tools.bash].default",
-                    format!("must be \"allow\" or \"deny\", got {other:?}"),
-                );
-                Some(Verdict::Deny)
-            }
-        };
-        let before = self.problems.len();
-        let preset = raw.preset.as_deref().and_then(|name| {
-            let found = gate::presets::preset(name);
-            if found.is_none() {
-                self.problem("[tools.bash].preset", gate::presets::unknown_preset(name));
-            }
-            found
-        });
-        let allow = self.rules("[tools.bash].allow", raw.allow.unwrap_or_default());
-        let deny = self.rules("[tools.bash].deny", raw.deny.unwrap_or_default());
-        let env_allow = self.env_allow(raw.env_allow.unwrap_or_default());
-        let mut policy = match preset {
-            Some(p) => gate::presets::merge(p, allow, deny, default, raw.write_redirects),
-            None => Policy {
-                default: default.unwrap_or(Verdict::Deny),
-                allow,
-                deny,
-                write_redirects: raw.write_redirects.unwrap_or(false),
-                env_allow: Vec::new(),
-                file_tools: false,
-                work_root: None,
-            },
-        };
-        policy.env_allow = env_allow;
-        policy.file_tools = file_tools;
-        // With a broken rule the policy is not the one the user wrote: its examples would
-        // fail for the wrong reason.
-        if self.problems.len() == before {
-            self.examples(
-                &policy,
-                "examples_allow",
-                raw.examples_allow,
-                Verdict::Allow,
-            );
-            self.examples(&policy, "examples_deny", raw.examples_deny, Verdict::Deny);
-        }
+    fn bash(&mut self, mut raw: RawBash, file_tools: bool) -> BashConfig {
+        let policy = self.bash_policy(&mut raw, file_tools);
         let sandbox = self.sandbox_mode(raw.sandbox.as_deref());
         let write_roots = self.path_list("[tools.bash].write_roots", raw.write_roots);
-        let read_roots = match raw.read_roots {
-            None => vec![ReadRoot::System],
-            Some(roots) => roots
-                .into_iter()
-                .enumerate()
-                .filter_map(|(i, root)| match root.as_str() {
-                    "@system" => Some(ReadRoot::System),
-                    r if r.trim().is_empty() => {
-                        self.problem(
-                            &format!("[tools.bash].read_roots[{i}]"),
-                            "must not be empty",
-                        );
-                        None
-                    }
-                    r if r.starts_with('@') => {
-                        self.problem(
-                            &format!("[tools.bash].read_roots[{i}]"),
-                            format!("{r:?}: the only @ name is \"@system\""),
-                        );
-                        None
-                    }
-                    r => Some(ReadRoot::Path(self.path(Some(r.to_string()), "."))),
-                })
-                .collect(),
-        };
+        let read_roots = self.read_roots(raw.read_roots.take());
         let exec_roots = self.path_list("[tools.bash].exec_roots", raw.exec_roots);
         let unix_sockets = self.socket_names(raw.unix_sockets);
         let (network, egress) = self.network(raw.network, raw.egress);
@@ -661,6 +604,94 @@ impl Validator {
             never_read: Vec::new(),
             inputs: Vec::new(),
             attachments: None,
+        }
+    }
+
+    /// `[tools.bash]`'s policy: `default`, `preset`, the rules, `env_allow`, and the
+    /// examples checked against the result.
+    fn bash_policy(&mut self, raw: &mut RawBash, file_tools: bool) -> Policy {
+        let default = match raw.default.take().as_deref() {
+            None => None,
+            Some("deny") => Some(Verdict::Deny),
+            Some("allow") => Some(Verdict::Allow),
+            Some(other) => {
+                self.problem(
+                    "[tools.bash].default",
+                    format!("must be \"allow\" or \"deny\", got {other:?}"),
+                );
+                Some(Verdict::Deny)
+            }
+        };
+        let before = self.problems.len();
+        let preset = raw.preset.take().as_deref().and_then(|name| {
+            let found = gate::presets::preset(name);
+            if found.is_none() {
+                self.problem("[tools.bash].preset", gate::presets::unknown_preset(name));
+            }
+            found
+        });
+        let allow = self.rules("[tools.bash].allow", raw.allow.take().unwrap_or_default());
+        let deny = self.rules("[tools.bash].deny", raw.deny.take().unwrap_or_default());
+        let env_allow = self.env_allow(raw.env_allow.take().unwrap_or_default());
+        let mut policy = match preset {
+            Some(p) => gate::presets::merge(p, allow, deny, default, raw.write_redirects),
+            None => Policy {
+                default: default.unwrap_or(Verdict::Deny),
+                allow,
+                deny,
+                write_redirects: raw.write_redirects.unwrap_or(false),
+                env_allow: Vec::new(),
+                file_tools: false,
+                work_root: None,
+            },
+        };
+        policy.env_allow = env_allow;
+        policy.file_tools = file_tools;
+        // With a broken rule the policy is not the one the user wrote: its examples would
+        // fail for the wrong reason.
+        if self.problems.len() == before {
+            self.examples(
+                &policy,
+                "examples_allow",
+                raw.examples_allow.take(),
+                Verdict::Allow,
+            );
+            self.examples(
+                &policy,
+                "examples_deny",
+                raw.examples_deny.take(),
+                Verdict::Deny,
+            );
+        }
+        policy
+    }
+
+    /// `[tools.bash].read_roots`: `@system` and paths (default `@system`).
+    fn read_roots(&mut self, raw: Option<Vec<String>>) -> Vec<ReadRoot> {
+        match raw {
+            None => vec![ReadRoot::System],
+            Some(roots) => roots
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, root)| match root.as_str() {
+                    "@system" => Some(ReadRoot::System),
+                    r if r.trim().is_empty() => {
+                        self.problem(
+                            &format!("[tools.bash].read_roots[{i}]"),
+                            "must not be empty",
+                        );
+                        None
+                    }
+                    r if r.starts_with('@') => {
+                        self.problem(
+                            &format!("[tools.bash].read_roots[{i}]"),
+                            format!("{r:?}: the only @ name is \"@system\""),
+                        );
+                        None
+                    }
+                    r => Some(ReadRoot::Path(self.path(Some(r.to_string()), "."))),
+                })
+                .collect(),
         }
     }
 

@@ -79,6 +79,16 @@ pub struct NeverRead {
 }
 
 impl NeverRead {
+    /// A place harness keeps from commands (`what` says which, in messages); it may lie in
+    /// the work root.
+    pub fn place(path: &Path, what: &str) -> NeverRead {
+        NeverRead {
+            path: path.to_path_buf(),
+            what: what.to_string(),
+            may_share_work_root: true,
+        }
+    }
+
     /// The cassette `once --record` writes: it holds the whole conversation.
     pub fn cassette(path: &Path) -> NeverRead {
         NeverRead {
