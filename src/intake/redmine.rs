@@ -76,21 +76,7 @@ pub async fn take<R>(
     }
     let explicit = task_id.is_some();
     if !claim {
-        for listed in candidates {
-            let issue = stop(interrupt, client.issue(listed.id)).await?;
-            if !explicit && skip_answered(&issue) {
-                continue;
-            }
-            let task = task(&issue, cfg);
-            let route = route(&task).map_err(TakeError::Routing)?;
-            return Ok(Intake::Task(Box::new(Taken {
-                issue,
-                task,
-                route,
-                claimed: None,
-            })));
-        }
-        return Ok(Intake::NothingInScope);
+        return first_unanswered(interrupt, client, cfg, candidates, explicit, route).await;
     }
     let claim_status = match &cfg.claim.status {
         Some(name) => Some((name.clone(), stop(interrupt, client.status_id(name)).await?)),
@@ -107,28 +93,8 @@ pub async fn take<R>(
     while let Some(at) = visit.following() {
         let listed = &candidates[at];
         let fresh = stop(interrupt, client.issue(listed.id)).await?;
-        if fresh.updated_on != listed.updated_on && !force {
-            info!(
-                "intake: issue #{} changed since it was listed; skipping it this run",
-                fresh.id
-            );
+        if !claimable(listed, &fresh, force, explicit, stale) {
             continue;
-        }
-        if !explicit && skip_answered(&fresh) {
-            continue;
-        }
-        if let Some((holder, at)) = active_claim(&fresh.journals, stale) {
-            if Utc::now() - at < stale {
-                info!(
-                    "intake: issue #{} is claimed by run {holder} since {at}; skipping",
-                    fresh.id
-                );
-                continue;
-            }
-            info!(
-                "intake: issue #{}: claim of run {holder} since {at} is stale; taking it over",
-                fresh.id
-            );
         }
         let route = route(&task(&fresh, cfg)).map_err(TakeError::Routing)?;
         match claim::claim(client, cfg, &fresh, run_id, &bot, claim_status.as_ref()).await? {
@@ -155,6 +121,68 @@ pub async fn take<R>(
         visit.jump(spread(run_id, losses));
     }
     Ok(Intake::NothingInScope)
+}
+
+/// A run that claims nothing (`--dry-run`): the first candidate not answered yet, routed.
+async fn first_unanswered<R>(
+    interrupt: &Interrupt,
+    client: &RedmineClient,
+    cfg: &RedmineConfig,
+    candidates: Vec<Issue>,
+    explicit: bool,
+    route: &dyn Fn(&Task) -> Result<R>,
+) -> Result<Intake<R>, TakeError> {
+    for listed in candidates {
+        let issue = stop(interrupt, client.issue(listed.id)).await?;
+        if !explicit && skip_answered(&issue) {
+            continue;
+        }
+        let task = task(&issue, cfg);
+        let route = route(&task).map_err(TakeError::Routing)?;
+        return Ok(Intake::Task(Box::new(Taken {
+            issue,
+            task,
+            route,
+            claimed: None,
+        })));
+    }
+    Ok(Intake::NothingInScope)
+}
+
+/// Whether this run may try to claim `fresh` (as read now; `listed` as the scope listed
+/// it): unchanged since listed (or `--force`), not answered (unless named), and not held
+/// by another run's claim younger than `stale`.
+fn claimable(
+    listed: &Issue,
+    fresh: &Issue,
+    force: bool,
+    explicit: bool,
+    stale: chrono::Duration,
+) -> bool {
+    if fresh.updated_on != listed.updated_on && !force {
+        info!(
+            "intake: issue #{} changed since it was listed; skipping it this run",
+            fresh.id
+        );
+        return false;
+    }
+    if !explicit && skip_answered(fresh) {
+        return false;
+    }
+    if let Some((holder, at)) = active_claim(&fresh.journals, stale) {
+        if Utc::now() - at < stale {
+            info!(
+                "intake: issue #{} is claimed by run {holder} since {at}; skipping",
+                fresh.id
+            );
+            return false;
+        }
+        info!(
+            "intake: issue #{}: claim of run {holder} since {at} is stale; taking it over",
+            fresh.id
+        );
+    }
+    true
 }
 
 /// The issues this run may take: the scope, or the one `--task-id` names (in scope, or
