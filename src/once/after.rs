@@ -66,43 +66,18 @@ pub(super) async fn turn_and_report(
     let finished = Utc::now();
     turn.skipped.splice(0..0, skipped);
     attachments::place::remove(&cfg.work_root, &cfg.attachments.dir);
-    let workspace = workspace.map(|ws| {
-        let name = report::file_name(&cfg.vertical, &task.id, started);
-        let patch = format!("{}.patch", name.trim_end_matches(".md"));
-        ws.finish(&task.subject, env.run_id, &cfg.report_dir.join(patch))
-    });
+    let workspace = workspace.map(|ws| finish_workspace(cfg, task, started, env.run_id, ws));
 
     // report
-    let run = RunInfo {
-        run_id: env.run_id.to_string(),
-        started,
-        finished,
-        backend: redactor.redact(&backend.describe()),
-        sandbox: held.sandbox.describe(),
-    };
+    let backend_line = redactor.redact(&backend.describe());
+    let run = RunInfo::new(env.run_id, (started, finished), backend_line, held.sandbox);
     let session_info = held.opened.map(|o| o.info.clone());
     let mut report = report_of(cfg, task, &route, &turn, run, session_info, redactor);
     with_branch(cfg, &mut report, workspace);
     report.workflow = workflow;
-    report.instructions = inputs.record.clone();
-    let set_aside = unborn.set_aside(env.run_id);
-    if !set_aside.is_empty() {
-        let record = report
-            .instructions
-            .get_or_insert_with(|| crate::inputs::InstructionsRecord {
-                source: "work root".to_string(),
-                agents_md: None,
-                skills: Vec::new(),
-                set_aside: Vec::new(),
-            });
-        record.set_aside = set_aside;
-    }
+    report.instructions = instructions(inputs.record.clone(), unborn.set_aside(env.run_id));
     report.attachments = attachments::section(&held.attached.listed);
-    report.egress = bash
-        .as_ref()
-        .zip(cfg.bash.egress.as_ref())
-        .and_then(|(b, e)| Some(tools::egress::section(e, &b.egress.as_ref()?.log())))
-        .map(|s| redactor.redact(&s));
+    report.egress = egress_section(cfg, bash.as_ref(), redactor);
     // The order of commitments (DESIGN.md): the patch (above) and the REPORT are durable
     // before the session records this run. A REPORT that cannot be written leaves the
     // session as it was and gives the claim back, so the task stays eligible and the next
@@ -116,43 +91,103 @@ pub(super) async fn turn_and_report(
             }
         }
     };
-    // A signal during the git steps after the turn (the turn itself ended on its own): the
-    // REPORT is kept, the claim given back, the session left as it was; exit 128 + N.
-    let late = crate::signals::arrived()
-        .filter(|_| !matches!(turn.outcome, turn::TurnOutcome::Interrupted { .. }));
-    if let Some(signal) = late {
-        let why = format!("interrupted by signal {signal} after the turn");
-        let failure = Failure::new(
-            Stage::Interrupted(signal),
-            anyhow!(
-                "{why}: the REPORT is on disk at {}; the task stays eligible",
-                written.path.display()
-            ),
-        );
-        return Ended::GiveBack {
-            why,
-            result: Err(failure),
-        };
+    if let Some(ended) = late_signal(&turn, &written) {
+        return ended;
     }
     let extra = held.opened.and_then(|o| {
-        let record = session::file::RunRecord {
-            run_id: report.run_id.clone(),
-            parent_run_id: o.info.parent_run.clone(),
-            model: turn.model.clone(),
-            tier: route.tier.clone(),
-            stop_reason: turn.outcome.stop_reason().to_string(),
-            outcome: turn.finish.as_ref().map(|f| f.status.as_str().to_string()),
-            system_hash,
-            seen_journal: taken
-                .issue
-                .as_ref()
-                .and_then(|i| i.journals.iter().map(|j| j.id).max()),
-            started: report.started,
-            workflow: mark.clone().map(Box::new),
-        };
+        let record = run_record(o, &report, &turn, &route, taken, system_hash, mark);
         save_session(cfg, o, record, &turn, redactor)
     });
     Ended::Spent(deliver(env, held, &report, &written, &turn, extra, redactor).await)
+}
+
+/// The worktree after the turn: committed, its patch saved beside the REPORT, pushed.
+fn finish_workspace(
+    cfg: &Config,
+    task: &Task,
+    started: chrono::DateTime<Utc>,
+    run_id: &str,
+    ws: workspace::Workspace,
+) -> workspace::Record {
+    let name = report::file_name(&cfg.vertical, &task.id, started);
+    let patch = format!("{}.patch", name.trim_end_matches(".md"));
+    ws.finish(&task.subject, run_id, &cfg.report_dir.join(patch))
+}
+
+/// The REPORT's `instructions:`: what the run read, and the next run's inputs the work
+/// root did not have before it, set aside.
+fn instructions(
+    record: Option<crate::inputs::InstructionsRecord>,
+    set_aside: Vec<String>,
+) -> Option<crate::inputs::InstructionsRecord> {
+    if set_aside.is_empty() {
+        return record;
+    }
+    let mut record = record.unwrap_or_else(|| crate::inputs::InstructionsRecord {
+        source: "work root".to_string(),
+        agents_md: None,
+        skills: Vec::new(),
+        set_aside: Vec::new(),
+    });
+    record.set_aside = set_aside;
+    Some(record)
+}
+
+/// The REPORT's **Egress** section with `network = "allowlist"`, masked.
+fn egress_section(
+    cfg: &Config,
+    bash: Option<&tools::BashTool>,
+    redactor: &Redactor,
+) -> Option<String> {
+    bash.zip(cfg.bash.egress.as_ref())
+        .and_then(|(b, e)| Some(tools::egress::section(e, &b.egress.as_ref()?.log())))
+        .map(|s| redactor.redact(&s))
+}
+
+/// A signal during the git steps after the turn (the turn itself ended on its own): the
+/// REPORT is kept, the claim given back, the session left as it was; exit 128 + N.
+fn late_signal(turn: &turn::Turn, written: &report::Written) -> Option<Ended> {
+    let signal = crate::signals::arrived()
+        .filter(|_| !matches!(turn.outcome, turn::TurnOutcome::Interrupted { .. }))?;
+    let why = format!("interrupted by signal {signal} after the turn");
+    let failure = Failure::new(
+        Stage::Interrupted(signal),
+        anyhow!(
+            "{why}: the REPORT is on disk at {}; the task stays eligible",
+            written.path.display()
+        ),
+    );
+    Some(Ended::GiveBack {
+        why,
+        result: Err(failure),
+    })
+}
+
+/// What the session records of this run.
+fn run_record(
+    opened: &Opened,
+    report: &report::Report,
+    turn: &turn::Turn,
+    route: &Route,
+    taken: &super::before::Taken,
+    system_hash: String,
+    mark: Option<crate::workflow::state::Mark>,
+) -> session::file::RunRecord {
+    session::file::RunRecord {
+        run_id: report.run_id.clone(),
+        parent_run_id: opened.info.parent_run.clone(),
+        model: turn.model.clone(),
+        tier: route.tier.clone(),
+        stop_reason: turn.outcome.stop_reason().to_string(),
+        outcome: turn.finish.as_ref().map(|f| f.status.as_str().to_string()),
+        system_hash,
+        seen_journal: taken
+            .issue
+            .as_ref()
+            .and_then(|i| i.journals.iter().map(|j| j.id).max()),
+        started: report.started,
+        workflow: mark.map(Box::new),
+    }
 }
 
 /// The REPORT is on disk: `report.written`, the `--output json` object's facts, and the path
@@ -347,6 +382,24 @@ pub(super) struct RunInfo {
     pub(super) finished: chrono::DateTime<Utc>,
     pub(super) backend: String,
     pub(super) sandbox: String,
+}
+
+impl RunInfo {
+    /// The run `run_id`, its start and end, the reply source (masked) and the sandbox.
+    fn new(
+        run_id: &str,
+        (started, finished): (chrono::DateTime<Utc>, chrono::DateTime<Utc>),
+        backend: String,
+        sandbox: crate::tools::sandbox::Status,
+    ) -> RunInfo {
+        RunInfo {
+            run_id: run_id.to_string(),
+            started,
+            finished,
+            backend,
+            sandbox: sandbox.describe(),
+        }
+    }
 }
 
 /// The REPORT's `error:` for how the turn ended (masked), or none.
