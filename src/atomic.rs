@@ -16,10 +16,10 @@ use anyhow::{Context, Result};
 use crate::beneath::Dir;
 
 /// Prefix of the temp files this module creates; a crashed run leaves at most these.
-pub const TEMP_PREFIX: &str = crate::beneath::TEMP_PREFIX;
+pub(crate) const TEMP_PREFIX: &str = crate::beneath::TEMP_PREFIX;
 
 /// Removes temp files that a crashed run left in `dir` more than ten minutes ago.
-pub fn remove_stale_temps(dir: &Path) {
+pub(crate) fn remove_stale_temps(dir: &Path) {
     if let Ok(d) = Dir::open(dir) {
         d.remove_stale_temps();
     }
@@ -27,7 +27,7 @@ pub fn remove_stale_temps(dir: &Path) {
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one, whole.
 /// The file is private to its owner (mode 0600), whatever it was before.
-pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     put(path, bytes, /*durable*/ true, /*mode*/ None)
 }
 
@@ -36,14 +36,14 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
 /// files that are rewritten often and whose loss is harmless, such as metrics, where the
 /// fsyncs would cost far more CPU than the write itself. The file gets `mode` exactly (the
 /// umask does not apply), whatever it was before.
-pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+pub(crate) fn replace(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     put(path, bytes, /*durable*/ false, Some(mode))
 }
 
 /// Refuses a target that [`write`] must not replace: an existing directory, FIFO, device or
 /// socket (rename(2) would put a file in its place). A missing path, a regular file or a
 /// symlink (the link itself is replaced) is fine.
-pub fn check_target(path: &Path) -> Result<()> {
+pub(crate) fn check_target(path: &Path) -> Result<()> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_symlink() => Ok(()),
         Ok(meta) => match crate::bounded::irregular(meta.file_type()) {
@@ -78,7 +78,7 @@ fn put(path: &Path, bytes: &[u8], durable: bool, mode: Option<u32>) -> Result<()
 }
 
 /// Like [`write`] but never replaces an existing file: `-2`, `-3`... are tried.
-pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
+pub(crate) fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
     let d = Dir::open(dir)
         .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
     let used = d
@@ -91,7 +91,7 @@ pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
 /// resolved (symlinks, `..`, relative to the current directory); a path that does not exist
 /// yet is resolved through its parent. Used to refuse an output that would overwrite one
 /// of harness's own inputs.
-pub fn lies_in(target: &Path, place: &Path) -> bool {
+pub(crate) fn lies_in(target: &Path, place: &Path) -> bool {
     let (Some(target), Some(place)) = (resolved(target), resolved(place)) else {
         return false;
     };

@@ -24,7 +24,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Prefix of the temp files [`Dir::write`] creates; a crashed run leaves at most these.
-pub const TEMP_PREFIX: &str = ".harness-tmp-";
+pub(crate) const TEMP_PREFIX: &str = ".harness-tmp-";
 
 static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -38,7 +38,7 @@ struct OpenHow {
 
 /// `openat2(2)` with `O_CLOEXEC` added, retried on `EAGAIN`/`EINTR` (the kernel asks for a
 /// retry when a rename raced the lookup). `ENOSYS` where the kernel is older than 5.6.
-pub fn openat2(
+pub(crate) fn openat2(
     dir: BorrowedFd<'_>,
     path: &Path,
     flags: i32,
@@ -133,7 +133,7 @@ fn one_component(name: &OsStr) -> io::Result<()> {
 
 /// A directory held open: every name below it is reached from this descriptor.
 #[derive(Debug)]
-pub struct Dir {
+pub(crate) struct Dir {
     fd: OwnedFd,
     /// For messages only; never opened again.
     path: PathBuf,
@@ -143,7 +143,7 @@ impl Dir {
     /// Opens the anchor itself: a directory the operator configured (the inbox, the report
     /// dir, the directory of the metrics file), its path resolved as the operator wrote it.
     /// What lies below it is reached through this descriptor only.
-    pub fn open(path: &Path) -> io::Result<Dir> {
+    pub(crate) fn open(path: &Path) -> io::Result<Dir> {
         let dir = if path.as_os_str().is_empty() {
             Path::new(".")
         } else {
@@ -161,7 +161,7 @@ impl Dir {
     }
 
     /// Opens `rel` (relative, no `..`) beneath `anchor`, refusing any symlink on the way.
-    pub fn open_beneath(anchor: &Path, rel: &Path) -> io::Result<Dir> {
+    pub(crate) fn open_beneath(anchor: &Path, rel: &Path) -> io::Result<Dir> {
         let mut dir = Dir::open(anchor)?;
         for c in rel.components() {
             match c {
@@ -183,18 +183,18 @@ impl Dir {
     }
 
     /// The path this directory was opened as (for messages).
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// `name` joined to this directory's path, for messages.
-    pub fn show(&self, name: impl AsRef<OsStr>) -> PathBuf {
+    pub(crate) fn show(&self, name: impl AsRef<OsStr>) -> PathBuf {
         self.path.join(name.as_ref())
     }
 
     /// The directory `name` in this one, created first when `create`; a symlink there (or
     /// a directory swapped for one) is refused.
-    pub fn sub(&self, name: impl AsRef<OsStr>, create: bool) -> io::Result<Dir> {
+    pub(crate) fn sub(&self, name: impl AsRef<OsStr>, create: bool) -> io::Result<Dir> {
         let name = name.as_ref();
         one_component(name)?;
         let shown = self.show(name);
@@ -230,7 +230,7 @@ impl Dir {
 
     /// The entries of this directory (not `.`, `..`), each with its own type, symlinks not
     /// followed. Read from the descriptor, so a swap of the directory's path changes nothing.
-    pub fn entries(&self) -> io::Result<Vec<(OsString, std::fs::FileType)>> {
+    pub(crate) fn entries(&self) -> io::Result<Vec<(OsString, std::fs::FileType)>> {
         let dup = self.fd.try_clone()?;
         // The /proc link names this very directory, wherever its path now leads.
         let iter =
@@ -250,7 +250,7 @@ impl Dir {
     }
 
     /// `name`'s metadata, a symlink not followed; `None` when it does not exist.
-    pub fn stat(&self, name: impl AsRef<OsStr>) -> io::Result<Option<libc::stat>> {
+    pub(crate) fn stat(&self, name: impl AsRef<OsStr>) -> io::Result<Option<libc::stat>> {
         let c = cstr(name.as_ref())?;
         // SAFETY: a zeroed stat is a valid out-parameter; the pointers live across the call.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -274,7 +274,7 @@ impl Dir {
 
     /// Opens the regular file `name` for reading, without following a symlink and without
     /// waiting (a FIFO is refused, never blocked on).
-    pub fn open_file(&self, name: impl AsRef<OsStr>) -> io::Result<File> {
+    pub(crate) fn open_file(&self, name: impl AsRef<OsStr>) -> io::Result<File> {
         self.open_regular(name.as_ref(), libc::O_RDONLY)
     }
 
@@ -301,7 +301,7 @@ impl Dir {
 
     /// Reads the regular file `name` as UTF-8 text of at most `limit` bytes (the messages
     /// of `bounded::read_text`).
-    pub fn read_text(&self, name: impl AsRef<OsStr>, limit: u64) -> io::Result<String> {
+    pub(crate) fn read_text(&self, name: impl AsRef<OsStr>, limit: u64) -> io::Result<String> {
         let name = name.as_ref();
         let file = self.open_file(name)?;
         crate::bounded::read_open_text(file, &self.show(name), limit)
@@ -309,13 +309,13 @@ impl Dir {
     }
 
     /// Sets the modification time of the regular file `name` to now.
-    pub fn touch(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
+    pub(crate) fn touch(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
         let f = self.open_regular(name.as_ref(), libc::O_WRONLY)?;
         f.set_modified(std::time::SystemTime::now())
     }
 
     /// Renames `name` to `to_name` in `to` (atomic; replaces nothing that is a directory).
-    pub fn rename(
+    pub(crate) fn rename(
         &self,
         name: impl AsRef<OsStr>,
         to: &Dir,
@@ -354,7 +354,7 @@ impl Dir {
     /// (of the entry itself, a symlink not followed), then the old name goes; a directory
     /// (which cannot be hard-linked) is renamed with `RENAME_NOREPLACE`. `AlreadyExists`
     /// when `to_name` is taken.
-    pub fn move_new(
+    pub(crate) fn move_new(
         &self,
         name: impl AsRef<OsStr>,
         to: &Dir,
@@ -385,7 +385,7 @@ impl Dir {
     }
 
     /// Removes the file (or symlink) `name`; a missing one is not an error.
-    pub fn remove(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
+    pub(crate) fn remove(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
         let name = name.as_ref();
         one_component(name)?;
         let c = cstr(name)?;
@@ -448,12 +448,17 @@ impl Dir {
     /// a directory, FIFO, device or socket at `name` is refused. `durable`: fsync the file
     /// and the directory, so the rename survives a crash.
     /// The file is private to its owner (mode 0600), whatever it was before.
-    pub fn write(&self, name: impl AsRef<OsStr>, bytes: &[u8], durable: bool) -> io::Result<()> {
+    pub(crate) fn write(
+        &self,
+        name: impl AsRef<OsStr>,
+        bytes: &[u8],
+        durable: bool,
+    ) -> io::Result<()> {
         self.write_mode(name, bytes, durable, 0o600)
     }
 
     /// Like [`Dir::write`], the file getting exactly `mode` (the umask does not apply).
-    pub fn write_mode(
+    pub(crate) fn write_mode(
         &self,
         name: impl AsRef<OsStr>,
         bytes: &[u8],
@@ -509,7 +514,7 @@ impl Dir {
 
     /// Like [`Dir::write`] but never replaces an existing entry: `-2`, `-3`... go before
     /// the extension (`R-x-2.md`). Returns the name used.
-    pub fn write_new(&self, name: &str, bytes: &[u8]) -> io::Result<String> {
+    pub(crate) fn write_new(&self, name: &str, bytes: &[u8]) -> io::Result<String> {
         one_component(OsStr::new(name))?;
         let tmp = self.temp(bytes, true, 0o600)?;
         let (stem, ext) = name.rsplit_once('.').unwrap_or((name, ""));
@@ -555,13 +560,13 @@ impl Dir {
 
     /// Makes the directory's entries durable; where a filesystem refuses, there is nothing
     /// better to do (the data itself is synced).
-    pub fn sync(&self) {
+    pub(crate) fn sync(&self) {
         // SAFETY: fsync on an open descriptor.
         unsafe { libc::fsync(self.fd.as_raw_fd()) };
     }
 
     /// Removes temp files a crashed run left here more than ten minutes ago.
-    pub fn remove_stale_temps(&self) {
+    pub(crate) fn remove_stale_temps(&self) {
         let Ok(entries) = self.entries() else {
             return;
         };

@@ -10,18 +10,18 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 /// Largest config file harness reads.
-pub const CONFIG_MAX: u64 = 1024 * 1024;
+pub(crate) const CONFIG_MAX: u64 = 1024 * 1024;
 /// Largest `file:` key file harness reads (a key is a line; this leaves room for comments).
-pub const KEY_FILE_MAX: u64 = 64 * 1024;
+pub(crate) const KEY_FILE_MAX: u64 = 64 * 1024;
 /// Largest cassette harness replays.
-pub const CASSETTE_MAX: u64 = 64 * 1024 * 1024;
+pub(crate) const CASSETTE_MAX: u64 = 64 * 1024 * 1024;
 /// Largest REPORT `harness writeback` reads.
-pub const REPORT_MAX: u64 = 16 * 1024 * 1024;
+pub(crate) const REPORT_MAX: u64 = 16 * 1024 * 1024;
 
 /// The text of the regular file at `path` (symlinks followed), refused at once, unread, when
 /// it is a directory, a FIFO, a device or a socket, or longer than `limit` bytes. The error
 /// says which; callers add what the file is for.
-pub fn read_text(path: &Path, limit: u64) -> Result<String> {
+pub(crate) fn read_text(path: &Path, limit: u64) -> Result<String> {
     let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
     refuse_unless_regular(path, &meta, limit)?;
     // O_NONBLOCK: if the path became a FIFO since the check, opening it does not wait for a
@@ -36,7 +36,7 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String> {
 
 /// The text of a file already open (a directory descriptor's entry, opened without following
 /// a symlink), refused like [`read_text`] refuses; `path` only names it in messages.
-pub fn read_open_text(file: std::fs::File, path: &Path, limit: u64) -> Result<String> {
+pub(crate) fn read_open_text(file: std::fs::File, path: &Path, limit: u64) -> Result<String> {
     let meta = file
         .metadata()
         .with_context(|| format!("{}", path.display()))?;
@@ -53,7 +53,7 @@ pub fn read_open_text(file: std::fs::File, path: &Path, limit: u64) -> Result<St
 
 /// What a file that is not a regular one is, in words (`a FIFO`, `a device`, ...); `None`
 /// for a regular file. Symlinks are what the caller's metadata made of them.
-pub fn irregular(kind: std::fs::FileType) -> Option<&'static str> {
+pub(crate) fn irregular(kind: std::fs::FileType) -> Option<&'static str> {
     if kind.is_file() {
         None
     } else if kind.is_dir() {
@@ -88,7 +88,7 @@ fn refuse_unless_regular(path: &Path, meta: &std::fs::Metadata, limit: u64) -> R
 }
 
 /// `1 MiB`, `64 KiB`, or bytes.
-pub fn size(bytes: u64) -> String {
+pub(crate) fn size(bytes: u64) -> String {
     const KIB: u64 = 1024;
     const MIB: u64 = 1024 * KIB;
     if bytes >= MIB && bytes.is_multiple_of(MIB) {
@@ -104,7 +104,7 @@ pub fn size(bytes: u64) -> String {
 /// sequences) become blanks, the ends are trimmed, and a longer line is cut with `…`. For
 /// text a peer or a file supplies that narration, the PLAN and the REPORT show on one line
 /// (a task's subject): a Redmine reply may hold megabytes of it.
-pub fn one_line(text: &str, max: usize) -> String {
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let line: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -118,7 +118,7 @@ pub fn one_line(text: &str, max: usize) -> String {
 
 /// `text` when it is at most `max` bytes; else its head and tail (cut on character
 /// boundaries) around a note of how many bytes were left out.
-pub fn clip(text: &str, max: usize) -> String {
+pub(crate) fn clip(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }

@@ -16,7 +16,7 @@ use harness_gate as gate;
 
 /// How one check went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     /// Works.
     Ok,
     /// Works, but worth a look (a gate lint); does not fail the check.
@@ -29,7 +29,7 @@ pub enum Status {
 
 /// One line of the checklist.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Item {
+pub(crate) struct Item {
     /// The verdict.
     pub status: Status,
     /// What was checked (`proxy`, `redmine`, ...).
@@ -47,7 +47,7 @@ fn item(status: Status, what: &str, detail: impl Into<String>) -> Item {
 }
 
 /// Runs every check of `cfg` in order. Secrets resolved on the way are added to `redactor`.
-pub async fn run(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
+pub(crate) async fn run(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
     let tiers = cfg.models.tiers.len();
     let mut items = vec![item(
         Status::Ok,
@@ -433,7 +433,7 @@ async fn litellm_items(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
 }
 
 /// One item per tier: are its models listed by the proxy? PURE.
-pub fn model_items(tiers: &BTreeMap<String, Vec<String>>, served: &[String]) -> Vec<Item> {
+pub(crate) fn model_items(tiers: &BTreeMap<String, Vec<String>>, served: &[String]) -> Vec<Item> {
     tiers
         .iter()
         .map(|(tier, chain)| {
@@ -540,7 +540,7 @@ fn unlabelled(label: &str, e: &anyhow::Error) -> String {
 }
 
 /// The checklist as printed: one line per item, then a count.
-pub fn render(items: &[Item]) -> String {
+pub(crate) fn render(items: &[Item]) -> String {
     let mut out = String::new();
     for i in items {
         let mark = match i.status {
@@ -561,7 +561,7 @@ pub fn render(items: &[Item]) -> String {
 }
 
 /// The columns a `check` line fills before it wraps.
-pub const WIDTH: usize = 100;
+pub(crate) const WIDTH: usize = 100;
 
 /// The widest indent of a continuation line: past it, continuations start under the mark's
 /// end instead, so a long `what` leaves room for the detail.
@@ -572,7 +572,7 @@ const INDENT_MAX: usize = 40;
 /// than the width is kept whole on a line of its own, and each line of a multi-line detail
 /// wraps the same way. One space becomes each break, so joining a continuation (its indent
 /// removed) to the line before with a space gives the detail back.
-pub fn wrap(head: &str, detail: &str, width: usize) -> String {
+pub(crate) fn wrap(head: &str, detail: &str, width: usize) -> String {
     let lead = head.chars().count();
     let indent = " ".repeat(if lead <= INDENT_MAX { lead } else { 6 });
     let mut out = String::from(head);
@@ -604,7 +604,7 @@ pub fn wrap(head: &str, detail: &str, width: usize) -> String {
 }
 
 /// How many items failed.
-pub fn failures(items: &[Item]) -> usize {
+pub(crate) fn failures(items: &[Item]) -> usize {
     items.iter().filter(|i| i.status == Status::Fail).count()
 }
 

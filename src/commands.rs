@@ -12,14 +12,14 @@ use crate::{check, config, emit, writeback};
 use harness_gate as gate;
 
 /// `harness version`.
-pub fn version() -> Result<Success, Failure> {
+pub(crate) fn version() -> Result<Success, Failure> {
     emit(&format!("harness {}\n", env!("CARGO_PKG_VERSION")))?;
     Ok(Success::Done)
 }
 
 /// `harness writeback`: does what a REPORT file still owes: its pending pull request
 /// (`[forge]`), then its Redmine note; each is safe to repeat.
-pub async fn writeback_command(
+pub(crate) async fn writeback_command(
     args: cli::WritebackArgs,
     redactor: &mut Redactor,
 ) -> Result<Success, Failure> {
@@ -93,7 +93,7 @@ async fn redmine_writeback(
 }
 
 /// `harness check`: every check that costs no token, as a checklist.
-pub async fn check_command(
+pub(crate) async fn check_command(
     args: cli::CheckArgs,
     redactor: &mut Redactor,
 ) -> Result<Success, Failure> {
@@ -108,7 +108,7 @@ pub async fn check_command(
 
 /// `harness gate`: judges one command under the config's policy, or under a preset alone
 /// (`--preset NAME`), or prints a preset's rules (`--preset NAME` without a command).
-pub fn gate_command(args: GateArgs, redactor: &mut Redactor) -> Result<Success, Failure> {
+pub(crate) fn gate_command(args: GateArgs, redactor: &mut Redactor) -> Result<Success, Failure> {
     const USAGE: &str = "usage: harness gate [--config PATH | --preset NAME] [--json] [-- COMMAND]";
     let preset = match &args.preset {
         Some(name) => Some(

@@ -71,7 +71,7 @@ impl Failure {
 }
 
 /// Tags a `Result`'s error with the stage it belongs to.
-pub trait StageExt<T> {
+pub(crate) trait StageExt<T> {
     /// Turns the error into a [`Failure`] of `stage`.
     fn stage(self, stage: Stage) -> Result<T, Failure>;
 }

@@ -9,23 +9,23 @@ use std::time::Duration;
 use reqwest::header::HeaderMap;
 
 /// Longest wait a `Retry-After` header can impose; a longer ask is cut to this.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// First backoff step; doubles per attempt.
-pub const BACKOFF_BASE: Duration = Duration::from_millis(500);
+pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(500);
 /// Backoff ceiling without `Retry-After`.
-pub const BACKOFF_CAP: Duration = Duration::from_secs(20);
+pub(crate) const BACKOFF_CAP: Duration = Duration::from_secs(20);
 /// How much of a body goes into a message, in characters.
-pub const BODY_EXCERPT: usize = 400;
+pub(crate) const BODY_EXCERPT: usize = 400;
 /// Largest response body (or stream) read from any peer: a longer one is refused without
 /// being read further, so a peer cannot fill harness's memory.
-pub const MAX_BODY: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 16 * 1024 * 1024;
 /// Longest a connection may take to open, whatever the request timeout.
 const CONNECT_TIMEOUT_CAP: Duration = Duration::from_secs(10);
 
 /// A client whose every request is bounded by `timeout` (connecting by at most 10 s, and
 /// always before the whole request's bound, so a TCP or TLS handshake that never ends is a
 /// connect error, told from a request that was sent), with harness's user agent.
-pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
+pub(crate) fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
     reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout((timeout * 3 / 4).min(CONNECT_TIMEOUT_CAP))
@@ -40,7 +40,7 @@ pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
 
 /// For a redirect (3xx), where it points (`Location`, or a note that it names none);
 /// `None` for any other status. Harness follows no redirect: the caller says so.
-pub fn redirect_target(status: u16, headers: &HeaderMap) -> Option<String> {
+pub(crate) fn redirect_target(status: u16, headers: &HeaderMap) -> Option<String> {
     if !(300..400).contains(&status) {
         return None;
     }
@@ -54,7 +54,7 @@ pub fn redirect_target(status: u16, headers: &HeaderMap) -> Option<String> {
 
 /// What went wrong with one attempt, as far as the retry policy cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
+pub(crate) enum Fault {
     /// The peer answered with this (non-success) status.
     Status(u16),
     /// No usable answer: a transport error, a broken, stalled or unreadable body.
@@ -66,7 +66,7 @@ pub enum Fault {
 
 /// The retry policy's verdict on a failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retry {
+pub(crate) enum Retry {
     /// Try again after this long.
     After(Duration),
     /// The fault is final, or the retries are spent.
@@ -78,7 +78,7 @@ pub enum Retry {
 /// [`is_retryable_status`] is retried while retries remain: after the peer's `Retry-After`
 /// (`retry_after`, the header's value, read at `now`; capped at [`MAX_RETRY_AFTER`]) when it
 /// gave a readable one, else after [`backoff`] with jitter from `seed`. Anything else is final.
-pub fn decide(
+pub(crate) fn decide(
     fault: Fault,
     attempt: u32,
     max_retries: u32,
@@ -102,7 +102,7 @@ pub fn decide(
 }
 
 /// [`decide`] now, with a fresh jitter seed: what an adapter's retry loop asks.
-pub fn decide_now(
+pub(crate) fn decide_now(
     fault: Fault,
     attempt: u32,
     max_retries: u32,
@@ -120,7 +120,7 @@ pub fn decide_now(
 
 /// Says on stderr that `what` (`redmine: PUT URL`) failed for `reason` and is tried again,
 /// then waits `wait` (what [`decide`] said).
-pub async fn pause_before_retry(
+pub(crate) async fn pause_before_retry(
     what: &str,
     reason: &str,
     attempt: u32,
@@ -136,13 +136,13 @@ pub async fn pause_before_retry(
 }
 
 /// 408, 429 and the 5xx gateway family are worth another attempt; other statuses are final.
-pub fn is_retryable_status(status: u16) -> bool {
+pub(crate) fn is_retryable_status(status: u16) -> bool {
     matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
 }
 
 /// How long to wait before retry number `attempt + 1`: the server's `Retry-After` (capped)
 /// when given, else `BACKOFF_BASE * 2^attempt` (capped) with up to 50% jitter from `seed`.
-pub fn backoff(attempt: u32, retry_after: Option<Duration>, seed: u64) -> Duration {
+pub(crate) fn backoff(attempt: u32, retry_after: Option<Duration>, seed: u64) -> Duration {
     if let Some(ra) = retry_after {
         return ra.min(MAX_RETRY_AFTER);
     }
@@ -155,7 +155,7 @@ pub fn backoff(attempt: u32, retry_after: Option<Duration>, seed: u64) -> Durati
 
 /// The `Retry-After` value of a response: the standard header, or LiteLLM's
 /// `llm_provider-retry-after`, which is how the proxy passes the upstream's header on.
-pub fn retry_after_header(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn retry_after_header(headers: &HeaderMap) -> Option<String> {
     ["retry-after", "llm_provider-retry-after"]
         .iter()
         .filter_map(|name| headers.get(*name)?.to_str().ok())
@@ -165,7 +165,10 @@ pub fn retry_after_header(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Parses a `Retry-After` value: delta seconds (integer or decimal) or an HTTP date.
-pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+pub(crate) fn parse_retry_after(
+    value: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<Duration> {
     let v = value.trim();
     if let Ok(secs) = v.parse::<f64>() {
         return (secs.is_finite() && secs >= 0.0)
@@ -177,7 +180,7 @@ pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Opt
 }
 
 /// A jitter seed that differs between calls and processes.
-pub fn jitter_seed() -> u64 {
+pub(crate) fn jitter_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
@@ -191,7 +194,7 @@ pub fn jitter_seed() -> u64 {
 
 /// Why a body could not be read.
 #[derive(Debug)]
-pub enum BodyError {
+pub(crate) enum BodyError {
     /// The body is (or announced itself as) longer than the limit.
     TooLarge {
         /// The limit, in bytes.
@@ -203,7 +206,7 @@ pub enum BodyError {
 
 impl BodyError {
     /// The retry policy's view of it.
-    pub fn fault(&self) -> Fault {
+    pub(crate) fn fault(&self) -> Fault {
         match self {
             BodyError::TooLarge { .. } => Fault::TooLarge,
             BodyError::Transport(_) => Fault::NoAnswer,
@@ -226,7 +229,10 @@ impl std::fmt::Display for BodyError {
 
 /// Reads a response's body as text (invalid UTF-8 replaced), at most `limit` bytes; see
 /// [`read_body_bytes`].
-pub async fn read_body(response: reqwest::Response, limit: usize) -> Result<String, BodyError> {
+pub(crate) async fn read_body(
+    response: reqwest::Response,
+    limit: usize,
+) -> Result<String, BodyError> {
     let bytes = read_body_bytes(response, limit).await?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
@@ -234,7 +240,7 @@ pub async fn read_body(response: reqwest::Response, limit: usize) -> Result<Stri
 /// Reads a response's body, at most `limit` bytes: a body that announces more
 /// (`Content-Length`) is refused unread, one that sends more is cut off at the limit. The one
 /// body reader of every peer (attachments keep their bytes as sent).
-pub async fn read_body_bytes(
+pub(crate) async fn read_body_bytes(
     mut response: reqwest::Response,
     limit: usize,
 ) -> Result<Vec<u8>, BodyError> {
@@ -252,19 +258,19 @@ pub async fn read_body_bytes(
 
 /// Counts the bytes of a body read piece by piece (a stream), refusing past a limit.
 #[derive(Debug, Clone, Copy)]
-pub struct BodyLimit {
+pub(crate) struct BodyLimit {
     limit: usize,
     read: usize,
 }
 
 impl BodyLimit {
     /// A count of nothing yet, against `limit`.
-    pub fn new(limit: usize) -> BodyLimit {
+    pub(crate) fn new(limit: usize) -> BodyLimit {
         BodyLimit { limit, read: 0 }
     }
 
     /// Adds `n` bytes; an error once the total is over the limit.
-    pub fn count(&mut self, n: usize) -> Result<(), BodyError> {
+    pub(crate) fn count(&mut self, n: usize) -> Result<(), BodyError> {
         self.read = self.read.saturating_add(n);
         if self.read > self.limit {
             return Err(BodyError::TooLarge { limit: self.limit });
@@ -274,7 +280,7 @@ impl BodyLimit {
 }
 
 /// What a transport failure was (timeout, connect, broken body), with its cause chain.
-pub fn transport_message(e: &reqwest::Error) -> String {
+pub(crate) fn transport_message(e: &reqwest::Error) -> String {
     let what = if e.is_timeout() {
         "timed out"
     } else if e.is_connect() {
@@ -316,7 +322,7 @@ fn plain_http_hint(https: bool, connect: bool, text: &str) -> &'static str {
 }
 
 /// The first [`BODY_EXCERPT`] characters of a body, on one line.
-pub fn excerpt(body: &str) -> String {
+pub(crate) fn excerpt(body: &str) -> String {
     let one_line: String = body
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })

@@ -21,7 +21,7 @@ const HASH_MAX: usize = 1024 * 1024;
 
 /// What the REPORT's `instructions:` says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct InstructionsRecord {
+pub(crate) struct InstructionsRecord {
     /// `work root`, or `base commit <sha> (<branch>)`.
     pub source: String,
     /// `sha256:<hex>` of `AGENTS.md` as read, when there is one.
@@ -36,7 +36,7 @@ pub struct InstructionsRecord {
 }
 
 /// Where this run's instructions are read from.
-pub struct Inputs {
+pub(crate) struct Inputs {
     /// The directory to read `AGENTS.md` and the skills dir from.
     pub root: PathBuf,
     /// The copy of the base commit's files, removed when dropped.
@@ -46,7 +46,11 @@ pub struct Inputs {
 }
 
 /// The instructions' source for a run in `work_root` (the worktree with `[workspace]`).
-pub fn gather(work_root: &Path, prompt: &PromptConfig, workspace: Option<&Workspace>) -> Inputs {
+pub(crate) fn gather(
+    work_root: &Path,
+    prompt: &PromptConfig,
+    workspace: Option<&Workspace>,
+) -> Inputs {
     let (root, copy, source) = match workspace {
         None => (work_root.to_path_buf(), None, "work root".to_string()),
         Some(ws) => {
@@ -121,14 +125,14 @@ pub fn gather(work_root: &Path, prompt: &PromptConfig, workspace: Option<&Worksp
 /// the model wrote as the operator's instructions. After the turn, [`Unborn::set_aside`]
 /// renames whatever a command created there. Empty with `[workspace]` (the instructions come
 /// from the base commit) and with `[prompt] writable`.
-pub struct Unborn {
+pub(crate) struct Unborn {
     root: PathBuf,
     /// (the parent directory relative to the root, "" for the root; the missing name in it).
     missing: Vec<(String, String)>,
 }
 
 /// What of the next run's inputs is missing in `work_root` now (see [`Unborn`]).
-pub fn unborn(work_root: &Path, prompt: &PromptConfig, workspace: bool) -> Unborn {
+pub(crate) fn unborn(work_root: &Path, prompt: &PromptConfig, workspace: bool) -> Unborn {
     let mut missing = Vec::new();
     if !workspace && !prompt.writable {
         let mut wanted = vec![AGENTS];
@@ -167,7 +171,7 @@ impl Unborn {
     /// `NAME.rejected-<run_id>` beside it (beneath the root, never through a symlink; a
     /// symlink planted there is renamed itself). Returns what was set aside, as
     /// `PATH -> NEW NAME`; failures are narrated and listed too.
-    pub fn set_aside(&self, run_id: &str) -> Vec<String> {
+    pub(crate) fn set_aside(&self, run_id: &str) -> Vec<String> {
         let mut out = Vec::new();
         for (parent, name) in &self.missing {
             let Ok(dir) = crate::beneath::Dir::open_beneath(&self.root, Path::new(parent)) else {

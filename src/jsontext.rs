@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 /// `text` with every lone surrogate escape replaced by `\uFFFD`; unchanged (borrowed) when
 /// it has none. Linear in the text; escaped backslashes (`\\ud800`) are left alone.
-pub fn lone_surrogates_replaced(text: &str) -> Cow<'_, str> {
+pub(crate) fn lone_surrogates_replaced(text: &str) -> Cow<'_, str> {
     let b = text.as_bytes();
     let mut out: Option<String> = None;
     let (mut copied, mut i) = (0, 0);

@@ -7,6 +7,7 @@
 //! [`commands`].
 
 #![deny(clippy::print_stdout)]
+#![warn(unreachable_pub)]
 
 pub(crate) mod atomic;
 pub(crate) mod attachments;

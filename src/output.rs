@@ -26,7 +26,7 @@ pub struct Delivered {
 
 /// The object `--output json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// The run's id (the REPORT's `run_id`).
     pub run_id: String,
     /// `run.completed`'s `stop_reason`: the turn's, or why no turn ran or the run failed
@@ -53,7 +53,7 @@ pub struct Summary {
 
 /// `tokens` of [`Summary`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Tokens {
+pub(crate) struct Tokens {
     /// Prompt tokens.
     pub prompt: u64,
     /// Completion tokens.
@@ -65,7 +65,7 @@ pub struct Tokens {
 impl Summary {
     /// The object of a run that ended with `outcome` and `exit_code`, with what its REPORT
     /// said when one was written.
-    pub fn new(
+    pub(crate) fn new(
         run_id: &str,
         outcome: &str,
         exit_code: u8,
@@ -92,7 +92,7 @@ impl Summary {
     }
 
     /// One line of JSON, every string in it masked.
-    pub fn render(&self, redactor: &Redactor) -> String {
+    pub(crate) fn render(&self, redactor: &Redactor) -> String {
         let mut value = serde_json::to_value(self).unwrap_or(Value::Null);
         redactor.redact_json(&mut value);
         format!("{value}\n")

@@ -11,7 +11,7 @@ use harness_gate as gate;
 
 /// What a `--dry-run` shows: the run's plan, nothing executed.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The vertical.
     pub vertical: String,
     /// `[id] subject (source src)`.
@@ -50,7 +50,7 @@ pub struct Plan {
 }
 
 /// Renders the PLAN block printed by `--dry-run`.
-pub fn render(p: &Plan) -> String {
+pub(crate) fn render(p: &Plan) -> String {
     let mut bound = format!("max {} rounds", p.max_rounds);
     if let Some(t) = p.max_total_tokens {
         bound.push_str(&format!(", max {t} tokens"));
@@ -87,7 +87,7 @@ pub fn render(p: &Plan) -> String {
 }
 
 /// The PLAN of a run: what it would do with this task, route and sandbox, from the config.
-pub fn plan(
+pub(crate) fn plan(
     cfg: &Config,
     task: &Task,
     route: &Route,
@@ -165,7 +165,7 @@ fn attachments_line(a: &crate::config::AttachmentsConfig, route: &Route) -> Stri
 
 /// The PLAN's `workflow:` line: the stages, how many a run takes, and the stage this run
 /// would start with (after `last`, the session's last mark of the task).
-pub fn workflow_line(
+pub(crate) fn workflow_line(
     flows: &crate::config::Workflows,
     flow: &crate::config::Workflow,
     last: Option<&crate::workflow::state::Mark>,

@@ -15,7 +15,7 @@ use crate::secrets::{KeyRef, Redactor, Secret};
 
 /// One entry of the list.
 #[derive(Debug)]
-pub struct Check {
+pub(crate) struct Check {
     /// What was checked, as `harness check` labels it (`report dir`, `work root`, ...).
     pub what: &'static str,
     /// The stage a failure belongs to in `harness once` (its exit code).
@@ -27,7 +27,7 @@ pub struct Check {
 /// The local checks of `cfg` (no network, no key): the report dir, the inbox dir, and with the bash tool its
 /// work root, write roots and (under Landlock) read set; with `[workspace]`, its repository,
 /// base branch and remote; with `record`, the `--record` target.
-pub fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
+pub(crate) fn local(cfg: &Config, record: Option<&Path>) -> Vec<Check> {
     let mut checks = vec![Check {
         what: "report dir",
         stage: Stage::Writeback,
@@ -132,7 +132,7 @@ fn confined(cfg: &Config) -> bool {
 }
 
 /// The first failed check as the run's failure.
-pub fn first_failure(checks: Vec<Check>) -> Result<(), Failure> {
+pub(crate) fn first_failure(checks: Vec<Check>) -> Result<(), Failure> {
     match checks.into_iter().find(|c| c.outcome.is_err()) {
         Some(Check {
             stage,
@@ -145,7 +145,7 @@ pub fn first_failure(checks: Vec<Check>) -> Result<(), Failure> {
 
 /// With `[forge]`: its token resolved (it joins `redactor`) and the client built; the one
 /// place `harness once`, `harness check` and `harness writeback` get it from.
-pub fn forge_client(
+pub(crate) fn forge_client(
     cfg: &Config,
     redactor: &mut Redactor,
 ) -> Option<anyhow::Result<crate::forge::client::ForgeClient>> {
@@ -164,7 +164,7 @@ pub fn forge_client(
 /// Resolves the key of `key_ref` (the config's `config_key`, such as `[litellm].key_ref`) and
 /// proves it can be sent: an HTTP header value holds no line break or other control
 /// character. The key joins `redactor` as soon as it is read.
-pub fn key(
+pub(crate) fn key(
     key_ref: &KeyRef,
     label: &str,
     config_key: &str,
@@ -183,7 +183,7 @@ pub fn key(
 /// end. API keys are ASCII; a byte order mark or a zero-width space pasted with one is sent
 /// as bytes a peer may echo back decoded otherwise, where the masking no longer finds the
 /// key (an echoing proxy showed the rest of it), and the key is refused anyway.
-pub fn key_problem(value: &str) -> Option<String> {
+pub(crate) fn key_problem(value: &str) -> Option<String> {
     if !header_safe(value) {
         return Some(
             "the key is not a valid HTTP header value (it holds a line break or another control character)"
@@ -222,7 +222,7 @@ pub fn key_problem(value: &str) -> Option<String> {
 
 /// Whether `value` can be an HTTP header value as sent: visible ASCII, spaces and tabs, or
 /// bytes of non-ASCII text; no control characters (a line break would end the header).
-pub fn header_safe(value: &str) -> bool {
+pub(crate) fn header_safe(value: &str) -> bool {
     reqwest::header::HeaderValue::from_str(value).is_ok()
 }
 

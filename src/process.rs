@@ -3,4 +3,4 @@
 //! for the stages that start programs of their own (git, a key store's program, signals).
 //! No code of its own.
 
-pub use harness_sandbox::process::*;
+pub(crate) use harness_sandbox::process::*;

@@ -15,10 +15,10 @@ use crate::secrets::Redactor;
 use crate::tools::files::jail;
 
 /// The instructions file, at the work root.
-pub const AGENTS_FILE: &str = "AGENTS.md";
+pub(crate) const AGENTS_FILE: &str = "AGENTS.md";
 
 /// `system` with the project's `AGENTS.md` appended when there is one and the cap allows.
-pub fn with_project_instructions(
+pub(crate) fn with_project_instructions(
     system: String,
     work_root: &Path,
     config: &PromptConfig,
@@ -83,7 +83,7 @@ const MAX_DESCRIPTION_CHARS: usize = 200;
 /// file (name, path, description), sorted by name, so the model reads a skill's file only
 /// when its description fits the task. Files are read beneath the work root (a symlink that
 /// leads out is left out); a missing or unreadable directory is narrated, never a failure.
-pub fn with_skills(
+pub(crate) fn with_skills(
     system: String,
     work_root: &Path,
     config: &PromptConfig,

@@ -18,7 +18,7 @@ use crate::workspace;
 
 /// Everything a REPORT says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     /// Unique id of this run (also the Redmine write-back marker).
     pub run_id: String,
     /// The vertical.
@@ -97,7 +97,7 @@ pub struct Report {
 
 /// The `result:` (and `result_errors:`) front matter of a run with a result schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResultRecord {
+pub(crate) struct ResultRecord {
     /// The accepted result, valid against the schema (its strings masked after the check);
     /// `None` when the run has none (no `finish`, a status other than `done` without one,
     /// or `result_invalid`).
@@ -108,7 +108,7 @@ pub struct ResultRecord {
 
 /// The REPORT's `forge:`: what became of the task branch's pull request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ForgeRecord {
+pub(crate) struct ForgeRecord {
     /// `pending` (still to do: `harness writeback` does it), `opened` (this run opened it),
     /// `updated` (an open one was found and commented on) or `skipped` (none wanted).
     pub state: String,
@@ -132,7 +132,7 @@ pub struct ForgeRecord {
 
 /// The `finish:` front matter: what the model said about the task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FinishRecord {
+pub(crate) struct FinishRecord {
     /// `done`, `needs_input`, `blocked` or `failed`.
     pub status: String,
     /// The question for a human (`needs_input` only).
@@ -145,7 +145,7 @@ fn json<T: Serialize>(v: &T) -> String {
 
 /// Renders the REPORT: YAML front matter whose values are JSON scalars (a script can parse
 /// each line with a JSON parser), then the reply verbatim but for control characters.
-pub fn render(r: &Report) -> String {
+pub(crate) fn render(r: &Report) -> String {
     let ts = |t: &DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let duration_ms = (r.finished - r.started).num_milliseconds().max(0);
     let fields: Vec<(&str, String)> = vec![
@@ -250,7 +250,7 @@ fn displayable(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// `REPORT-<vertical>-<task>-<UTC timestamp>.md`, with the task id made file-name safe.
-pub fn file_name(vertical: &str, task_id: &str, at: DateTime<Utc>) -> String {
+pub(crate) fn file_name(vertical: &str, task_id: &str, at: DateTime<Utc>) -> String {
     let safe: String = task_id
         .chars()
         .map(|c| {
@@ -270,7 +270,7 @@ pub fn file_name(vertical: &str, task_id: &str, at: DateTime<Utc>) -> String {
 /// Creates the report directory if needed and proves it is writable (a synced temp file is
 /// created and removed), so a run fails before any token is spent. Also removes temp files
 /// that a crashed run left behind more than ten minutes ago.
-pub fn prepare_dir(dir: &Path) -> Result<()> {
+pub(crate) fn prepare_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create report dir {} (report_dir)", dir.display()))?;
     let mut probe = tempfile::Builder::new()
@@ -293,7 +293,7 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
 
 /// `text` (a rendered REPORT) with its `forge:` and `pr_url:` lines saying `record`: the
 /// forge step's outcome, written into the REPORT it started from. PURE.
-pub fn with_forge(text: &str, record: &ForgeRecord) -> String {
+pub(crate) fn with_forge(text: &str, record: &ForgeRecord) -> String {
     let mut out = String::with_capacity(text.len() + 256);
     let mut in_front = false;
     for (i, line) in text.split_inclusive('\n').enumerate() {
@@ -313,7 +313,7 @@ pub fn with_forge(text: &str, record: &ForgeRecord) -> String {
 
 /// Replaces a REPORT this run (or a retried write-back) wrote with `text`, atomically, and
 /// `REPORT-latest.md` beside it when that still holds the same run.
-pub fn rewrite(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn rewrite(path: &Path, text: &str) -> Result<()> {
     atomic::write(path, text.as_bytes())?;
     let latest = path.with_file_name("REPORT-latest.md");
     let same_run = |t: &str| parse(t).ok().map(|p| p.str("run_id").to_string());
@@ -331,7 +331,7 @@ pub fn rewrite(path: &Path, text: &str) -> Result<()> {
 /// A REPORT on disk: where, and the text written, which the write-back sends as it is (the
 /// REPORT is rendered once per run).
 #[derive(Debug)]
-pub struct Written {
+pub(crate) struct Written {
     /// The timestamped REPORT file.
     pub path: PathBuf,
     /// Its text.
@@ -339,7 +339,7 @@ pub struct Written {
 }
 
 /// Writes the timestamped REPORT and then `REPORT-latest.md`.
-pub fn write_reports(dir: &Path, report: &Report) -> Result<Written> {
+pub(crate) fn write_reports(dir: &Path, report: &Report) -> Result<Written> {
     let text = render(report);
     let name = file_name(&report.vertical, &report.task_id, report.started);
     let path = atomic::write_new(dir, &name, text.as_bytes())?;
@@ -560,7 +560,7 @@ All good.
 
 /// A REPORT read back from disk: its front matter values and its body.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     /// Front-matter values by key.
     pub fields: std::collections::BTreeMap<String, serde_json::Value>,
     /// Everything after the front matter.
@@ -569,7 +569,7 @@ pub struct Parsed {
 
 impl Parsed {
     /// A string field, or `""`.
-    pub fn str(&self, key: &str) -> &str {
+    pub(crate) fn str(&self, key: &str) -> &str {
         self.fields
             .get(key)
             .and_then(|v| v.as_str())
@@ -578,10 +578,10 @@ impl Parsed {
 }
 
 /// The REPORT format version this harness writes and reads (`harness_report`).
-pub const VERSION: u64 = 1;
+pub(crate) const VERSION: u64 = 1;
 
 /// Every `stop_reason` a REPORT may carry: one per way a turn ends.
-pub const STOP_REASONS: &[&str] = &[
+pub(crate) const STOP_REASONS: &[&str] = &[
     "completed",
     "needs_input",
     "agent_failed",
@@ -598,7 +598,7 @@ pub const STOP_REASONS: &[&str] = &[
 /// Parses a REPORT rendered by [`render`] (CRLF line ends and a leading byte-order mark
 /// accepted, as an editor may save it) and checks its front matter: the version, the fields a write-back needs, each field's
 /// type, a known stop reason; every problem at once. PURE.
-pub fn parse(text: &str) -> Result<Parsed> {
+pub(crate) fn parse(text: &str) -> Result<Parsed> {
     let text = text.trim_start_matches('\u{feff}').replace("\r\n", "\n");
     let rest = text
         .strip_prefix("---\n")

@@ -10,10 +10,10 @@ use serde_json::Value;
 
 /// Largest schema file harness reads (bytes): the schema goes into every request's `finish`
 /// spec, so a big one costs tokens each round.
-pub const SCHEMA_MAX: u64 = 64 * 1024;
+pub(crate) const SCHEMA_MAX: u64 = 64 * 1024;
 
 /// Validation errors listed, at most; the rest are counted.
-pub const MAX_ERRORS: usize = 10;
+pub(crate) const MAX_ERRORS: usize = 10;
 
 /// Bytes of one error as listed (head and tail kept): an error quotes the value it is about.
 const ERROR_MAX: usize = 240;

@@ -14,7 +14,7 @@ use crate::{config, emit, once};
 
 /// One task in scope, as printed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     /// `inbox` or `redmine`.
     pub source: String,
     /// The task's id in its source.
@@ -33,7 +33,7 @@ pub struct Row {
 
 /// The JSON output: `count` is the tasks a worker would run (the routable ones).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Listing {
+pub(crate) struct Listing {
     /// Routable tasks in scope.
     pub count: usize,
     /// Every task in scope, in intake order.
@@ -41,7 +41,7 @@ pub struct Listing {
 }
 
 /// Runs `harness scope`.
-pub async fn scope(args: ScopeArgs, redactor: &mut Redactor) -> Result<Success, Failure> {
+pub(crate) async fn scope(args: ScopeArgs, redactor: &mut Redactor) -> Result<Success, Failure> {
     let cfg = config::load(args.config.clone(), redactor).stage(Stage::Config)?;
     let redmine = once::redmine_client(&cfg, &OnceArgs::default(), redactor)?;
     let route = |task: &crate::intake::Task| crate::intake::route(&cfg, task);
@@ -76,7 +76,7 @@ fn row(s: Scoped<Route>) -> Row {
 }
 
 /// The listing of these rows.
-pub fn listing(tasks: Vec<Row>) -> Listing {
+pub(crate) fn listing(tasks: Vec<Row>) -> Listing {
     Listing {
         count: tasks.iter().filter(|r| r.error.is_none()).count(),
         tasks,
@@ -84,14 +84,14 @@ pub fn listing(tasks: Vec<Row>) -> Listing {
 }
 
 /// One JSON object and a newline.
-pub fn json(listing: &Listing) -> String {
+pub(crate) fn json(listing: &Listing) -> String {
     let mut text = serde_json::to_string(listing).unwrap_or_default();
     text.push('\n');
     text
 }
 
 /// One line per task, then a count.
-pub fn render(listing: &Listing, cfg: &Config) -> String {
+pub(crate) fn render(listing: &Listing, cfg: &Config) -> String {
     let mut out = String::new();
     for r in &listing.tasks {
         let id = match r.source.as_str() {

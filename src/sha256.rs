@@ -13,12 +13,12 @@ const K: [u32; 64] = [
 ];
 
 /// The digest of `data`, as 64 lowercase hex digits.
-pub fn hex(data: &[u8]) -> String {
+pub(crate) fn hex(data: &[u8]) -> String {
     digest(data).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The 32-byte digest of `data`.
-pub fn digest(data: &[u8]) -> [u8; 32] {
+pub(crate) fn digest(data: &[u8]) -> [u8; 32] {
     let mut h: [u32; 8] = [
         0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
         0x5be0cd19,

@@ -23,7 +23,7 @@ use crate::report::Parsed;
 const SUMMARY_CHARS: usize = 2000;
 
 /// The note for a REPORT; `attached` names the attached file when the reply is too long.
-pub fn render_note(report: &Parsed, max_chars: usize, attached: Option<&str>) -> String {
+pub(crate) fn render_note(report: &Parsed, max_chars: usize, attached: Option<&str>) -> String {
     let f = &report.fields;
     let num = |k: &str| {
         f.get(k)
@@ -115,7 +115,7 @@ fn workspace_line(ws: &serde_json::Value) -> String {
 /// of the write-back's PUT, one `{"id", "value"}` per mapped key the result has, left out
 /// where the issue's field already holds that value (a retry sets nothing twice). A key the
 /// result lacks leaves its field alone.
-pub fn custom_fields(
+pub(crate) fn custom_fields(
     map: &BTreeMap<String, u64>,
     result: Option<&Value>,
     current: &[CustomField],
@@ -148,7 +148,7 @@ fn field_value(value: &Value) -> Value {
 }
 
 /// Whether a REPORT's reply must go as an attachment.
-pub fn needs_attachment(report: &Parsed, max_chars: usize) -> bool {
+pub(crate) fn needs_attachment(report: &Parsed, max_chars: usize) -> bool {
     report.body.trim_end().chars().count() > max_chars
 }
 
@@ -183,7 +183,7 @@ fn stage_line(report: &Parsed) -> String {
 
 /// Where the issue's status goes after a REPORT.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StatusTarget<'a> {
+pub(crate) enum StatusTarget<'a> {
     /// Leave it.
     Unchanged,
     /// The status of this name.
@@ -194,7 +194,7 @@ pub enum StatusTarget<'a> {
 }
 
 /// The status a stop reason leads to.
-pub fn target_status<'a>(cfg: &'a RedmineConfig, stop_reason: &str) -> StatusTarget<'a> {
+pub(crate) fn target_status<'a>(cfg: &'a RedmineConfig, stop_reason: &str) -> StatusTarget<'a> {
     let named = |s: &'a Option<String>| match s.as_deref() {
         Some(name) => StatusTarget::Named(name),
         None => StatusTarget::Unchanged,
@@ -210,7 +210,7 @@ pub fn target_status<'a>(cfg: &'a RedmineConfig, stop_reason: &str) -> StatusTar
 
 /// A file attached to the REPORT note in the same update (the run's session).
 #[derive(Debug, Clone)]
-pub struct Extra {
+pub(crate) struct Extra {
     /// The attachment's file name.
     pub name: String,
     /// Its bytes.
@@ -307,7 +307,7 @@ fn note_and_fields_applied(
 /// session) is attached in the same update as the note, so a note never lacks it. An
 /// update that met a concurrent one (Redmine saved nothing of it) is made again from a
 /// fresh read of the issue.
-pub async fn write_back(
+pub(crate) async fn write_back(
     client: &RedmineClient,
     cfg: &RedmineConfig,
     report_text: &str,

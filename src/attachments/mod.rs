@@ -5,7 +5,7 @@
 //! carries and the image parts a vision tier is sent, out. The adapter that downloads, reads
 //! and places them is [`place`].
 
-pub mod place;
+pub(crate) mod place;
 
 use crate::config::AttachmentsConfig;
 use crate::llm::wire::{Content, ImageUrl, Message, Part};
@@ -17,7 +17,7 @@ const NAME_MAX: usize = 100;
 
 /// One attachment as its source offers it, before anything is downloaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Offered {
+pub(crate) struct Offered {
     /// Its file name as the source gives it (never trusted as a path).
     pub name: String,
     /// The content type the source declares (`None`: it declares none).
@@ -30,7 +30,7 @@ pub struct Offered {
 
 /// An image format harness sends to a vision model, recognised by magic bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Image {
+pub(crate) enum Image {
     /// PNG.
     Png,
     /// JPEG.
@@ -43,7 +43,7 @@ pub enum Image {
 
 impl Image {
     /// Its MIME type.
-    pub fn mime(self) -> &'static str {
+    pub(crate) fn mime(self) -> &'static str {
         match self {
             Image::Png => "image/png",
             Image::Jpeg => "image/jpeg",
@@ -55,7 +55,7 @@ impl Image {
 
 /// What a file's bytes are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// One of the image formats, by its magic bytes (whatever its name says).
     Image(Image),
     /// Text: no NUL byte in its first 8000 bytes.
@@ -65,7 +65,7 @@ pub enum Kind {
 }
 
 /// The image format of `bytes`, by their magic bytes.
-pub fn sniff_image(bytes: &[u8]) -> Option<Image> {
+pub(crate) fn sniff_image(bytes: &[u8]) -> Option<Image> {
     if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
         Some(Image::Png)
     } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
@@ -80,7 +80,7 @@ pub fn sniff_image(bytes: &[u8]) -> Option<Image> {
 }
 
 /// What `bytes` are: an image, text or binary.
-pub fn kind(bytes: &[u8]) -> Kind {
+pub(crate) fn kind(bytes: &[u8]) -> Kind {
     match sniff_image(bytes) {
         Some(image) => Kind::Image(image),
         None if bytes[..bytes.len().min(TEXT_SNIFF)].contains(&0) => Kind::Binary,
@@ -89,7 +89,7 @@ pub fn kind(bytes: &[u8]) -> Kind {
 }
 
 /// The MIME type `bytes` show: an image's, `text/plain` or `application/octet-stream`.
-pub fn type_of(bytes: &[u8]) -> &'static str {
+pub(crate) fn type_of(bytes: &[u8]) -> &'static str {
     match kind(bytes) {
         Kind::Image(image) => image.mime(),
         Kind::Text => "text/plain",
@@ -98,7 +98,7 @@ pub fn type_of(bytes: &[u8]) -> &'static str {
 }
 
 /// An image as an OpenAI `image_url` content part (a base64 `data:` URL).
-pub fn image_part(image: Image, bytes: &[u8]) -> Part {
+pub(crate) fn image_part(image: Image, bytes: &[u8]) -> Part {
     Part::ImageUrl {
         image_url: ImageUrl {
             url: format!(
@@ -114,7 +114,7 @@ pub fn image_part(image: Image, bytes: &[u8]) -> Part {
 /// first `max_count` are considered; one larger than `max_bytes`, or that would take the
 /// total past `max_total_bytes`, or whose bytes are not on the tracker (`on_tracker` says
 /// of its `at`), is refused, never downloaded.
-pub fn admit(
+pub(crate) fn admit(
     offered: &[Offered],
     cfg: &AttachmentsConfig,
     on_tracker: &dyn Fn(&str) -> bool,
@@ -157,7 +157,7 @@ pub fn admit(
 /// The names the attachments are placed under: each name's last path component, every
 /// byte but `A-Z a-z 0-9 . _ -` made `_`, no leading dot, at most 100 bytes, and a repeat
 /// made unique with `-2`, `-3`, ...
-pub fn safe_names(names: &[&str]) -> Vec<String> {
+pub(crate) fn safe_names(names: &[&str]) -> Vec<String> {
     let mut out: Vec<String> = Vec::with_capacity(names.len());
     for name in names {
         let last = name.rsplit(['/', '\\']).next().unwrap_or_default();
@@ -190,7 +190,7 @@ pub fn safe_names(names: &[&str]) -> Vec<String> {
 
 /// What became of one attachment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fate {
+pub(crate) enum Fate {
     /// A text file, masked, placed at this path (relative to the work root).
     Text(String),
     /// An image placed at this path; `Ok` when it is sent to the model, else why not.
@@ -201,7 +201,7 @@ pub enum Fate {
 
 /// One attachment as the task message lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Listed {
+pub(crate) struct Listed {
     /// The name the source gave it.
     pub name: String,
     /// The declared content type, else what its bytes are.
@@ -214,7 +214,7 @@ pub struct Listed {
 
 /// A task's attachments, placed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Attached {
+pub(crate) struct Attached {
     /// Each attachment and what became of it.
     pub listed: Vec<Listed>,
     /// The image parts for the opening message (empty unless the tier sees images).
@@ -223,14 +223,14 @@ pub struct Attached {
 
 impl Attached {
     /// The listing the opening message carries (empty: no attachments).
-    pub fn listing(&self) -> String {
+    pub(crate) fn listing(&self) -> String {
         listing(&self.listed)
     }
 }
 
 /// The listing the task message carries: one line per attachment with its name, type, size
 /// and what became of it. Empty when the task has no attachments.
-pub fn listing(listed: &[Listed]) -> String {
+pub(crate) fn listing(listed: &[Listed]) -> String {
     if listed.is_empty() {
         return String::new();
     }
@@ -244,7 +244,7 @@ pub fn listing(listed: &[Listed]) -> String {
 
 /// The REPORT's **Attachments** section: the same lines as the listing (`None`: the task
 /// had none).
-pub fn section(listed: &[Listed]) -> Option<String> {
+pub(crate) fn section(listed: &[Listed]) -> Option<String> {
     if listed.is_empty() {
         return None;
     }
@@ -275,7 +275,7 @@ fn line(l: &Listed) -> String {
 /// The first request's messages with the attachments joined to their last user message
 /// (the one that opens this run): the listing after its text, then the image parts. No
 /// attachments: the messages as they were.
-pub fn into_opening(mut messages: Vec<Message>, attached: &Attached) -> Vec<Message> {
+pub(crate) fn into_opening(mut messages: Vec<Message>, attached: &Attached) -> Vec<Message> {
     let (listing, images) = (attached.listing(), &attached.images);
     if listing.is_empty() && images.is_empty() {
         return messages;

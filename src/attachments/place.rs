@@ -25,7 +25,7 @@ use crate::secrets::Redactor;
 const MARKER: &str = ".placed-by-harness";
 
 /// Where a task's attachments come from.
-pub enum Origin<'a> {
+pub(crate) enum Origin<'a> {
     /// A Redmine issue (read with `include=attachments`); the files harness attached itself
     /// (REPORTs, sessions of this `vertical`) are not the task's.
     Redmine {
@@ -44,7 +44,7 @@ pub enum Origin<'a> {
 /// `vision` is `Ok` when the tier sees images, else why it does not. A single attachment
 /// that cannot be fetched is listed as refused; only a work root where nothing can be
 /// placed is an error.
-pub async fn gather(
+pub(crate) async fn gather(
     origin: Origin<'_>,
     cfg: &AttachmentsConfig,
     work_root: &Path,
@@ -316,7 +316,7 @@ fn empty(path: &Path) -> Result<()> {
 
 /// After the turn: the attachments directory removed, so it is never committed nor left
 /// in the work root; a failure is only logged, a directory harness did not make left alone.
-pub fn remove(work_root: &Path, rel: &str) {
+pub(crate) fn remove(work_root: &Path, rel: &str) {
     let path = work_root.join(rel);
     if owned(&path) == Some(true) {
         if let Err(e) = empty(&path) {

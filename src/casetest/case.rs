@@ -9,19 +9,19 @@ use std::collections::BTreeMap;
 use crate::llm::cassette::Recorded;
 
 /// Largest case file read (bytes).
-pub const CASE_MAX: u64 = 256 * 1024;
+pub(crate) const CASE_MAX: u64 = 256 * 1024;
 /// Longest case name shown (characters).
 const NAME_MAX: usize = 200;
 /// Most workspace files one case may create.
-pub const FILES_MAX: usize = 200;
+pub(crate) const FILES_MAX: usize = 200;
 /// The per-case timeout when the case names none (seconds).
-pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+pub(crate) const DEFAULT_TIMEOUT_SECS: u64 = 120;
 /// The longest per-case timeout (seconds).
-pub const MAX_TIMEOUT_SECS: u64 = 3600;
+pub(crate) const MAX_TIMEOUT_SECS: u64 = 3600;
 
 /// One declarative test case.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Case {
+pub(crate) struct Case {
     /// What the output calls it (`name`, default the file's stem).
     pub name: String,
     /// The task the run works on.
@@ -43,7 +43,7 @@ pub struct Case {
 
 /// `[task]`: becomes the run's task (through the `[demo]` intake, so no tracker is asked).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CaseTask {
+pub(crate) struct CaseTask {
     /// `id` (default `case-<stem>`): the task id in the REPORT and the session key.
     pub id: String,
     /// `subject`.
@@ -58,7 +58,7 @@ pub struct CaseTask {
 
 impl CaseTask {
     /// The user message the model gets: the description, after a `Tracker:` line when set.
-    pub fn prompt(&self) -> String {
+    pub(crate) fn prompt(&self) -> String {
         match &self.tracker {
             Some(t) => format!("Tracker: {t}\n\n{}", self.description),
             None => self.description.clone(),
@@ -68,7 +68,7 @@ impl CaseTask {
 
 /// The scripted model replies (the cassette format of `llm::cassette`).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Replies {
+pub(crate) enum Replies {
     /// `cassette = "FILE"`: a cassette file, relative to the case file.
     File(String),
     /// `[[replies]]`: the cassette's `replies`, inline.
@@ -77,7 +77,7 @@ pub enum Replies {
 
 /// One assertion of `[[assert]]`; each table holds exactly one of these keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Assertion {
+pub(crate) enum Assertion {
     /// `exit_code = N`: the run's exit code.
     ExitCode(i64),
     /// `stop_reason = "..."`: `run.completed`'s stop reason.
@@ -129,7 +129,7 @@ const TOP: &[&str] = &[
 
 /// Parses a case file's text; `stem` (the file name without `.case.toml`) gives the
 /// defaults of `name` and `[task].id`.
-pub fn parse(text: &str, stem: &str) -> Result<Case, Vec<String>> {
+pub(crate) fn parse(text: &str, stem: &str) -> Result<Case, Vec<String>> {
     let table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| vec![e.to_string().trim_end().to_string()])?;

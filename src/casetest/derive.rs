@@ -10,7 +10,7 @@ use super::case::CaseTask;
 
 /// Where one case's run keeps its files (all absolute, inside the case's temp dir).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Paths {
+pub(crate) struct Paths {
     /// The fresh work root, holding the case's `[files]`.
     pub work_root: PathBuf,
     /// The report dir (the REPORT, the local session).
@@ -47,7 +47,7 @@ const CONFIG_RELATIVE: &[(&[&str], &str)] = &[
 /// absolute against `operator_dir`, then the offline parts set ([`DROPPED`] removed,
 /// `[litellm] replay`, `work_root`, `report_dir`, `[session] store = "local"`, `[demo]` the
 /// case's task). A path that is not UTF-8 is an error.
-pub fn config(
+pub(crate) fn config(
     operator: &toml::Table,
     operator_dir: &Path,
     overrides: &toml::Table,

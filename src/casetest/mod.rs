@@ -6,10 +6,10 @@
 //! file and the key before any case runs. Each case then runs offline in a temp dir of its
 //! own ([`run`]): the real `harness once` path, replies from the case's cassette.
 
-pub mod case;
-pub mod derive;
-pub mod run;
-pub mod verdict;
+pub(crate) mod case;
+pub(crate) mod derive;
+pub(crate) mod run;
+pub(crate) mod verdict;
 
 use std::path::{Path, PathBuf};
 
@@ -22,12 +22,15 @@ use crate::secrets::Redactor;
 use case::Case;
 
 /// Most cases one `harness test` runs.
-pub const CASES_MAX: usize = 200;
+pub(crate) const CASES_MAX: usize = 200;
 /// What a case file's name ends with.
 const SUFFIX: &str = ".case.toml";
 
 /// `harness test [--config F] [CASES...]`.
-pub async fn test_command(args: TestArgs, redactor: &mut Redactor) -> Result<Success, Failure> {
+pub(crate) async fn test_command(
+    args: TestArgs,
+    redactor: &mut Redactor,
+) -> Result<Success, Failure> {
     let config_path = crate::config::config_path(args.config);
     crate::config::load(Some(config_path.clone()), redactor).stage(Stage::Config)?;
     let operator: toml::Table = crate::bounded::read_text(&config_path, crate::bounded::CONFIG_MAX)

@@ -26,7 +26,7 @@ const STDERR_LINES: usize = 20;
 
 /// What one case's run came to.
 #[derive(Debug)]
-pub enum Ran {
+pub(crate) enum Ran {
     /// It ended; here is what it left.
     Ended(Observed),
     /// It was still running at the case's timeout and was stopped.
@@ -35,7 +35,7 @@ pub enum Ran {
 
 /// A finished run with its narration (the child's stderr, masked by it).
 #[derive(Debug)]
-pub struct Run {
+pub(crate) struct Run {
     /// How it ended.
     pub ran: Ran,
     /// The last lines of its stderr.
@@ -44,7 +44,7 @@ pub struct Run {
 
 /// Runs `case` (read from `file`) under the operator's config `operator` (from `dir`) with
 /// the binary `exe`. An error is a run that could not be set up or read back.
-pub async fn run(
+pub(crate) async fn run(
     exe: &Path,
     operator: &toml::Table,
     dir: &Path,
@@ -114,7 +114,7 @@ fn cassette(case: &Case, file: &Path, root: &Path) -> Result<PathBuf> {
 }
 
 /// The directory a case file's relative names are resolved against.
-pub fn case_dir(file: &Path) -> PathBuf {
+pub(crate) fn case_dir(file: &Path) -> PathBuf {
     match file.parent() {
         Some(p) if !p.as_os_str().is_empty() => std::path::absolute(p).unwrap_or(p.to_path_buf()),
         _ => PathBuf::from("."),

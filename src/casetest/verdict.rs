@@ -7,7 +7,7 @@ use super::case::Assertion;
 
 /// What a finished run left behind.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// The process's exit code (`None`: it ended by a signal).
     pub exit_code: Option<i32>,
     /// The `--events` stream, one object per line, in order.
@@ -21,7 +21,7 @@ const SHOWN: usize = 6;
 
 /// The first line of a failed assertion: `<assertion>: expected ... got ...`; `None` when it
 /// holds.
-pub fn check(assertion: &Assertion, seen: &Observed) -> Option<String> {
+pub(crate) fn check(assertion: &Assertion, seen: &Observed) -> Option<String> {
     let (expected, got) = match assertion {
         Assertion::ExitCode(want) => {
             let got = seen.exit_code.map(i64::from);
@@ -63,7 +63,7 @@ pub fn check(assertion: &Assertion, seen: &Observed) -> Option<String> {
 }
 
 /// The assertion as the case file writes it: `tool_called = "bash" (command "ls")`.
-pub fn label(assertion: &Assertion) -> String {
+pub(crate) fn label(assertion: &Assertion) -> String {
     match assertion {
         Assertion::ExitCode(n) => format!("exit_code = {n}"),
         Assertion::StopReason(s) => format!("stop_reason = {}", quoted(s)),
@@ -108,7 +108,7 @@ fn completed_field(seen: &Observed, key: &str) -> Option<String> {
 }
 
 /// The JSON value of the REPORT front matter line `key: ...`.
-pub fn front_matter(report: &str, key: &str) -> Option<Value> {
+pub(crate) fn front_matter(report: &str, key: &str) -> Option<Value> {
     let mut lines = report.lines();
     if lines.next()? != "---" {
         return None;

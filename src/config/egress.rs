@@ -7,7 +7,7 @@ use super::EgressConfig;
 use crate::tools::egress::policy::{self, Pattern};
 
 /// `[tools.bash.egress].max_bytes` by default: 512 MiB.
-pub const DEFAULT_MAX_BYTES: i64 = 512 * 1024 * 1024;
+pub(super) const DEFAULT_MAX_BYTES: i64 = 512 * 1024 * 1024;
 
 impl Validator {
     /// `(network, egress)`: `true`/`false` as before; `"allowlist"` is `network = false`

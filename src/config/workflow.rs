@@ -16,7 +16,7 @@ use super::{
 use crate::workflow::skill::{self, Skill};
 
 /// Stages of one workflow, at most.
-pub const MAX_STAGES: usize = 16;
+pub(super) const MAX_STAGES: usize = 16;
 
 impl Validator {
     /// `[workflows]` on the assembled config (the skills are read through `read`).

@@ -11,7 +11,7 @@ use crate::config::ForgeKind;
 
 /// One REST call, before the HTTP layer sends it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Request {
+pub(crate) struct Request {
     /// `GET` or `POST`.
     pub method: &'static str,
     /// The path below the API root, with its query string, every part percent-encoded.
@@ -22,7 +22,7 @@ pub struct Request {
 
 /// An open pull (merge) request as harness needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pr {
+pub(crate) struct Pr {
     /// Its number in the repository (GitLab: the merge request's `iid`).
     pub number: u64,
     /// Its web page.
@@ -33,7 +33,7 @@ pub struct Pr {
 
 /// What a new pull request says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewPr<'a> {
+pub(crate) struct NewPr<'a> {
     /// The title (with a forge's draft prefix already, where drafts are made by title).
     pub title: &'a str,
     /// The description.
@@ -47,19 +47,19 @@ pub struct NewPr<'a> {
 }
 
 /// Pages of open pull requests read when a forge cannot filter them by branch (Gitea).
-pub const MAX_PAGES: u32 = 20;
+pub(crate) const MAX_PAGES: u32 = 20;
 /// Pull requests per page.
-pub const PAGE_SIZE: u32 = 50;
+pub(crate) const PAGE_SIZE: u32 = 50;
 
 /// One forge's dialect, bound to one repository.
 #[derive(Debug, Clone)]
-pub struct Dialect {
+pub(crate) struct Dialect {
     kind: ForgeKind,
     repo: String,
 }
 
 /// Percent-encodes everything but the unreserved characters (RFC 3986).
-pub fn encode(s: &str) -> String {
+pub(crate) fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -73,7 +73,7 @@ pub fn encode(s: &str) -> String {
 
 impl Dialect {
     /// The dialect of `kind` for `repo` (`owner/name`).
-    pub fn new(kind: ForgeKind, repo: &str) -> Dialect {
+    pub(crate) fn new(kind: ForgeKind, repo: &str) -> Dialect {
         Dialect {
             kind,
             repo: repo.to_string(),
@@ -81,7 +81,7 @@ impl Dialect {
     }
 
     /// The API root below the configured URL.
-    pub fn api_root(&self, url: &str) -> String {
+    pub(crate) fn api_root(&self, url: &str) -> String {
         match self.kind {
             ForgeKind::Gitea => format!("{url}/api/v1"),
             ForgeKind::Gitlab => format!("{url}/api/v4"),
@@ -90,7 +90,7 @@ impl Dialect {
     }
 
     /// The header that carries the token, and its value.
-    pub fn auth_header(&self, token: &str) -> (&'static str, String) {
+    pub(crate) fn auth_header(&self, token: &str) -> (&'static str, String) {
         match self.kind {
             ForgeKind::Gitea => ("Authorization", format!("token {token}")),
             ForgeKind::Gitlab => ("PRIVATE-TOKEN", token.to_string()),
@@ -110,7 +110,7 @@ impl Dialect {
     }
 
     /// Whether drafts are made by a title prefix (Gitea `WIP:`, GitLab `Draft:`), and which.
-    pub fn draft_prefix(&self) -> Option<&'static str> {
+    pub(crate) fn draft_prefix(&self) -> Option<&'static str> {
         match self.kind {
             ForgeKind::Gitea => Some("WIP: "),
             ForgeKind::Gitlab => Some("Draft: "),
@@ -120,7 +120,7 @@ impl Dialect {
 
     /// The open pull requests of `head`, page `page` (1-based). GitLab and GitHub filter by
     /// branch; Gitea lists every open one, which [`Dialect::matching`] filters.
-    pub fn find(&self, head: &str, page: u32) -> Request {
+    pub(crate) fn find(&self, head: &str, page: u32) -> Request {
         let root = self.root();
         let path = match self.kind {
             ForgeKind::Gitea => {
@@ -147,7 +147,7 @@ impl Dialect {
 
     /// The pull request of `head` among a page of [`Dialect::find`]'s answer, and whether
     /// the page was full (another may follow).
-    pub fn matching(&self, answer: &Value, head: &str) -> (Option<Pr>, bool) {
+    pub(crate) fn matching(&self, answer: &Value, head: &str) -> (Option<Pr>, bool) {
         let items = answer.as_array().map(Vec::as_slice).unwrap_or_default();
         let full = items.len() >= PAGE_SIZE as usize;
         let found = items.iter().find_map(|item| {
@@ -161,7 +161,7 @@ impl Dialect {
     }
 
     /// A pull request from an answer (a listed item or a created one).
-    pub fn pr(&self, item: &Value) -> Option<Pr> {
+    pub(crate) fn pr(&self, item: &Value) -> Option<Pr> {
         let (number, url, body) = match self.kind {
             ForgeKind::Gitlab => ("iid", "web_url", "description"),
             ForgeKind::Gitea | ForgeKind::Github => ("number", "html_url", "body"),
@@ -179,7 +179,12 @@ impl Dialect {
 
     /// Opens a pull request. `labels` are Gitea label ids or GitLab names (GitHub labels
     /// come after, [`Dialect::labels`]); `reviewer_ids` are GitLab user ids.
-    pub fn create(&self, new: &NewPr<'_>, labels: &[Value], reviewer_ids: &[u64]) -> Request {
+    pub(crate) fn create(
+        &self,
+        new: &NewPr<'_>,
+        labels: &[Value],
+        reviewer_ids: &[u64],
+    ) -> Request {
         let root = self.root();
         let (path, body) = match self.kind {
             ForgeKind::Gitea => {
@@ -217,7 +222,7 @@ impl Dialect {
     }
 
     /// A comment on pull request `number`.
-    pub fn comment(&self, number: u64, body: &str) -> Request {
+    pub(crate) fn comment(&self, number: u64, body: &str) -> Request {
         let root = self.root();
         let path = match self.kind {
             ForgeKind::Gitlab => format!("{root}/merge_requests/{number}/notes"),
@@ -231,7 +236,7 @@ impl Dialect {
     }
 
     /// Gitea: the repository's labels, page `page`, to turn names into ids.
-    pub fn label_list(&self, page: u32) -> Request {
+    pub(crate) fn label_list(&self, page: u32) -> Request {
         Request {
             method: "GET",
             path: format!("{}/labels?page={page}&limit={PAGE_SIZE}", self.root()),
@@ -240,7 +245,7 @@ impl Dialect {
     }
 
     /// GitLab: the user of a name, to turn reviewer names into ids.
-    pub fn user(&self, name: &str) -> Request {
+    pub(crate) fn user(&self, name: &str) -> Request {
         Request {
             method: "GET",
             path: format!("/users?username={}", encode(name)),
@@ -249,7 +254,7 @@ impl Dialect {
     }
 
     /// GitHub: labels added to pull request `number` (its issue), by name.
-    pub fn labels(&self, number: u64, names: &[String]) -> Request {
+    pub(crate) fn labels(&self, number: u64, names: &[String]) -> Request {
         Request {
             method: "POST",
             path: format!("{}/issues/{number}/labels", self.root()),
@@ -258,7 +263,7 @@ impl Dialect {
     }
 
     /// Gitea, GitHub: reviews asked of `names` on pull request `number`.
-    pub fn reviewers(&self, number: u64, names: &[String]) -> Request {
+    pub(crate) fn reviewers(&self, number: u64, names: &[String]) -> Request {
         Request {
             method: "POST",
             path: format!("{}/pulls/{number}/requested_reviewers", self.root()),
@@ -267,13 +272,13 @@ impl Dialect {
     }
 
     /// The kind this dialect speaks.
-    pub fn kind(&self) -> ForgeKind {
+    pub(crate) fn kind(&self) -> ForgeKind {
         self.kind
     }
 }
 
 /// Gitea: the ids of `names` in a page of the label list; the names not found.
-pub fn label_ids(answer: &Value, names: &[String]) -> Vec<(String, u64)> {
+pub(crate) fn label_ids(answer: &Value, names: &[String]) -> Vec<(String, u64)> {
     let items = answer.as_array().map(Vec::as_slice).unwrap_or_default();
     names
         .iter()

@@ -13,7 +13,7 @@ use crate::secrets::{Redactor, Secret};
 
 /// A REST client bound to one forge, one repository and one token.
 #[derive(Debug)]
-pub struct ForgeClient {
+pub(crate) struct ForgeClient {
     http: reqwest::Client,
     root: String,
     token: Secret,
@@ -26,7 +26,7 @@ pub struct ForgeClient {
 
 /// One final answer: a status no retry changes, and the body.
 #[derive(Debug)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The HTTP status.
     pub status: u16,
     /// The body, read bounded.
@@ -35,7 +35,7 @@ pub struct Answer {
 
 /// A failed attempt, as the retry policy sees it.
 #[derive(Debug)]
-pub struct Failed {
+pub(crate) struct Failed {
     fault: Fault,
     retry_after: Option<String>,
     /// What the user would read.
@@ -44,7 +44,7 @@ pub struct Failed {
 
 impl ForgeClient {
     /// A client for `cfg`; `token` is the resolved `[forge].token_ref`.
-    pub fn new(cfg: &ForgeConfig, token: Secret, redactor: Redactor) -> Result<ForgeClient> {
+    pub(crate) fn new(cfg: &ForgeConfig, token: Secret, redactor: Redactor) -> Result<ForgeClient> {
         let dialect = Dialect::new(cfg.kind, &cfg.repo);
         Ok(ForgeClient {
             http: http::client(cfg.timeout)?,
@@ -58,12 +58,12 @@ impl ForgeClient {
     }
 
     /// `text` with every secret the client knows masked.
-    pub fn mask(&self, text: &str) -> String {
+    pub(crate) fn mask(&self, text: &str) -> String {
         self.redactor.redact(text)
     }
 
     /// One attempt: a final answer, or what failed (a retryable status, no answer).
-    pub async fn attempt(&self, req: &Request) -> Result<Answer, Failed> {
+    pub(crate) async fn attempt(&self, req: &Request) -> Result<Answer, Failed> {
         let method =
             reqwest::Method::from_bytes(req.method.as_bytes()).unwrap_or(reqwest::Method::GET);
         let (name, value) = self.dialect.auth_header(self.token.expose());
@@ -104,7 +104,12 @@ impl ForgeClient {
 
     /// After failed attempt number `attempt`: the wait the one policy asks for (then the
     /// next attempt's number), or the error that ends the request.
-    pub async fn after_failure(&self, req: &Request, failed: Failed, attempt: u32) -> Result<u32> {
+    pub(crate) async fn after_failure(
+        &self,
+        req: &Request,
+        failed: Failed,
+        attempt: u32,
+    ) -> Result<u32> {
         let decision = http::decide_now(
             failed.fault,
             attempt,
@@ -130,7 +135,7 @@ impl ForgeClient {
 
     /// Sends `req` with retries; a 2xx answer's JSON (`null` for an empty body), or an error
     /// that says what to fix.
-    pub async fn call(&self, req: &Request) -> Result<Value> {
+    pub(crate) async fn call(&self, req: &Request) -> Result<Value> {
         let mut attempt = 0;
         loop {
             match self.attempt(req).await {
@@ -141,7 +146,7 @@ impl ForgeClient {
     }
 
     /// A final answer's JSON, or the refusal it is.
-    pub fn json(&self, req: &Request, a: &Answer) -> Result<Value> {
+    pub(crate) fn json(&self, req: &Request, a: &Answer) -> Result<Value> {
         if !(200..300).contains(&a.status) {
             return Err(self.refusal(req, a));
         }

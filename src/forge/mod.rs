@@ -6,22 +6,22 @@
 //! writeback` retries from the file alone. [`decide`], [`title`] and [`body`] are PURE; the
 //! HTTP is in `client.rs`, the dialects in `api.rs`.
 
-pub mod api;
-pub mod client;
+pub(crate) mod api;
+pub(crate) mod client;
 
 use anyhow::{Context, Result};
 use serde_json::Value;
 use tracing::{info, warn};
 
 use crate::config::{ForgeConfig, ForgeKind, OnFailure, PrMode};
-pub use crate::report::ForgeRecord as Record;
+pub(crate) use crate::report::ForgeRecord as Record;
 use crate::report::Parsed;
 use api::{NewPr, Pr, Request};
 use client::ForgeClient;
 
 /// Whether a run's branch gets a pull request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// One is opened (or the open one updated); `draft` for one harness opens.
     Open {
         /// A draft.
@@ -33,7 +33,7 @@ pub enum Decision {
 
 /// What `[forge]` asks for a run that stopped with `stop_reason` and whose branch was (or
 /// was not) pushed. PURE.
-pub fn decide(cfg: &ForgeConfig, stop_reason: &str, pushed: bool) -> Decision {
+pub(crate) fn decide(cfg: &ForgeConfig, stop_reason: &str, pushed: bool) -> Decision {
     if cfg.pr == PrMode::Off {
         return Decision::Skip("[forge].pr is \"off\"");
     }
@@ -64,7 +64,7 @@ pub fn decide(cfg: &ForgeConfig, stop_reason: &str, pushed: bool) -> Decision {
 
 /// The REPORT's `forge:` before any forge call: `pending` when a pull request is wanted,
 /// `skipped` with why otherwise; `None` without `[forge]` or `[workspace]`. PURE.
-pub fn intent(
+pub(crate) fn intent(
     cfg: &ForgeConfig,
     stop_reason: &str,
     workspace: Option<&crate::workspace::Record>,
@@ -89,7 +89,7 @@ pub fn intent(
 
 /// The title of a new pull request: `[forge].title` filled in, with the forge's draft
 /// prefix for a draft where drafts are made by title. PURE.
-pub fn title(template: &str, report: &Parsed, draft_prefix: Option<&str>) -> String {
+pub(crate) fn title(template: &str, report: &Parsed, draft_prefix: Option<&str>) -> String {
     let filled = template
         .replace("{subject}", report.str("subject"))
         .replace("{task_id}", report.str("task_id"))
@@ -103,7 +103,7 @@ pub fn title(template: &str, report: &Parsed, draft_prefix: Option<&str>) -> Str
 }
 
 /// The marker of a run in a pull request's description or comment.
-pub fn marker(run_id: &str) -> String {
+pub(crate) fn marker(run_id: &str) -> String {
     format!("<!-- harness run={run_id} -->")
 }
 
@@ -114,7 +114,7 @@ const BODY_CHARS: usize = 50_000;
 /// The description of a new pull request, or the comment on an open one: the run marker,
 /// the run's line with a link to the issue, the gate's summary, then the REPORT's body (the
 /// `finish` summary, the Egress and Check sections). PURE.
-pub fn body(report: &Parsed, issue: Option<&str>) -> String {
+pub(crate) fn body(report: &Parsed, issue: Option<&str>) -> String {
     let mut out = marker(report.str("run_id"));
     out.push('\n');
     let task = match issue {
@@ -188,7 +188,7 @@ fn gate_line(report: &Parsed) -> String {
 }
 
 /// The REPORT's pending `forge:`, or `None` when it has nothing left to do.
-pub fn pending(report: &Parsed) -> Option<Record> {
+pub(crate) fn pending(report: &Parsed) -> Option<Record> {
     let record: Record = serde_json::from_value(report.fields.get("forge")?.clone()).ok()?;
     (record.state == "pending").then_some(record)
 }
@@ -196,7 +196,7 @@ pub fn pending(report: &Parsed) -> Option<Record> {
 /// Does the pending forge step of `report`: finds the open pull request of its branch (and
 /// comments on it, unless this run opened it) or opens one; returns the record to write
 /// into the REPORT. Safe to repeat.
-pub async fn deliver(
+pub(crate) async fn deliver(
     client: &ForgeClient,
     cfg: &ForgeConfig,
     report: &Parsed,
@@ -371,7 +371,7 @@ async fn after_create(client: &ForgeClient, cfg: &ForgeConfig, number: u64) -> R
 
 /// The link to the task's issue a pull request carries: the Redmine issue's page (any
 /// password in `[redmine].url` masked), `None` for a task from elsewhere.
-pub fn issue_link(cfg: &crate::config::Config, report: &Parsed) -> Option<String> {
+pub(crate) fn issue_link(cfg: &crate::config::Config, report: &Parsed) -> Option<String> {
     let rm = cfg
         .redmine
         .as_ref()
@@ -387,7 +387,7 @@ pub fn issue_link(cfg: &crate::config::Config, report: &Parsed) -> Option<String
 /// pending, [`deliver`], then the REPORT rewritten with the outcome; the REPORT's text
 /// after it (unchanged when nothing was pending). A failure rewrites the REPORT with the
 /// error as the pending record's `reason` and is returned: `harness writeback` retries it.
-pub async fn write_back(
+pub(crate) async fn write_back(
     client: &ForgeClient,
     cfg: &crate::config::Config,
     path: &std::path::Path,

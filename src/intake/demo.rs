@@ -4,7 +4,7 @@ use super::{Source, Task};
 use crate::config::DemoConfig;
 
 /// The demo task described by `[demo]`.
-pub fn task(demo: &DemoConfig) -> Task {
+pub(crate) fn task(demo: &DemoConfig) -> Task {
     Task {
         id: demo.id.clone(),
         source: Source::Demo,

@@ -20,21 +20,21 @@ use std::time::{Duration, SystemTime};
 use anyhow::{anyhow, Context, Result};
 use tracing::{info, warn};
 
-pub use super::source::Claimed;
+pub(crate) use super::source::Claimed;
 use super::source::{BoxFuture, Claim, Picked, RouteFn, Scoped, Source, Want};
 use super::{reply, Source as Kind, TakeError, Task};
 use crate::beneath::Dir;
 use crate::config::{is_name, InboxConfig};
 
 /// Where claimed files wait for their run to end.
-pub const CLAIMED: &str = "claimed";
+pub(crate) const CLAIMED: &str = "claimed";
 /// Files whose run completed.
-pub const DONE: &str = "done";
+pub(crate) const DONE: &str = "done";
 /// Files whose run did not complete, or that could not be parsed or routed.
-pub const FAILED: &str = "failed";
+pub(crate) const FAILED: &str = "failed";
 
 /// Parses a task file's text; the error says what is wrong, for `failed/<stem>.error.txt`.
-pub fn parse(stem: &str, text: &str) -> Result<Task, String> {
+pub(crate) fn parse(stem: &str, text: &str) -> Result<Task, String> {
     if !is_name(stem) {
         return Err(format!(
             "the file name {stem:?}.md is not a task id: use 1-64 characters of A-Z a-z 0-9 . _ -"
@@ -173,7 +173,7 @@ fn open_inbox(dir: &Path) -> Result<Dir> {
 }
 
 /// Largest task file read: a prompt is text for a model, and the whole file is sent.
-pub const TASK_MAX: u64 = 1024 * 1024;
+pub(crate) const TASK_MAX: u64 = 1024 * 1024;
 
 /// A task file's text: a regular UTF-8 file of at most [`TASK_MAX`] bytes in `dir`, read
 /// without following a symlink and without ever waiting (a FIFO put in its place is
@@ -243,7 +243,7 @@ fn claim_age(mtime: Option<SystemTime>, run_id: &str, now: SystemTime) -> Option
 }
 
 /// Puts claims older than `stale` back into the inbox; returns the task ids put back.
-pub fn reclaim_stale(cfg: &InboxConfig, now: SystemTime) -> Vec<String> {
+pub(crate) fn reclaim_stale(cfg: &InboxConfig, now: SystemTime) -> Vec<String> {
     let stale = Duration::from_secs(cfg.stale_after_mins * 60);
     let Ok(inbox) = Dir::open(&cfg.dir) else {
         return Vec::new();
@@ -444,7 +444,7 @@ fn complete(inbox: &Dir, stem: &str, file: &str, task: Task) -> Result<Task, Str
 }
 
 /// The inbox as a task source.
-pub struct Inbox<'a> {
+pub(crate) struct Inbox<'a> {
     /// `[inbox]`.
     pub cfg: &'a InboxConfig,
 }
@@ -578,7 +578,7 @@ fn claim_and_route<R>(
 static SKIPPED: AtomicU64 = AtomicU64::new(0);
 
 /// How many inbox entries this process moved aside as never a task.
-pub fn skipped() -> u64 {
+pub(crate) fn skipped() -> u64 {
     SKIPPED.load(Ordering::Relaxed)
 }
 
@@ -629,7 +629,12 @@ impl Claimed {
 /// After the run: the claimed file moves to `done/` (a completed turn) or `failed/`, with
 /// the REPORT beside it as `<name>.REPORT.md`. Returns the file's new path. Every step is
 /// beneath the inbox's descriptor: a `done/` a command replaced with a symlink is refused.
-pub fn settle(claimed: &Claimed, completed: bool, report: &str, run_id: &str) -> Result<PathBuf> {
+pub(crate) fn settle(
+    claimed: &Claimed,
+    completed: bool,
+    report: &str,
+    run_id: &str,
+) -> Result<PathBuf> {
     let inbox = open_inbox(&claimed.dir)?;
     let from = inbox.sub(CLAIMED, false)?;
     let dir = inbox.sub(if completed { DONE } else { FAILED }, true)?;
@@ -642,7 +647,7 @@ pub fn settle(claimed: &Claimed, completed: bool, report: &str, run_id: &str) ->
 }
 
 /// Moves a claimed file that must not run again to `failed/` with `<name>.error.txt`.
-pub fn set_aside(claimed: &Claimed, run_id: &str, why: &str) -> Result<()> {
+pub(crate) fn set_aside(claimed: &Claimed, run_id: &str, why: &str) -> Result<()> {
     let inbox = open_inbox(&claimed.dir)?;
     let from = inbox.sub(CLAIMED, false)?;
     let file = claimed.file_name();
@@ -650,7 +655,7 @@ pub fn set_aside(claimed: &Claimed, run_id: &str, why: &str) -> Result<()> {
 }
 
 /// Gives a claim up (a failure before the turn): the file goes back into the inbox.
-pub fn release(claimed: &Claimed) -> Result<()> {
+pub(crate) fn release(claimed: &Claimed) -> Result<()> {
     let back = format!("{}.md", claimed.stem);
     let put_back = || -> std::io::Result<()> {
         let inbox = Dir::open(&claimed.dir)?;

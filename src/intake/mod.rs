@@ -1,11 +1,11 @@
 //! Intake stage: where the one task of this run comes from. The choice of source is made
 //! here from the CLI and the config; each source lives in its own adapter.
 
-pub mod demo;
-pub mod inbox;
-pub mod redmine;
-pub mod reply;
-pub mod source;
+pub(crate) mod demo;
+pub(crate) mod inbox;
+pub(crate) mod redmine;
+pub(crate) mod reply;
+pub(crate) mod source;
 
 use crate::config::{Config, SourceName};
 use crate::redmine::client::RedmineClient;
@@ -15,13 +15,13 @@ use redmine::RedmineSource;
 
 /// Longest subject kept (Redmine's own limit); a longer one is cut, see
 /// [`crate::bounded::one_line`].
-pub const SUBJECT_MAX: usize = 255;
+pub(crate) const SUBJECT_MAX: usize = 255;
 /// Longest class kept; no config names a longer one, and a peer's may be megabytes long.
-pub const CLASS_MAX: usize = 200;
+pub(crate) const CLASS_MAX: usize = 200;
 
 /// One task, whatever its source.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Task {
+pub(crate) struct Task {
     /// The task's id in its source (`demo-1`, a Redmine issue number).
     pub id: String,
     /// Where it came from.
@@ -38,7 +38,7 @@ pub struct Task {
 
 /// What a reply file (`<stem>.reply.md`, [`reply`]) adds to the task it answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// The id of the session it continues: the original task text's.
     pub session_id: String,
     /// The message that opens the continued run.
@@ -47,7 +47,7 @@ pub struct Reply {
 
 /// A task's source, as shown in narration, the PLAN and the REPORT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// The `[demo]` issue of the config.
     Demo,
     /// A Redmine issue.
@@ -58,7 +58,7 @@ pub enum Source {
 
 impl Source {
     /// `demo` or `redmine`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Source::Demo => "demo",
             Source::Redmine => "redmine",
@@ -70,7 +70,7 @@ impl Source {
 /// Why intake gave no task: the routing of the chosen task failed (an exit code of its
 /// own), or the source or the input did.
 #[derive(Debug)]
-pub enum TakeError {
+pub(crate) enum TakeError {
     /// `route` refused the chosen task.
     Routing(anyhow::Error),
     /// The source failed, or `--task-id` is wrong.
@@ -86,7 +86,7 @@ impl From<anyhow::Error> for TakeError {
 }
 
 /// The configured sources in `[intake] order` (Redmine only with a client).
-pub fn sources<'a, R: 'a>(
+pub(crate) fn sources<'a, R: 'a>(
     cfg: &'a Config,
     redmine: Option<&'a RedmineClient>,
 ) -> Vec<Box<dyn source::Source<R> + 'a>> {
@@ -109,7 +109,7 @@ pub fn sources<'a, R: 'a>(
 }
 
 /// Routes a task of a source; the error names the task as its source does.
-pub fn route(cfg: &Config, task: &Task) -> anyhow::Result<Route> {
+pub(crate) fn route(cfg: &Config, task: &Task) -> anyhow::Result<Route> {
     let text = format!("{}\n{}", task.subject, task.prompt);
     routing::route_task(
         &cfg.models,

@@ -20,7 +20,7 @@ use crate::signals::Interrupt;
 
 /// An issue this run may work on, with its task and the route found for it.
 #[derive(Debug, Clone)]
-pub struct Taken<R> {
+pub(crate) struct Taken<R> {
     /// The issue as read last (after claiming, when claiming; journals included).
     pub issue: Issue,
     /// The task built from it.
@@ -34,14 +34,14 @@ pub struct Taken<R> {
 
 /// What intake decided.
 #[derive(Debug)]
-pub enum Intake<R> {
+pub(crate) enum Intake<R> {
     /// Work on this issue.
     Task(Box<Taken<R>>),
     /// Nothing in scope (or everything in scope is claimed by other runs).
     NothingInScope,
 }
 
-pub use super::TakeError;
+pub(crate) use super::TakeError;
 
 /// Chooses the issue this run works on. With `claim`, claims it ([`claim::claim`]) and keeps
 /// it only if this run's claim wins; a lost race moves on to the next issue. `route` is asked
@@ -50,7 +50,7 @@ pub use super::TakeError;
 /// the claim itself is not cut midway (its note would stay unreleased): a signal during it
 /// is seen by the caller, which releases the claim it gets.
 #[allow(clippy::too_many_arguments)]
-pub async fn take<R>(
+pub(crate) async fn take<R>(
     interrupt: &Interrupt,
     client: &RedmineClient,
     cfg: &RedmineConfig,
@@ -285,7 +285,7 @@ fn skip_answered(issue: &Issue) -> bool {
 }
 
 /// The task class: the custom field named `field`, or `default` when missing or empty.
-pub fn class_of(issue: &Issue, field: &str, default: &str) -> String {
+pub(crate) fn class_of(issue: &Issue, field: &str, default: &str) -> String {
     let value = issue
         .custom_fields
         .iter()
@@ -312,7 +312,7 @@ pub fn class_of(issue: &Issue, field: &str, default: &str) -> String {
 /// The user message for the model: the issue and its discussion, clearly delimited.
 /// harness's own earlier replies (REPORT notes) are part of the discussion, marked as such,
 /// so a run after the author answered sees what it asked; claim and release notes are not.
-pub fn prompt(issue: &Issue) -> String {
+pub(crate) fn prompt(issue: &Issue) -> String {
     let mut p = format!(
         "Redmine issue #{} in project {}: {}\nTracker: {} | Status: {} | Priority: {} | Author: {}\n\n=== DESCRIPTION ===\n{}\n",
         issue.id,
@@ -343,7 +343,7 @@ pub fn prompt(issue: &Issue) -> String {
 }
 
 /// One note of the discussion; harness's own replies say so.
-pub fn discussion_entry(j: &Journal) -> String {
+pub(crate) fn discussion_entry(j: &Journal) -> String {
     let when = j.created_on.format("%Y-%m-%d %H:%M UTC");
     match own_reply(&j.notes) {
         Some((run, reply)) => format!(
@@ -362,7 +362,7 @@ pub fn discussion_entry(j: &Journal) -> String {
 /// message that opens a continued run: notes, and status and assignee changes, oldest first,
 /// then where the issue stands now. Claim and release notes are bookkeeping; the replies of
 /// the runs in `known_runs` are in the conversation already. `None` when nothing is new.
-pub fn news(issue: &Issue, since: Option<u64>, known_runs: &[String]) -> Option<String> {
+pub(crate) fn news(issue: &Issue, since: Option<u64>, known_runs: &[String]) -> Option<String> {
     let mut journals: Vec<&Journal> = issue
         .journals
         .iter()
@@ -403,7 +403,7 @@ pub fn news(issue: &Issue, since: Option<u64>, known_runs: &[String]) -> Option<
 }
 
 /// The task for an issue.
-pub fn task(issue: &Issue, cfg: &RedmineConfig) -> Task {
+pub(crate) fn task(issue: &Issue, cfg: &RedmineConfig) -> Task {
     Task {
         id: issue.id.to_string(),
         source: Source::Redmine,
@@ -418,7 +418,7 @@ pub fn task(issue: &Issue, cfg: &RedmineConfig) -> Task {
 }
 
 /// Redmine as a task source: [`take`] and the scope listing behind the one trait.
-pub struct RedmineSource<'a> {
+pub(crate) struct RedmineSource<'a> {
     /// The client.
     pub client: &'a RedmineClient,
     /// `[redmine]`.

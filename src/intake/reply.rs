@@ -7,18 +7,18 @@
 use super::{Reply, Task};
 
 /// What a reply file's stem ends in.
-pub const SUFFIX: &str = ".reply";
+pub(crate) const SUFFIX: &str = ".reply";
 
 /// The task a reply file's stem answers (`fix-login.reply` -> `fix-login`); `None` for a
 /// task file that is not a reply.
-pub fn base(stem: &str) -> Option<&str> {
+pub(crate) fn base(stem: &str) -> Option<&str> {
     stem.strip_suffix(SUFFIX).filter(|b| !b.is_empty())
 }
 
 /// Whether `name`, an entry of `done/` or `failed/`, is a copy of task `base`'s own file:
 /// `<base>.md`, or `<base>--<run id>.md` when that name was taken. A REPORT, an error file,
 /// another task (`<base>--x.md` whose rest is no run id) and a reply are not.
-pub fn is_original(name: &str, base: &str) -> bool {
+pub(crate) fn is_original(name: &str, base: &str) -> bool {
     let Some(rest) = name.strip_prefix(base).and_then(|r| r.strip_suffix(".md")) else {
         return false;
     };
@@ -35,20 +35,20 @@ pub fn is_original(name: &str, base: &str) -> bool {
 
 /// The id an inbox task's session is kept under: its stem and its text's hash, so the same
 /// name dropped again with new text is a new task with a fresh session.
-pub fn session_id(stem: &str, prompt: &str) -> String {
+pub(crate) fn session_id(stem: &str, prompt: &str) -> String {
     let hash = crate::sha256::hex(prompt.as_bytes());
     format!("{stem}.{}", &hash[..12])
 }
 
 /// The message that opens a run for a reply: the model reads whose words these are.
-pub fn news(file: &str, text: &str) -> String {
+pub(crate) fn news(file: &str, text: &str) -> String {
     format!("[harness] A reply to your last run on this task, dropped in the inbox as {file}:\n\n{text}")
 }
 
 /// The task a reply file makes, from the original task it answers and the reply as parsed
 /// (its own front matter may name a class; the subject stays the original's). Its prompt,
 /// sent where there is no session to continue (sessions off, `--fresh`), holds both texts.
-pub fn task(original: &Task, reply: &Task, file: &str) -> Task {
+pub(crate) fn task(original: &Task, reply: &Task, file: &str) -> Task {
     let news = news(file, &reply.prompt);
     Task {
         id: original.id.clone(),

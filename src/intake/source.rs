@@ -11,14 +11,14 @@ use super::{TakeError, Task};
 use crate::signals::Interrupt;
 
 /// A boxed future: the trait's methods are async and the sources sit in one list.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// Routing, asked by a source for the task it chose (before or right after claiming it).
-pub type RouteFn<'a, R> = &'a dyn Fn(&Task) -> anyhow::Result<R>;
+pub(crate) type RouteFn<'a, R> = &'a dyn Fn(&Task) -> anyhow::Result<R>;
 
 /// What this run asks intake for.
 #[derive(Debug, Clone, Copy)]
-pub struct Want<'a> {
+pub(crate) struct Want<'a> {
     /// A signal stops intake before a claim is taken.
     pub interrupt: &'a Interrupt,
     /// This run's id (claims carry it).
@@ -35,7 +35,7 @@ pub struct Want<'a> {
 
 /// What a run holds on its task until the run ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Claim {
+pub(crate) enum Claim {
     /// A Redmine issue claimed by a note.
     Redmine(u64),
     /// An inbox file renamed into `claimed/`.
@@ -44,7 +44,7 @@ pub enum Claim {
 
 /// An inbox task file this run holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claimed {
+pub(crate) struct Claimed {
     /// The inbox directory.
     pub dir: PathBuf,
     /// The task id (the file's stem).
@@ -55,7 +55,7 @@ pub struct Claimed {
 
 /// The task a source chose, routed, and its claim.
 #[derive(Debug, Clone)]
-pub struct Picked<R> {
+pub(crate) struct Picked<R> {
     /// The task.
     pub task: Task,
     /// Its route.
@@ -68,7 +68,7 @@ pub struct Picked<R> {
 
 /// A task in scope, and its route or why it has none.
 #[derive(Debug, Clone)]
-pub struct Scoped<R> {
+pub(crate) struct Scoped<R> {
     /// The task.
     pub task: Task,
     /// Its route, or the routing error.
@@ -76,7 +76,7 @@ pub struct Scoped<R> {
 }
 
 /// A task source.
-pub trait Source<R> {
+pub(crate) trait Source<R> {
     /// Chooses this run's task and, with `want.claim`, claims it; `None` when the source
     /// has nothing for this run.
     fn take<'a>(

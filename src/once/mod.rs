@@ -40,7 +40,7 @@ use before::{
 
 /// Runs `harness once`: the run's setup (no token, nothing claimed), intake, then the part
 /// that holds the claim, whose end says what becomes of the claim ([`Ended`]).
-pub async fn once(
+pub(crate) async fn once(
     args: OnceArgs,
     interrupt: &Interrupt,
     redactor: &mut Redactor,

@@ -16,12 +16,12 @@ use crate::process::kill_group;
 
 /// How long a key program may run: `bw` starts Node.js and decrypts the vault, and `pass`
 /// may wait for gpg-agent; a program that hangs (a prompt with no terminal) is killed.
-pub const TIME_LIMIT: Duration = Duration::from_secs(30);
+pub(super) const TIME_LIMIT: Duration = Duration::from_secs(30);
 
 /// Environment variables a key program sees, by exact name: what finding programs, a home
 /// directory, a locale, a temp dir, gpg-agent's socket and proxies/CAs need. Nothing else of
 /// harness's environment (other keys above all) reaches the program.
-pub const PASSED_NAMES: &[&str] = &[
+pub(super) const PASSED_NAMES: &[&str] = &[
     "PATH",
     "HOME",
     "USER",
@@ -51,7 +51,7 @@ pub const PASSED_NAMES: &[&str] = &[
 
 /// ... and by prefix: the secret stores' own settings and credentials (pass, Vault, sops,
 /// 1Password, Bitwarden, and the cloud KMS credentials sops may use).
-pub const PASSED_PREFIXES: &[&str] = &[
+pub(super) const PASSED_PREFIXES: &[&str] = &[
     "PASSWORD_STORE_",
     "VAULT_",
     "SOPS_",
@@ -62,7 +62,7 @@ pub const PASSED_PREFIXES: &[&str] = &[
 ];
 
 /// Whether a variable of harness's environment is passed to a key program.
-pub fn passes(name: &str) -> bool {
+pub(super) fn passes(name: &str) -> bool {
     PASSED_NAMES.contains(&name) || PASSED_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
@@ -75,7 +75,7 @@ const MAX_STDERR_SHOWN: usize = 600;
 
 /// A key program that ran to its end (or died of a signal).
 #[derive(Debug)]
-pub struct Output {
+pub(super) struct Output {
     pub status: ExitStatus,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
@@ -83,7 +83,7 @@ pub struct Output {
 
 /// Why a key program gave no [`Output`].
 #[derive(Debug)]
-pub enum RunError {
+pub(super) enum RunError {
     /// No such program on PATH (or at the given path), or no such directory to run in.
     NotFound,
     /// It outlived the time limit and was killed with its process group.
@@ -114,7 +114,7 @@ impl RunError {
 
 /// Runs `argv` in `dir` (the current directory when `None`) with no stdin, in its own
 /// process group, in the scrubbed environment plus `extra_env`, for at most `limit`.
-pub fn run(
+pub(super) fn run(
     argv: &[String],
     dir: Option<&Path>,
     extra_env: &[(&str, &str)],
@@ -200,7 +200,7 @@ fn reader(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<Vec<u8>> {
 }
 
 /// The key in a program's stdout: its first line, without the line end.
-pub fn first_line(stdout: &[u8]) -> Option<String> {
+pub(super) fn first_line(stdout: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(stdout);
     let line = text.lines().next()?.trim_end_matches('\r');
     (!line.trim().is_empty()).then(|| line.to_string())
@@ -208,7 +208,7 @@ pub fn first_line(stdout: &[u8]) -> Option<String> {
 
 /// A failing program's stderr, fit for an error message: every non-blank stdout line (a key
 /// printed before the failure, say) masked, trimmed and cut short.
-pub fn masked_stderr(stderr: &[u8], stdout: &[u8]) -> String {
+pub(super) fn masked_stderr(stderr: &[u8], stdout: &[u8]) -> String {
     let mut redactor = Redactor::default();
     for line in String::from_utf8_lossy(stdout).lines() {
         redactor.add(&Secret::new(line.trim()));
@@ -221,7 +221,7 @@ pub fn masked_stderr(stderr: &[u8], stdout: &[u8]) -> String {
 }
 
 /// Resolves `cmd:PROGRAM ARGS` (already split into `argv`); `label` is the ref as written.
-pub fn resolve_cmd(argv: &[String], dir: &Path, label: &str, what: &str) -> Result<Secret> {
+pub(super) fn resolve_cmd(argv: &[String], dir: &Path, label: &str, what: &str) -> Result<Secret> {
     let program = argv.first().map(String::as_str).unwrap_or_default();
     let out = match run(argv, Some(dir), &[], TIME_LIMIT) {
         Err(RunError::NotFound) if !dir.is_dir() => {
@@ -252,7 +252,7 @@ pub fn resolve_cmd(argv: &[String], dir: &Path, label: &str, what: &str) -> Resu
 }
 
 /// Resolves `bw:ITEM` with `bw get password ITEM`; a locked vault fails instead of prompting.
-pub fn resolve_bw(item: &str, what: &str) -> Result<Secret> {
+pub(super) fn resolve_bw(item: &str, what: &str) -> Result<Secret> {
     let argv = ["bw", "get", "password", item].map(String::from);
     // BW_NOINTERACTION: without it a locked vault asks for the master password on the terminal.
     let out = match run(&argv, None, &[("BW_NOINTERACTION", "true")], TIME_LIMIT) {
@@ -278,7 +278,7 @@ pub fn resolve_bw(item: &str, what: &str) -> Result<Secret> {
 }
 
 /// What went wrong, from `bw`'s stderr (its messages as the Bitwarden CLI prints them).
-pub fn bw_failure(stderr: &str, item: &str, session_set: bool, status: String) -> String {
+pub(super) fn bw_failure(stderr: &str, item: &str, session_set: bool, status: String) -> String {
     let first = stderr.lines().next().unwrap_or_default().trim();
     if first.starts_with("Vault is locked") || first.contains("vault is locked") {
         if session_set {

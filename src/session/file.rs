@@ -18,11 +18,11 @@ use serde::{Deserialize, Serialize};
 use crate::llm::wire::Message;
 
 /// The format version written in the header.
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 /// What one run added to a session, beside its messages.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunRecord {
+pub(crate) struct RunRecord {
     /// The run.
     pub run_id: String,
     /// The run it continued; `None` for the first run of the session.
@@ -50,7 +50,7 @@ pub struct RunRecord {
 
 /// A message and the run that added it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Stored {
+pub(crate) struct Stored {
     /// The run that added it.
     pub run_id: String,
     /// The OpenAI-format message.
@@ -59,7 +59,7 @@ pub struct Stored {
 
 /// The conversation of one task across runs.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Session {
+pub(crate) struct Session {
     /// `<vertical>/<source>/<task_id>`.
     pub key: String,
     /// One record per run, oldest first.
@@ -98,11 +98,11 @@ fn is_zero(n: &usize) -> bool {
 
 /// The longest text kept in a field of a [`RunRecord`]: every record of a session is kept,
 /// so each is bounded.
-pub const RECORD_FIELD_MAX: usize = 256;
+pub(crate) const RECORD_FIELD_MAX: usize = 256;
 
 impl RunRecord {
     /// The record with every text field cut to [`RECORD_FIELD_MAX`] bytes.
-    pub fn bounded(self) -> RunRecord {
+    pub(crate) fn bounded(self) -> RunRecord {
         let cut = |s: String| crate::bounded::clip(&s, RECORD_FIELD_MAX);
         RunRecord {
             run_id: cut(self.run_id),
@@ -124,7 +124,7 @@ impl RunRecord {
 }
 
 /// The session as gzipped JSONL.
-pub fn encode(session: &Session) -> Result<Vec<u8>> {
+pub(crate) fn encode(session: &Session) -> Result<Vec<u8>> {
     let mut text = String::new();
     let mut push = |line: &Line| -> Result<()> {
         text.push_str(&serde_json::to_string(line).context("cannot encode the session")?);

@@ -8,10 +8,10 @@ use crate::llm::wire::Message;
 use super::file::{Session, Stored};
 
 /// The result given to a tool call that a previous run left without one.
-pub const INTERRUPTED_RESULT: &str = "not run: the previous run was interrupted";
+pub(crate) const INTERRUPTED_RESULT: &str = "not run: the previous run was interrupted";
 
 /// Stop reasons after which the task waits for something new before another model call.
-pub fn is_final(stop_reason: &str) -> bool {
+pub(crate) fn is_final(stop_reason: &str) -> bool {
     matches!(
         stop_reason,
         "completed" | "needs_input" | "agent_failed" | "stage_failed"
@@ -23,7 +23,7 @@ pub fn is_final(stop_reason: &str) -> bool {
 /// result for no call are dropped. Returns the repaired list and how many fixes it made.
 /// (The runs use [`Repairer`] one message at a time; this whole-list form is the tests'.)
 #[cfg(test)]
-pub fn repair(messages: Vec<Stored>) -> (Vec<Stored>, usize) {
+pub(crate) fn repair(messages: Vec<Stored>) -> (Vec<Stored>, usize) {
     let mut out: Vec<Stored> = Vec::with_capacity(messages.len());
     let mut repairer = Repairer::default();
     for stored in messages {
@@ -36,7 +36,7 @@ pub fn repair(messages: Vec<Stored>) -> (Vec<Stored>, usize) {
 /// [`repair`] one message at a time, so a stored session is repaired as it is read: only
 /// the calls of the latest assistant message are held.
 #[derive(Debug, Default)]
-pub struct Repairer {
+pub(crate) struct Repairer {
     /// The calls of the latest assistant message still waiting for their result.
     open: Vec<(String, String)>,
     /// Fixes made so far.
@@ -45,7 +45,7 @@ pub struct Repairer {
 
 impl Repairer {
     /// Takes the next stored message; hands `out` what follows from it, in order.
-    pub fn push(&mut self, stored: Stored, out: &mut dyn FnMut(Stored)) {
+    pub(crate) fn push(&mut self, stored: Stored, out: &mut dyn FnMut(Stored)) {
         match &stored.message {
             Message::Tool { tool_call_id, .. } => {
                 match self.open.iter().position(|(_, id)| id == tool_call_id) {
@@ -72,7 +72,7 @@ impl Repairer {
     }
 
     /// The end of the messages: calls still open get their synthetic result.
-    pub fn finish(&mut self, out: &mut dyn FnMut(Stored)) {
+    pub(crate) fn finish(&mut self, out: &mut dyn FnMut(Stored)) {
         self.close(out);
     }
 
@@ -92,7 +92,7 @@ impl Repairer {
 
 /// Estimated tokens of a message: its JSON bytes / 4 (no tokenizer for every model; the
 /// cap is a bound on cost, not an exact count).
-pub fn tokens(message: &Message) -> u64 {
+pub(crate) fn tokens(message: &Message) -> u64 {
     serde_json::to_string(message)
         .map_or(0, |s| s.len() as u64)
         .div_ceil(4)
@@ -100,7 +100,7 @@ pub fn tokens(message: &Message) -> u64 {
 
 /// A history fitted to the cap.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Trimmed {
+pub(crate) struct Trimmed {
     /// The messages to send, in stored order.
     pub messages: Vec<Message>,
     /// Their estimated tokens.
@@ -110,7 +110,7 @@ pub struct Trimmed {
 }
 
 /// The note put where rounds were dropped.
-pub fn dropped_note(n: usize) -> String {
+pub(crate) fn dropped_note(n: usize) -> String {
     format!("[harness] {n} earlier rounds of this conversation were dropped here to fit [session].max_history_tokens.")
 }
 
@@ -118,7 +118,7 @@ pub fn dropped_note(n: usize) -> String {
 /// then the oldest rounds are dropped whole, so no tool call loses its result, and a note
 /// marks the place. (The runs use [`Window`] one message at a time; this is the tests'.)
 #[cfg(test)]
-pub fn trim(messages: &[Stored], max_tokens: u64) -> Trimmed {
+pub(crate) fn trim(messages: &[Stored], max_tokens: u64) -> Trimmed {
     let mut window = Window::new(max_tokens, 0);
     for m in messages {
         window.push(m.clone());
@@ -131,7 +131,7 @@ pub fn trim(messages: &[Stored], max_tokens: u64) -> Trimmed {
 /// the stored conversation is. `before` rounds were dropped by earlier runs (the file's
 /// header says how many); the note counts them too.
 #[derive(Debug)]
-pub struct Window {
+pub(crate) struct Window {
     max: u64,
     before: usize,
     first: Option<(Stored, u64)>,
@@ -154,7 +154,7 @@ struct Round {
 
 impl Window {
     /// An empty window for a cap of `max_tokens`, after `before` rounds dropped earlier.
-    pub fn new(max_tokens: u64, before: usize) -> Window {
+    pub(crate) fn new(max_tokens: u64, before: usize) -> Window {
         Window {
             max: max_tokens,
             before,
@@ -175,7 +175,7 @@ impl Window {
 
     /// Takes the next (repaired) message. A round starts at each message that is not a tool
     /// result.
-    pub fn push(&mut self, stored: Stored) {
+    pub(crate) fn push(&mut self, stored: Stored) {
         let t = tokens(&stored.message);
         self.seen_tokens += t;
         if self.first.is_none() {
@@ -222,7 +222,7 @@ impl Window {
 
     /// The history to send, and the messages to keep (the first and the kept rounds,
     /// without the note, which is rebuilt from the count).
-    pub fn finish(mut self) -> (Trimmed, Vec<Stored>) {
+    pub(crate) fn finish(mut self) -> (Trimmed, Vec<Stored>) {
         self.close();
         let Some((first, first_tokens)) = self.first else {
             return (
@@ -294,7 +294,7 @@ impl Window {
 
 /// How the new run starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Opening {
+pub(crate) enum Opening {
     /// Send this user message after the history.
     Send(String),
     /// The last run ended the task and nothing is new: no model call.
@@ -310,7 +310,7 @@ pub enum Opening {
 /// last run (`news`); after a run that did not end the task (interrupted, out of rounds,
 /// budget, endpoint failure) a note to go on, even with nothing new. `resumed` (an explicit
 /// `--resume`) always sends.
-pub fn opening(session: &Session, news: Option<String>, resumed: bool) -> Opening {
+pub(crate) fn opening(session: &Session, news: Option<String>, resumed: bool) -> Opening {
     let Some(last) = session.runs.last() else {
         return Opening::Send(news.unwrap_or_default());
     };
@@ -340,7 +340,7 @@ pub fn opening(session: &Session, news: Option<String>, resumed: bool) -> Openin
 }
 
 /// FNV-1a 64 of `text`, as 16 hex digits: a stable fingerprint of the system prompt.
-pub fn fingerprint(text: &str) -> String {
+pub(crate) fn fingerprint(text: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {
         h ^= u64::from(b);

@@ -14,7 +14,7 @@ use super::history::{Repairer, Trimmed, Window};
 
 /// What a stored session may hold.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// The longest line (one message or record), in bytes.
     pub line: usize,
     /// The most uncompressed text, in bytes.
@@ -23,14 +23,14 @@ pub struct Limits {
 
 /// The bounds harness reads sessions with: a line of 16 MiB holds any tool result the
 /// runner keeps; 1 GiB of text is far past any cap, and stops a gzip bomb.
-pub const LIMITS: Limits = Limits {
+pub(crate) const LIMITS: Limits = Limits {
     line: 16 * 1024 * 1024,
     text: 1024 * 1024 * 1024,
 };
 
 /// A stored session read for this run.
 #[derive(Debug)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// The runs (cut after the run to resume) and the messages kept.
     pub session: Session,
     /// The history to send.
@@ -40,14 +40,14 @@ pub struct Loaded {
 }
 
 /// Reads a gzipped session fed to it in pieces.
-pub struct Decoder {
+pub(crate) struct Decoder {
     gz: flate2::write::GzDecoder<Lines>,
 }
 
 impl Decoder {
     /// A decoder for the session `key`, keeping history for `max_tokens`; with `resume`,
     /// runs after that one are left out.
-    pub fn new(key: &str, max_tokens: u64, resume: Option<&str>, limits: Limits) -> Decoder {
+    pub(crate) fn new(key: &str, max_tokens: u64, resume: Option<&str>, limits: Limits) -> Decoder {
         Decoder {
             gz: flate2::write::GzDecoder::new(Lines {
                 key: key.to_string(),
@@ -69,7 +69,7 @@ impl Decoder {
     }
 
     /// Takes the next piece of the gzipped file.
-    pub fn feed(&mut self, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> Result<()> {
         let r = self.gz.write_all(bytes);
         self.check(r)
     }
@@ -83,7 +83,7 @@ impl Decoder {
     }
 
     /// The end of the file: the session read, or why it cannot be.
-    pub fn finish(mut self) -> Result<Loaded> {
+    pub(crate) fn finish(mut self) -> Result<Loaded> {
         let r = self.gz.try_finish();
         self.check(r)?;
         let mut lines = self
@@ -101,7 +101,7 @@ impl Decoder {
 
 /// Reads a whole gzipped session held in memory (the tests; runs stream with `Decoder`).
 #[cfg(test)]
-pub fn decode(bytes: &[u8], key: &str, max_tokens: u64) -> Result<Loaded> {
+pub(crate) fn decode(bytes: &[u8], key: &str, max_tokens: u64) -> Result<Loaded> {
     let mut d = Decoder::new(key, max_tokens, None, LIMITS);
     d.feed(bytes)?;
     d.finish()

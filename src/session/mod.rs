@@ -10,10 +10,10 @@
 //! [`load`] (PURE), the I/O [`store`]. What is held and what is written is bounded by the
 //! cap: the first message, the newest whole rounds that fit, and every run's record.
 
-pub mod file;
-pub mod history;
-pub mod load;
-pub mod store;
+pub(crate) mod file;
+pub(crate) mod history;
+pub(crate) mod load;
+pub(crate) mod store;
 
 use std::path::PathBuf;
 
@@ -32,7 +32,7 @@ use history::Opening;
 
 /// Where a task's session lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Place {
+pub(crate) enum Place {
     /// Only the local file.
     Local,
     /// Attached to the issue (and kept locally); with `local_fallback`, the local file is
@@ -46,7 +46,7 @@ pub enum Place {
 impl Place {
     /// `[session].store` for a task of `source`: only Redmine tasks have an issue to
     /// attach to.
-    pub fn of(store: SessionStore, source: Source) -> Place {
+    pub(crate) fn of(store: SessionStore, source: Source) -> Place {
         match (store, source) {
             (SessionStore::Local, _) | (_, Source::Demo | Source::Inbox) => Place::Local,
             (SessionStore::Auto, Source::Redmine) => Place::Redmine {
@@ -68,7 +68,7 @@ impl Place {
 
 /// The REPORT's `session:` front matter.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SessionInfo {
+pub(crate) struct SessionInfo {
     /// `<vertical>/<source>/<task_id>`.
     pub key: String,
     /// `local` or `redmine`.
@@ -89,7 +89,7 @@ pub struct SessionInfo {
 
 /// A session opened for this run.
 #[derive(Debug, Clone)]
-pub struct Opened {
+pub(crate) struct Opened {
     /// Where it is kept.
     pub place: Place,
     /// The local file.
@@ -110,7 +110,7 @@ pub struct Opened {
 /// The messages of the first request: the system prompt (rebuilt every run), the stored
 /// history in stored order, then the opening message; without a session, the task's
 /// `prompt` alone.
-pub fn start(opened: Option<&Opened>, system: String, prompt: &str) -> Vec<Message> {
+pub(crate) fn start(opened: Option<&Opened>, system: String, prompt: &str) -> Vec<Message> {
     let history = opened.map_or(&[][..], |o| &o.history[..]);
     let mut messages = Vec::with_capacity(history.len() + 2);
     messages.push(Message::System { content: system });
@@ -128,7 +128,7 @@ pub fn start(opened: Option<&Opened>, system: String, prompt: &str) -> Vec<Messa
 
 impl Opened {
     /// The task id part of the session key.
-    pub fn stored_task_id(&self) -> String {
+    pub(crate) fn stored_task_id(&self) -> String {
         self.info
             .key
             .splitn(3, '/')
@@ -138,7 +138,7 @@ impl Opened {
     }
 
     /// The PLAN's `session:` line.
-    pub fn plan_line(&self) -> String {
+    pub(crate) fn plan_line(&self) -> String {
         let i = &self.info;
         match (&i.parent_run, &self.opening) {
             (None, _) => format!(
@@ -168,7 +168,7 @@ impl Opened {
 }
 
 /// What [`open`] needs besides the config.
-pub struct Want<'a> {
+pub(crate) struct Want<'a> {
     /// The task.
     pub task: &'a Task,
     /// The issue as intake read it (Redmine tasks).
@@ -184,11 +184,11 @@ pub struct Want<'a> {
 
 /// What is new on a task after a journal (`None`: from the start), leaving out the replies
 /// of the runs named; `None` when nothing is.
-pub type NewsFn<'a> = dyn Fn(Option<u64>, &[String]) -> Option<String> + 'a;
+pub(crate) type NewsFn<'a> = dyn Fn(Option<u64>, &[String]) -> Option<String> + 'a;
 
 /// Opens the task's session; `None` when `[session] enabled = false`. `Err` only for
 /// `--resume` with a run the session does not have (or no session at all).
-pub async fn open(
+pub(crate) async fn open(
     cfg: &Config,
     want: Want<'_>,
     redmine: Option<&RedmineClient>,
@@ -412,7 +412,7 @@ async fn read(
 /// The session file to attach to the REPORT note of run `run_id`, as (name, bytes): only
 /// where the session lives on the issue, and only when it fits
 /// `[session].max_attachment_bytes` (a bigger one is kept locally only, with a warning).
-pub fn attachment(
+pub(crate) fn attachment(
     cfg: &Config,
     place: Place,
     task_id: &str,
@@ -439,7 +439,7 @@ pub fn attachment(
 /// The local session of a Redmine task, to attach when the write-back of its REPORT (of
 /// run `run_id`) is retried (`harness writeback`); `None` when sessions are off or local,
 /// or there is none.
-pub fn for_retry(cfg: &Config, task_id: &str, run_id: &str) -> Option<(String, Vec<u8>)> {
+pub(crate) fn for_retry(cfg: &Config, task_id: &str, run_id: &str) -> Option<(String, Vec<u8>)> {
     if !cfg.session.enabled {
         return None;
     }
@@ -454,7 +454,7 @@ pub fn for_retry(cfg: &Config, task_id: &str, run_id: &str) -> Option<(String, V
 /// session, writes the local file and returns the file's bytes. What is written is what the
 /// next run can use: the first message and the newest whole rounds within the cap (the
 /// count of rounds dropped in the header), and every run's record, each bounded.
-pub fn save(
+pub(crate) fn save(
     opened: &Opened,
     record: RunRecord,
     added: &[Message],

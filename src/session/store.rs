@@ -24,7 +24,12 @@ fn safe(s: &str) -> String {
 }
 
 /// `report_dir/sessions/<vertical>/<source>/<task_id>.jsonl.gz`.
-pub fn local_path(report_dir: &Path, vertical: &str, source: &str, task_id: &str) -> PathBuf {
+pub(crate) fn local_path(
+    report_dir: &Path,
+    vertical: &str,
+    source: &str,
+    task_id: &str,
+) -> PathBuf {
     report_dir
         .join("sessions")
         .join(safe(vertical))
@@ -35,7 +40,7 @@ pub fn local_path(report_dir: &Path, vertical: &str, source: &str, task_id: &str
 /// The local session file, open for reading; `None` when there is none. Only a regular file:
 /// a FIFO or a device put there is refused at once, never waited on (O_NONBLOCK at open,
 /// then checked).
-pub fn open_local(path: &Path) -> Result<Option<std::fs::File>> {
+pub(crate) fn open_local(path: &Path) -> Result<Option<std::fs::File>> {
     use std::os::unix::fs::OpenOptionsExt;
     let opened = std::fs::OpenOptions::new()
         .read(true)
@@ -56,7 +61,7 @@ pub fn open_local(path: &Path) -> Result<Option<std::fs::File>> {
 }
 
 /// The local session file's bytes; `None` when there is none.
-pub fn read_local(path: &Path) -> Result<Option<Vec<u8>>> {
+pub(crate) fn read_local(path: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::read(path) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -65,7 +70,7 @@ pub fn read_local(path: &Path) -> Result<Option<Vec<u8>>> {
 }
 
 /// Writes the local session file atomically, creating its directories.
-pub fn write_local(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_local(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -73,7 +78,7 @@ pub fn write_local(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// The attachment name of the session a run leaves on its issue.
-pub fn attachment_name(vertical: &str, task_id: &str, run_id: &str) -> String {
+pub(crate) fn attachment_name(vertical: &str, task_id: &str, run_id: &str) -> String {
     format!(
         "{}{}.jsonl.gz",
         attachment_prefix(vertical, task_id),
@@ -86,7 +91,7 @@ fn attachment_prefix(vertical: &str, task_id: &str) -> String {
 }
 
 /// The newest session attachment of this vertical on the issue (highest id).
-pub fn latest_attachment<'a>(issue: &'a Issue, vertical: &str) -> Option<&'a Attachment> {
+pub(crate) fn latest_attachment<'a>(issue: &'a Issue, vertical: &str) -> Option<&'a Attachment> {
     let prefix = attachment_prefix(vertical, &issue.id.to_string());
     issue
         .attachments
@@ -96,7 +101,7 @@ pub fn latest_attachment<'a>(issue: &'a Issue, vertical: &str) -> Option<&'a Att
 }
 
 /// Streams a session attachment (at most `max_bytes`) into `sink`, piece by piece.
-pub async fn download_into(
+pub(crate) async fn download_into(
     client: &RedmineClient,
     attachment: &Attachment,
     max_bytes: u64,

@@ -21,7 +21,7 @@ use crate::tools::{ToolEvent, ToolRun};
 /// What this round sends besides the model: the conversation so far (its last note may be
 /// reworded when a round loses its tools) and the specs of the turn's tools (`finish` is
 /// added by the round's shape).
-pub struct Prompt<'a> {
+pub(super) struct Prompt<'a> {
     /// Every message of the turn, in order.
     pub messages: &'a mut [Message],
     /// The specs of the bash tool set (bash, and the file tools when on).
@@ -31,7 +31,7 @@ pub struct Prompt<'a> {
 }
 
 /// A model's reply to this round's request, with the model that gave it.
-pub struct Answer {
+pub(super) struct Answer {
     /// The concrete model.
     pub model: String,
     /// Its reply.
@@ -43,7 +43,7 @@ pub struct Answer {
 /// Sends the round's request to the chain's model at `chain`, moving `chain` on along the
 /// tier's chain where [`step::after_error`] says to; the skipped models go to `turn`. `Err`
 /// is how the turn ends: a final error or a signal.
-pub async fn ask(
+pub(super) async fn ask(
     backend: &mut Backend,
     route: &Route,
     chain: &mut usize,
@@ -111,7 +111,7 @@ pub async fn ask(
 }
 
 /// Books a reply on the turn (model, tokens, cost, the raw reply for `--record`) and returns the round's record, to which the tool events are added.
-pub fn account(
+pub(super) fn account(
     turn: &mut Turn,
     limits: &super::Limits,
     model: &str,
@@ -139,7 +139,7 @@ pub fn account(
 }
 
 /// The tool calls of one reply, handled.
-pub struct Handled {
+pub(super) struct Handled {
     /// One run per call, in order.
     pub runs: Vec<ToolRun>,
     /// The accepted `finish` call, if the reply made one.
@@ -176,7 +176,7 @@ impl Handled {
 /// `finish` is accepted and every later call of the reply is not run. Every call gets
 /// exactly one result, even after an interrupt, so the conversation stays well-formed for
 /// the next run.
-pub async fn run_tools(
+pub(super) async fn run_tools(
     toolbox: &Toolbox<'_>,
     calls: &[ToolCall],
     shape: Shape,

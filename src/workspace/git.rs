@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 /// The identity of the commits harness makes.
-pub const AUTHOR_NAME: &str = "harness";
+pub(super) const AUTHOR_NAME: &str = "harness";
 /// The e-mail of that identity.
-pub const AUTHOR_EMAIL: &str = "harness@localhost";
+pub(super) const AUTHOR_EMAIL: &str = "harness@localhost";
 
 /// How long one git command may take (a push to a remote that never answers included).
 const TIMEOUT: Duration = Duration::from_secs(600);
@@ -23,7 +23,7 @@ const ENV_EXTRA: &[&str] = &["SSH_AUTH_SOCK", "GIT_SSH_COMMAND"];
 
 /// A finished git command.
 #[derive(Debug)]
-pub struct Output {
+pub(super) struct Output {
     /// How it exited (a kill after the time limit is an error instead).
     pub status: ExitStatus,
     /// What it printed on stdout.
@@ -33,18 +33,18 @@ pub struct Output {
 }
 
 /// Runs `git -C dir args...` to its end or the time limit.
-pub fn output(dir: &Path, args: &[&str]) -> Result<Output> {
+pub(super) fn output(dir: &Path, args: &[&str]) -> Result<Output> {
     output_within(dir, args, TIMEOUT)
 }
 
 /// Runs git in `dir`; its stdout, or an error with its stderr.
-pub fn run(dir: &Path, args: &[&str]) -> Result<String> {
+pub(super) fn run(dir: &Path, args: &[&str]) -> Result<String> {
     run_within(dir, args, TIMEOUT)
 }
 
 /// [`run`] with its own time limit (`[workspace].git_timeout_secs` for the steps after the
 /// turn).
-pub fn run_within(dir: &Path, args: &[&str], limit: Duration) -> Result<String> {
+pub(super) fn run_within(dir: &Path, args: &[&str], limit: Duration) -> Result<String> {
     let out = output_within(dir, args, limit)?;
     if !out.status.success() {
         bail!(
@@ -60,7 +60,7 @@ pub fn run_within(dir: &Path, args: &[&str], limit: Duration) -> Result<String> 
 
 /// Runs `git -C dir args...` to its end, the time limit, or the next handled signal (then
 /// its process group is killed and the error says which).
-pub fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Output> {
+pub(super) fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Output> {
     let out = bounded_within(dir, args, limit, None, usize::MAX)?;
     Ok(Output {
         status: out.status,
@@ -71,7 +71,7 @@ pub fn output_within(dir: &Path, args: &[&str], limit: Duration) -> Result<Outpu
 
 /// A git command whose stdout was read as bytes, at most `cap` of them.
 #[derive(Debug)]
-pub struct Bounded {
+pub(super) struct Bounded {
     /// How it exited (killed by SIGPIPE when its output was cut).
     pub status: ExitStatus,
     /// Its stdout, at most `cap` bytes.
@@ -84,7 +84,7 @@ pub struct Bounded {
 
 /// Runs git with `input` on its stdin, reading at most `cap` bytes of its stdout: past
 /// them the pipe is closed, so git stops (SIGPIPE) and nothing more enters memory.
-pub fn bounded_within(
+pub(super) fn bounded_within(
     dir: &Path,
     args: &[&str],
     limit: Duration,

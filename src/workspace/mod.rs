@@ -5,7 +5,7 @@
 //! time-limited (`git.rs`); `base` is only ever read. The names are PURE in [`name`].
 
 mod git;
-pub mod name;
+pub(crate) mod name;
 
 use std::path::{Path, PathBuf};
 
@@ -18,7 +18,7 @@ use git::run;
 
 /// A task's worktree, ready for the turn.
 #[derive(Debug, Clone)]
-pub struct Workspace {
+pub(crate) struct Workspace {
     /// The worktree: the turn's work root.
     pub path: PathBuf,
     /// The task's branch.
@@ -48,7 +48,7 @@ pub struct Workspace {
 
 /// What the REPORT's `workspace:` says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// The task's branch.
     pub branch: String,
     /// The branch it started from.
@@ -94,7 +94,7 @@ fn has_branch(repo: &Path, branch: &str) -> Result<bool> {
 
 /// The preflight of `[workspace]`: `repo` is a git repository, `base` a branch in it, and the
 /// push remote (if set) one of its remotes. Returns a line for `harness check`.
-pub fn preflight(cfg: &WorkspaceConfig) -> Result<String> {
+pub(crate) fn preflight(cfg: &WorkspaceConfig) -> Result<String> {
     run(&cfg.repo, &["rev-parse", "--git-dir"]).with_context(|| {
         format!(
             "[workspace].repo {} is not a git repository",
@@ -128,7 +128,7 @@ pub fn preflight(cfg: &WorkspaceConfig) -> Result<String> {
 
 /// Opens the worktree of a task under `work_root`: the existing one of its branch, or a new
 /// one, on the existing branch or on a new branch started from `base`.
-pub fn open(
+pub(crate) fn open(
     cfg: &WorkspaceConfig,
     work_root: &Path,
     vertical: &str,
@@ -247,7 +247,7 @@ fn worktree_git_dir(repo: &Path, wt: &Path) -> Result<(PathBuf, PathBuf)> {
 
 impl Workspace {
     /// The repository's common git dir (resolved): commands read it, never write it.
-    pub fn common_dir(&self) -> &Path {
+    pub(crate) fn common_dir(&self) -> &Path {
         &self.common_dir
     }
 
@@ -282,7 +282,7 @@ impl Workspace {
     /// After the turn: commits what changed, writes the branch's patch against `base` to
     /// `patch_path`, pushes when configured. Never fails: a step that fails stops the rest and
     /// is in the record's `error` with the command that retries it.
-    pub fn finish(&self, subject: &str, run_id: &str, patch_path: &Path) -> Record {
+    pub(crate) fn finish(&self, subject: &str, run_id: &str, patch_path: &Path) -> Record {
         let mut record = Record {
             branch: self.branch.clone(),
             base: self.base.clone(),
@@ -630,7 +630,7 @@ impl Workspace {
     /// the base branch has them, written into a fresh directory, and the base commit: the
     /// next run's instructions come from where the operator put them, never from a worktree
     /// a model wrote (and committed). Paths the base does not have are simply absent.
-    pub fn base_files(&self, paths: &[&str]) -> Result<(tempfile::TempDir, String)> {
+    pub(crate) fn base_files(&self, paths: &[&str]) -> Result<(tempfile::TempDir, String)> {
         let base = format!("refs/heads/{}", self.base);
         let commit = run(
             &self.repo,
@@ -677,7 +677,7 @@ fn retry<T>(result: Result<T>, command: &str) -> Result<T> {
 }
 
 /// The commit message: the task's subject, then the run it came from.
-pub fn commit_message(subject: &str, run_id: &str) -> String {
+pub(crate) fn commit_message(subject: &str, run_id: &str) -> String {
     let line: String = subject
         .lines()
         .next()

@@ -3,14 +3,14 @@
 //! enforces), a remote name, and the worktree directory a branch lives in.
 
 /// The default `[workspace] branch` template.
-pub const DEFAULT_BRANCH: &str = "harness/{vertical}-{task_id}";
+pub(crate) const DEFAULT_BRANCH: &str = "harness/{vertical}-{task_id}";
 
 /// The placeholders a branch template may use.
 const PLACEHOLDERS: &[&str] = &["{vertical}", "{task_id}"];
 
 /// The branch of a task: `template` with `{vertical}` and `{task_id}` filled in; characters
 /// a ref cannot hold in the task id become `-`.
-pub fn branch(template: &str, vertical: &str, task_id: &str) -> String {
+pub(crate) fn branch(template: &str, vertical: &str, task_id: &str) -> String {
     let safe: String = task_id
         .chars()
         .map(|c| {
@@ -28,7 +28,7 @@ pub fn branch(template: &str, vertical: &str, task_id: &str) -> String {
 
 /// Why `template` cannot name branches: an unknown placeholder, or a name git refuses even
 /// with a plain task id filled in.
-pub fn check_template(template: &str) -> Result<(), String> {
+pub(crate) fn check_template(template: &str) -> Result<(), String> {
     let mut rest = template;
     while let Some(start) = rest.find('{') {
         let tail = &rest[start..];
@@ -48,7 +48,7 @@ pub fn check_template(template: &str) -> Result<(), String> {
 }
 
 /// Why git would refuse `name` as a branch name, if it would (git-check-ref-format(1)).
-pub fn check_branch(name: &str) -> Result<(), String> {
+pub(crate) fn check_branch(name: &str) -> Result<(), String> {
     let bad = |why: &str| Err(format!("{name:?} {why}"));
     if name.is_empty() {
         return bad("is empty");
@@ -82,7 +82,7 @@ pub fn check_branch(name: &str) -> Result<(), String> {
 
 /// Why `name` cannot be a remote to push to: it must be a plain remote name, not a URL or
 /// an option.
-pub fn check_remote(name: &str) -> Result<(), String> {
+pub(crate) fn check_remote(name: &str) -> Result<(), String> {
     let plain = !name.is_empty()
         && !name.starts_with('-')
         && name
@@ -99,7 +99,7 @@ pub fn check_remote(name: &str) -> Result<(), String> {
 
 /// The directory under the work root that holds the worktree of `branch`: one path part,
 /// `/` turned into `-`.
-pub fn worktree_dir(branch: &str) -> String {
+pub(crate) fn worktree_dir(branch: &str) -> String {
     branch.replace('/', "-")
 }
 
