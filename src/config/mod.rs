@@ -23,6 +23,7 @@ mod forge;
 mod load;
 mod raw;
 mod schema;
+mod tools;
 mod validate;
 mod workflow;
 
