@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
-use crate::workflows::{finish, skills, workflow_config};
+use crate::workflows::{finish, models_asked, skills, workflow_config, STAGE_MODELS};
 
 use common::redmine::*;
 use common::*;
@@ -86,21 +86,7 @@ fn one_issue_goes_through_three_stages_on_two_hosts() {
             " stop=completed stage=3/3 review attempt=1",
         ]
     );
-    let models: Vec<String> = llm
-        .chat_bodies()
-        .iter()
-        .map(|b| b["model"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(
-        models,
-        [
-            "glm-4.7-flash",
-            "glm-5.2",
-            "glm-5.2",
-            "glm-5.2",
-            "glm-5-turbo"
-        ]
-    );
+    assert_eq!(models_asked(&llm), STAGE_MODELS);
     for ws in [&a, &b] {
         assert!(!ws.all_files_text().contains(&var("REDMINE_BOT_API_KEY")));
     }

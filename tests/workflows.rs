@@ -87,6 +87,43 @@ pub(crate) fn skills(ws: &Workspace) {
     .unwrap();
 }
 
+/// The model of each stage of `fix` as the scripted model was asked, in the three-run test:
+/// plan, implement twice (the check fails once), review.
+pub(crate) const STAGE_MODELS: [&str; 5] = [
+    "glm-4.7-flash",
+    "glm-5.2",
+    "glm-5.2",
+    "glm-5.2",
+    "glm-5-turbo",
+];
+
+/// The `model` of every chat request the scripted model got, in order.
+pub(crate) fn models_asked(llm: &Llm) -> Vec<String> {
+    llm.chat_bodies()
+        .iter()
+        .map(|b| b["model"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// examples/workflow (its config, cassette and skills, and `extra` of its files) copied
+/// to `dest`, with an empty work root.
+fn copy_example(dest: &std::path::Path, extra: &[&str]) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    for d in ["skills", "tests", "work"] {
+        std::fs::create_dir_all(dest.join(d)).unwrap();
+    }
+    let files = [
+        "harness.toml",
+        "cassette.json",
+        "skills/plan.md",
+        "skills/implement.md",
+        "skills/review.md",
+    ];
+    for f in files.iter().chain(extra) {
+        std::fs::copy(format!("{root}/examples/workflow/{f}"), dest.join(f)).unwrap();
+    }
+}
+
 fn read_events(ws: &Workspace, name: &str) -> Vec<Value> {
     let ev = events(&std::fs::read_to_string(ws.path().join(name)).unwrap());
     for e in &ev {
@@ -188,20 +225,7 @@ fn three_runs_take_a_task_through_plan_implement_review_each_on_its_model() {
 
     // Each stage on its own model, with its own skill and the previous stage's summary.
     let bodies = llm.chat_bodies();
-    let models: Vec<&str> = bodies
-        .iter()
-        .map(|b| b["model"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        models,
-        [
-            "glm-4.7-flash",
-            "glm-5.2",
-            "glm-5.2",
-            "glm-5.2",
-            "glm-5-turbo"
-        ]
-    );
+    assert_eq!(models_asked(&llm), STAGE_MODELS);
     assert!(
         system_of(&bodies[0]).contains("PLAN-SKILL")
             && system_of(&bodies[0]).contains("a numbered plan of at most five steps")
@@ -294,6 +318,8 @@ fn an_edge_back_is_bounded_by_max_loops_and_all_stages_run_in_one_run() {
         .map(|r| r["round"].as_u64().unwrap())
         .collect();
     assert_eq!(rounds, [1, 2, 3, 4, 5, 6]);
+    // its cap: each attempt's own (plan 3, the others [loop].max_rounds = 4), summed
+    assert_eq!(front(&report, "max_rounds"), 3 + 4 * 4);
     let ev = read_events(&ws, "ev.jsonl");
     let outcomes: Vec<&str> = of_type(&ev, "stage.completed")
         .iter()
@@ -450,19 +476,8 @@ fn workflow_mistakes_are_named_by_key_and_check_lists_the_workflows() {
 #[test]
 fn the_workflow_example_runs_offline_on_its_cassette() {
     let dir = tempfile::tempdir().unwrap();
-    let root = env!("CARGO_MANIFEST_DIR");
     let ex = dir.path().join("examples/workflow");
-    std::fs::create_dir_all(ex.join("skills")).unwrap();
-    std::fs::create_dir_all(ex.join("work")).unwrap();
-    for f in [
-        "harness.toml",
-        "cassette.json",
-        "skills/plan.md",
-        "skills/implement.md",
-        "skills/review.md",
-    ] {
-        std::fs::copy(format!("{root}/examples/workflow/{f}"), ex.join(f)).unwrap();
-    }
+    copy_example(&ex, &[]);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
         .args([
             "once",
@@ -521,19 +536,7 @@ fn harness_test_runs_the_workflow_cases_offline_and_a_wrong_one_fails() {
     // A copy with a case whose stage is never reached: that case fails, exit 1.
     let dir = tempfile::tempdir().unwrap();
     let ex = dir.path();
-    std::fs::create_dir_all(ex.join("skills")).unwrap();
-    std::fs::create_dir_all(ex.join("tests")).unwrap();
-    std::fs::create_dir_all(ex.join("work")).unwrap();
-    for f in [
-        "harness.toml",
-        "cassette.json",
-        "skills/plan.md",
-        "skills/implement.md",
-        "skills/review.md",
-        "tests/through-review.case.toml",
-    ] {
-        std::fs::copy(format!("{root}/examples/workflow/{f}"), ex.join(f)).unwrap();
-    }
+    copy_example(ex, &["tests/through-review.case.toml"]);
     let wrong = std::fs::read_to_string(ex.join("tests/through-review.case.toml"))
         .unwrap()
         .replace("stage_reached = \"review\"", "stage_reached = \"deploy\"");

@@ -168,31 +168,34 @@ fn next_run_inputs(prompt: &PromptConfig, check: &CheckConfig) -> Vec<(String, S
     }
     let specs = check.default.iter().chain(check.classes.values());
     for spec in specs {
-        let words = shell_words::split(&spec.command).unwrap_or_default();
-        for w in &words {
-            let name = w.trim_start_matches("./");
-            let pathlike = !w.starts_with('-')
-                && !w.starts_with('/')
-                && !w.contains('=')
-                && !w.split('/').any(|c| c == "..")
-                && (w.contains('/') || w.contains('.'))
-                && !name.is_empty();
-            if pathlike && !out.iter().any(|(p, _)| p == name) {
-                out.push((
-                    name.to_string(),
-                    "a file of the [check] command".to_string(),
-                ));
-            }
+        add_command_files(&mut out, &spec.command, "a file of the [check] command");
+    }
+    out
+}
+
+/// The files a check `command` runs (its path-like words, a Makefile for `make`) added to
+/// `out` as next-run inputs, each once: a command of the turn must not rewrite the check.
+pub(super) fn add_command_files(out: &mut Vec<(String, String)>, command: &str, what: &str) {
+    let words = shell_words::split(command).unwrap_or_default();
+    for w in &words {
+        let name = w.trim_start_matches("./");
+        let pathlike = !w.starts_with('-')
+            && !w.starts_with('/')
+            && !w.contains('=')
+            && !w.split('/').any(|c| c == "..")
+            && (w.contains('/') || w.contains('.'))
+            && !name.is_empty();
+        if pathlike && !out.iter().any(|(p, _)| p == name) {
+            out.push((name.to_string(), what.to_string()));
         }
-        if words.first().is_some_and(|w| w == "make") {
-            for f in ["Makefile", "makefile", "GNUmakefile"] {
-                if !out.iter().any(|(p, _)| p == f) {
-                    out.push((f.to_string(), "a file of the [check] command".to_string()));
-                }
+    }
+    if words.first().is_some_and(|w| w == "make") {
+        for f in ["Makefile", "makefile", "GNUmakefile"] {
+            if !out.iter().any(|(p, _)| p == f) {
+                out.push((f.to_string(), what.to_string()));
             }
         }
     }
-    out
 }
 
 #[cfg(test)]

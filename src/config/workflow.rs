@@ -218,6 +218,13 @@ impl Validator {
                 feedback_bytes: 8192,
             }
         });
+        if let Some(c) = check.as_ref().filter(|_| !cfg.prompt.writable) {
+            super::code::add_command_files(
+                &mut cfg.bash.inputs,
+                &c.command,
+                "a file of a workflow stage's check",
+            );
+        }
         if check.is_some() && !cfg.bash.enabled {
             self.problem(&format!("{key}.check"), "the check runs with the bash tool's environment and sandbox: it needs [tools.bash] enabled = true");
         }
@@ -309,5 +316,52 @@ fn protect_input(cfg: &mut Config, file: &Path, what: &str) {
         cfg.bash
             .inputs
             .push((inside.display().to_string(), what.to_string()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    const BASE: &str = "vertical = \"v\"\n[litellm]\nreplay = \"c.json\"\n[models]\nt = \"m\"\ndefault_tier = \"t\"\n[workflows]\n[workflows.fix]\nstages = [\"work\"]\n[workflows.fix.stage.work]\nskill = \"work/skill.md\"\ncheck = \"make -f ./check.mk test\"\n";
+
+    fn load(text: &str) -> Result<crate::config::Config, crate::config::ConfigErrors> {
+        crate::config::parse_reading(text, Path::new("/srv/h/harness.toml"), &|_| {
+            Ok("Do the work.".to_string())
+        })
+    }
+
+    #[test]
+    fn a_stage_check_s_files_and_its_skill_are_inputs_commands_may_not_rewrite() {
+        let cfg = load(&format!("work_root = \"work\"\n{BASE}")).unwrap();
+        let inputs: Vec<&str> = cfg.bash.inputs.iter().map(|(p, _)| p.as_str()).collect();
+        for want in ["check.mk", "Makefile", "skill.md"] {
+            assert!(inputs.contains(&want), "{want} not in {inputs:?}");
+        }
+        // `[prompt] writable = true`: the operator lets commands change them.
+        let cfg = load(&format!(
+            "work_root = \"work\"\n{BASE}[prompt]\nwritable = true\n"
+        ))
+        .unwrap();
+        assert!(!cfg.bash.inputs.iter().any(|(p, _)| p == "check.mk"));
+    }
+
+    #[test]
+    fn per_run_stage_needs_sessions_and_a_bad_per_run_is_named() {
+        let e = load(&format!("[session]\nenabled = false\n{BASE}")).unwrap_err();
+        assert!(
+            e.problems
+                .iter()
+                .any(|p| p.starts_with("[workflows].per_run: \"stage\" keeps")),
+            "{e:?}"
+        );
+        let e =
+            load(&BASE.replace("[workflows]\n", "[workflows]\nper_run = \"each\"\n")).unwrap_err();
+        assert!(
+            e.problems
+                .iter()
+                .any(|p| p == "[workflows].per_run: must be \"stage\" or \"all\", got \"each\""),
+            "{e:?}"
+        );
     }
 }

@@ -74,6 +74,7 @@ pub(super) async fn turn_and_report(
     let session_info = held.opened.map(|o| o.info.clone());
     let mut report = report_of(cfg, task, &route, &turn, run, session_info, redactor);
     with_branch(cfg, &mut report, workspace);
+    report.max_rounds = stages::max_rounds(workflow.as_ref()).unwrap_or(report.max_rounds);
     report.workflow = workflow;
     report.instructions = instructions(inputs.record.clone(), unborn.set_aside(env.run_id));
     report.attachments = attachments::section(&held.attached.listed);

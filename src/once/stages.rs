@@ -292,7 +292,7 @@ async fn stage(
             attempt,
             ended,
             why.as_deref(),
-            &route.tier,
+            (&route.tier, limits.max_rounds),
             &turn,
         ));
         ran.turns.push(turn);
@@ -386,7 +386,7 @@ fn attempt_record(
     attempt: u32,
     outcome: Outcome,
     reason: Option<&str>,
-    tier: &str,
+    (tier, max_rounds): (&str, u32),
     turn: &Turn,
 ) -> Value {
     json!({
@@ -398,10 +398,19 @@ fn attempt_record(
         "tier": tier,
         "model": turn.model,
         "rounds": turn.rounds,
+        "max_rounds": max_rounds,
         "total_tokens": turn.usage.total_tokens,
         "cost_usd": turn.cost_usd,
         "check": turn.check.as_ref().map(|c| json!({"command": c.command, "passed": c.passed, "ending": c.last_ending})),
     })
+}
+
+/// The round cap of a workflow run, for the REPORT's `max_rounds`: the caps of its
+/// attempts summed (each stage has its own); `None` for a one-turn run.
+pub(super) fn max_rounds(workflow: Option<&Value>) -> Option<u32> {
+    let attempts = workflow?["attempts"].as_array()?;
+    let caps = attempts.iter().filter_map(|a| a["max_rounds"].as_u64());
+    Some(u32::try_from(caps.sum::<u64>()).unwrap_or(u32::MAX))
 }
 
 /// The REPORT's `workflow:`: the workflow and why, this run's attempts, where it goes next,
