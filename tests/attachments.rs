@@ -8,6 +8,7 @@
 
 use crate::common;
 
+use crate::protect::{user_namespaces, without_user_namespaces};
 use common::*;
 use serde_json::{json, Value};
 
@@ -178,13 +179,11 @@ fn an_inbox_task_s_files_reach_a_vision_tier_listed_placed_and_shown() {
     assert!(!serde_json::to_string(&bodies).unwrap().contains(CANARY));
 }
 
-#[test]
-fn the_kernel_keeps_commands_from_changing_the_attachments() {
-    if !landlock() {
-        return;
-    }
+/// The inbox task with its attachments at `task-files`, and a model that touches `these`
+/// there, then a file elsewhere.
+fn touching(these: &str) -> (Llm, Workspace) {
     let llm = Llm::start(&json!([
-        tool_call("b1", "touch task-files/app.log task-files/new"),
+        tool_call("b1", &format!("touch {these}")),
         tool_call("b2", "touch elsewhere"),
         text("# Tried"),
     ]));
@@ -192,6 +191,15 @@ fn the_kernel_keeps_commands_from_changing_the_attachments() {
     let config = std::fs::read_to_string(ws.config()).unwrap();
     let config = config.replace("[intake]\n", "[intake]\nattachments_dir = \"task-files\"\n");
     std::fs::write(ws.config(), config).unwrap();
+    (llm, ws)
+}
+
+#[test]
+fn the_kernel_keeps_commands_from_changing_the_attachments() {
+    if !landlock() {
+        return;
+    }
+    let (llm, ws) = touching("task-files/app.log task-files/new");
     let run = ws.run(&["once"]);
     assert_eq!(run.code, 0, "{run:?}");
     let bodies = llm.chat_bodies();
@@ -207,6 +215,38 @@ fn the_kernel_keeps_commands_from_changing_the_attachments() {
     assert!(elsewhere.contains("[exit status: 0]"), "{elsewhere}");
     assert!(ws.path().join("work/elsewhere").exists());
     assert!(!ws.path().join("work/task-files").exists());
+}
+
+#[test]
+fn without_user_namespaces_commands_still_run_and_check_says_the_attachments_are_writable() {
+    if !landlock() || !user_namespaces() {
+        return;
+    }
+    let (llm, ws) = touching("task-files/app.log");
+    let check = without_user_namespaces(&ws, &["check"]).unwrapped();
+    assert!(
+        check.stdout.contains(
+            "ok    writes: no protected path (config, report dir, cassette) lies inside a write root; the task's attachments (task-files): NOT read-only for commands here (unshare(CLONE_NEWUSER | CLONE_NEWNS) failed: "
+        ),
+        "{}",
+        check.stdout
+    );
+    let run = without_user_namespaces(&ws, &["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bodies = llm.chat_bodies();
+    // Every command runs (no mount to fail), the attachment's copy included; the run
+    // removes its copies at the end all the same.
+    let touched = &tool_results(&bodies[1])[0];
+    assert!(touched.contains("[exit status: 0]"), "{touched}");
+    let elsewhere = &tool_results(&bodies[2])[1];
+    assert!(elsewhere.contains("[exit status: 0]"), "{elsewhere}");
+    assert!(!ws.path().join("work/task-files").exists());
+    let plan = without_user_namespaces(&ws, &["once", "--demo", "--dry-run"]).unwrapped();
+    assert!(
+        plan.stdout
+            .contains("the task's attachments (task-files): NOT read-only"),
+        "{plan:?}"
+    );
 }
 
 #[test]
@@ -320,7 +360,7 @@ fn a_dry_run_says_what_becomes_of_the_attachments_and_places_nothing() {
     let run = ws.run(&["once", "--dry-run"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
-        run.stdout.contains("  attachments: up to 10 files, 1000 bytes each, 16777216 in all; text placed read-only under .harness/attachments; images shown to tier mopac-vision (a vision tier)\n"),
+        run.stdout.contains("  attachments: up to 10 files, 1000 bytes each, 16777216 in all; text placed under .harness/attachments (the file tools only read there; commands: see sandbox); images shown to tier mopac-vision (a vision tier)\n"),
         "{run:?}"
     );
     assert!(!ws.path().join("work/.harness").exists(), "{run:?}");

@@ -62,7 +62,7 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// Whether this system gives an unprivileged process user namespaces (`unshare -U`).
-fn user_namespaces() -> bool {
+pub(crate) fn user_namespaces() -> bool {
     let ok = Command::new("unshare")
         .args(["-U", "true"])
         .output()
@@ -173,6 +173,13 @@ fn check_and_the_plan_say_how_the_paths_are_protected() {
         "{}",
         check.stdout
     );
+    assert!(
+        check.stdout.contains(
+            "; the task's attachments (.harness/attachments): a read-only mount for commands"
+        ),
+        "{}",
+        check.stdout
+    );
     let dry = ws.run(&["once", "--demo", "--dry-run"]);
     assert!(
         dry.stdout.contains(
@@ -195,7 +202,7 @@ fn check_and_the_plan_say_how_the_paths_are_protected() {
 
 /// `harness ARGS` for `ws` in a user namespace where no further user namespace can be made
 /// (`user.max_user_namespaces = 0`), as in a container whose seccomp profile refuses them.
-fn without_user_namespaces(ws: &Workspace, args: &[&str]) -> Run {
+pub(crate) fn without_user_namespaces(ws: &Workspace, args: &[&str]) -> Run {
     in_namespace(ws, "-Ur", "", args)
 }
 

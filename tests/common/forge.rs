@@ -56,11 +56,26 @@ fn load(kind: &str) -> (Value, Vec<Op>) {
         "{}/tests/data/forge/{kind}.json",
         env!("CARGO_MANIFEST_DIR")
     );
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    if doc["openapi"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("3.0"))
+    {
+        nullable_to_2020(&mut doc);
+    }
     let mut ops = Vec::new();
     for (template, methods) in doc["paths"].as_object().unwrap() {
         for (method, op) in methods.as_object().unwrap() {
-            let params = op["parameters"].as_array().cloned().unwrap_or_default();
+            // A parameter may be a `$ref` to a shared one (GitHub's `owner`, `repo`, ...).
+            let params: Vec<Value> = op["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| match p["$ref"].as_str() {
+                    Some(r) => doc.pointer(&r[1..]).cloned().unwrap(),
+                    None => p.clone(),
+                })
+                .collect();
             let body = params
                 .iter()
                 .find(|p| p["in"] == "body")
@@ -81,6 +96,33 @@ fn load(kind: &str) -> (Value, Vec<Op>) {
     (doc, ops)
 }
 
+/// OpenAPI 3.0's `nullable: true` says what JSON Schema 2020-12 (the validator's draft, and
+/// OpenAPI 3.1's) says with a `null` type: rewritten so, everywhere, before anything is
+/// checked. Nothing else in the kept descriptions reads differently in 2020-12.
+fn nullable_to_2020(value: &mut Value) {
+    match value {
+        Value::Object(obj) => {
+            if obj.remove("nullable") == Some(Value::Bool(true)) {
+                match obj.get("type").cloned() {
+                    Some(Value::String(t)) => {
+                        obj.insert("type".into(), json!([t, "null"]));
+                        if let Some(Value::Array(e)) = obj.get_mut("enum") {
+                            e.push(Value::Null);
+                        }
+                    }
+                    _ => {
+                        let inner = Value::Object(std::mem::take(obj));
+                        obj.insert("anyOf".into(), json!([inner, {"type": "null"}]));
+                    }
+                }
+            }
+            obj.values_mut().for_each(nullable_to_2020);
+        }
+        Value::Array(items) => items.iter_mut().for_each(nullable_to_2020),
+        _ => {}
+    }
+}
+
 /// Whether `value` matches `schema` (a schema of `doc`, whose `$ref`s resolve in it).
 fn schema_errors(doc: &Value, schema: &Value, value: &Value) -> Vec<String> {
     let mut root = schema.clone();
@@ -97,7 +139,7 @@ fn schema_errors(doc: &Value, schema: &Value, value: &Value) -> Vec<String> {
         .unwrap();
     validator
         .iter_errors(value)
-        .map(|e| e.to_string())
+        .map(|e| format!("{e} at {}", e.instance_path()))
         .collect()
 }
 
@@ -455,10 +497,25 @@ impl Server {
                 st.comments.push((n, text.clone()));
                 let id = st.comments.len() as u64;
                 let url = format!("http://127.0.0.1:{}/{REPO}/pulls/{n}#c{id}", self.port);
-                (
-                    201,
-                    json!({"id": id, "body": text, "html_url": url, "url": url}),
-                )
+                let mut comment = match self.kind {
+                    "github" => self.example("issue-comment"),
+                    _ => json!({}),
+                };
+                // GitLab's description types a note's id as a string (as it does every
+                // entity field its Grape code leaves untyped); harness reads only the status.
+                let id = match self.kind {
+                    "gitlab" => json!(id.to_string()),
+                    _ => json!(id),
+                };
+                for (k, v) in [
+                    ("id", id),
+                    ("body", json!(text)),
+                    ("html_url", json!(url)),
+                    ("url", json!(url)),
+                ] {
+                    comment[k] = v;
+                }
+                (201, comment)
             }
             "POST /repos/{owner}/{repo}/issues/{issue_number}/labels" => {
                 let names: Vec<String> =
@@ -468,7 +525,17 @@ impl Server {
                     .unwrap()
                     .labels
                     .push((number(5), names.clone()));
-                let labels: Vec<Value> = names.iter().enumerate().map(|(i, n)| json!({"id": i + 1, "name": n, "color": "ededed", "default": false})).collect();
+                let published = self.example("label-items")[0].clone();
+                let labels: Vec<Value> = names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| {
+                        let mut label = published.clone();
+                        label["id"] = json!(i + 1);
+                        label["name"] = json!(n);
+                        label
+                    })
+                    .collect();
                 (200, json!(labels))
             }
             "POST /repos/{owner}/{repo}/pulls/{index}/requested_reviewers"
@@ -513,6 +580,14 @@ impl Server {
                 (404, json!({"message": "not scripted"}))
             }
         }
+    }
+
+    /// The value of one of the description's published examples (GitHub's).
+    fn example(&self, name: &str) -> Value {
+        self.doc
+            .pointer(&format!("/components/examples/{name}/value"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no example {name} in {}.json", self.kind))
     }
 
     fn number_of(&self, pr: &Value) -> u64 {
@@ -589,6 +664,31 @@ impl Server {
         let pr = match self.kind {
             "gitlab" => {
                 json!({"id": 1000 + n, "iid": n, "title": title, "description": text, "state": "opened", "draft": draft, "source_branch": head, "target_branch": base, "web_url": url})
+            }
+            "github" => {
+                // GitHub's own example pull request, made this one: every property the
+                // schema requires, with the values GitHub publishes.
+                let mut pr = self.example("pull-request");
+                for (k, v) in [
+                    ("url", json!(url)),
+                    ("id", json!(1000 + n)),
+                    ("number", json!(n)),
+                    ("html_url", json!(url)),
+                    ("state", json!("open")),
+                    ("title", json!(title)),
+                    ("body", text.clone()),
+                    ("draft", json!(draft)),
+                    // No team is asked to review (harness asks users); the published
+                    // example's teams also lack properties its own schema requires.
+                    ("requested_teams", json!([])),
+                ] {
+                    pr[k] = v;
+                }
+                for (side, name) in [("head", head), ("base", base)] {
+                    pr[side]["ref"] = json!(name);
+                    pr[side]["label"] = json!(format!("acme:{name}"));
+                }
+                pr
             }
             _ => {
                 json!({"url": url, "id": 1000 + n, "number": n, "html_url": url, "state": "open", "title": title, "body": text, "draft": draft, "head": branch(head), "base": branch(base)})

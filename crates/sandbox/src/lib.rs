@@ -121,8 +121,11 @@ impl Status {
                     },
                     _ => String::new(),
                 };
+                let attachments = attachments_line(bash)
+                    .map(|a| format!("; {a}"))
+                    .unwrap_or_default();
                 format!(
-                    "{line}; read set: {}{protected}; {}; {}",
+                    "{line}; read set: {}{protected}{attachments}; {}; {}",
                     reads::summary(bash, &set.hidden),
                     exec_line(bash, work_root),
                     sockets_line(bash, *abi)
@@ -205,10 +208,14 @@ pub fn protected_writes(bash: &Settings, work_root: &Path) -> Result<protect::Pl
             may_share_work_root: true,
         });
     }
-    // The task's attachments, placed before the tool is prepared: no command changes them.
+    // The task's attachments, placed before the tool is prepared: no command changes them,
+    // where read-only mounts can be made. Where they cannot (no user namespaces), they stay
+    // writable rather than every command failing: they are the run's own copies of what
+    // the tracker holds, removed at its end, and the file tools never write there
+    // ([`attachments_line`] says which holds).
     if let Some(dir) = &bash.attachments {
         let path = work_root.join(dir);
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) && mounts_possible().is_ok() {
             keep.push(NeverRead {
                 path,
                 what: "the task's attachments".to_string(),
@@ -278,7 +285,48 @@ pub fn writes_line(bash: &Settings, work_root: &Path) -> Result<String> {
             plan.later.join(", ")
         ));
     }
+    if let Some(attachments) = attachments_line(bash) {
+        line.push_str("; ");
+        line.push_str(&attachments);
+    }
     Ok(line)
+}
+
+/// How the task's attachments (`[intake].attachments_dir`, placed when a task has some) are
+/// kept from commands' writes on this system: the preflight's and the PLAN's words.
+pub fn attachments_line(bash: &Settings) -> Option<String> {
+    let dir = bash.attachments.as_deref()?;
+    Some(match mounts_possible() {
+        Ok(()) => format!("the task's attachments ({dir}): a read-only mount for commands"),
+        Err(why) => format!(
+            "the task's attachments ({dir}): NOT read-only for commands here ({why}; user namespaces unavailable?): a command can change its copies, which harness removes at the end of the run"
+        ),
+    })
+}
+
+/// Whether read-only mounts can be made on this system at all, or why not: a forked child
+/// tries one on a stand-in directory, once per process (the answer does not change while
+/// it runs). For paths that exist only once the run is under way (the attachments), which
+/// the preflight cannot probe themselves.
+pub fn mounts_possible() -> Result<(), String> {
+    static ANSWER: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    ANSWER.get_or_init(probe_stand_in).clone()
+}
+
+fn probe_stand_in() -> Result<(), String> {
+    let root = std::env::temp_dir().join(format!("harness-mount-probe-{}", std::process::id()));
+    let inner = root.join("read-only");
+    std::fs::create_dir_all(&inner).map_err(|e| format!("{}: {e}", inner.display()))?;
+    let stand_in = NeverRead {
+        path: inner,
+        what: "a stand-in".to_string(),
+        may_share_work_root: true,
+    };
+    let answer = protect::plan(std::slice::from_ref(&root), &[stand_in])
+        .map_err(|p| p.join("; "))
+        .and_then(|plan| probe(&plan));
+    let _ = std::fs::remove_dir_all(&root);
+    answer
 }
 
 /// Whether `plan`'s mounts can be made here (a forked child tries), or why not.
