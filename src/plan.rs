@@ -158,7 +158,7 @@ fn attachments_line(a: &crate::config::AttachmentsConfig, route: &Route) -> Stri
         )
     };
     format!(
-        "up to {} files, {} bytes each, {} in all; text placed under {} (the file tools only read there; commands: see sandbox); {images}",
+        "up to {} files, {} bytes each, {} in all; text placed under {} (the file tools only read there); {images}",
         a.max_count, a.max_bytes, a.max_total_bytes, a.dir
     )
 }

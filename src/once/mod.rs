@@ -286,6 +286,11 @@ fn dry_run(
     let mut plan = plan::plan(cfg, &taken.task, &taken.route, replay.as_deref(), sandbox);
     if cfg.bash.enabled {
         plan.sandbox = sandbox.plan_line_with_reads(&(&cfg.bash).into(), &cfg.work_root);
+        // Whether commands can be kept from changing them (a probe: not the pure PLAN's).
+        if let (Some(line), sandbox::Status::Landlock { .. }) = (&mut plan.attachments, sandbox) {
+            line.push_str("; ");
+            line.push_str(&sandbox::attachments_for_commands());
+        }
     }
     plan.session = opened.as_ref().map(Opened::plan_line);
     plan.workflow = taken.route.workflow.as_ref().and_then(|c| {

@@ -501,21 +501,15 @@ impl Server {
                     "github" => self.example("issue-comment"),
                     _ => json!({}),
                 };
-                // GitLab's description types a note's id as a string (as it does every
-                // entity field its Grape code leaves untyped); harness reads only the status.
-                let id = match self.kind {
-                    "gitlab" => json!(id.to_string()),
-                    _ => json!(id),
-                };
                 for (k, v) in [
-                    ("id", id),
+                    ("id", json!(id)),
                     ("body", json!(text)),
                     ("html_url", json!(url)),
                     ("url", json!(url)),
                 ] {
                     comment[k] = v;
                 }
-                (201, comment)
+                (201, self.answered(comment))
             }
             "POST /repos/{owner}/{repo}/issues/{issue_number}/labels" => {
                 let names: Vec<String> =
@@ -626,6 +620,7 @@ impl Server {
             .filter(|p| wanted.as_ref().is_none_or(|w| self.head_of(p) == *w))
             .skip((page - 1) * size)
             .take(size)
+            .map(|p| self.answered(p))
             .collect();
         json!(open)
     }
@@ -714,6 +709,23 @@ impl Server {
             }
         }
         st.prs.push(pr.clone());
-        (201, pr)
+        (201, self.answered(pr))
+    }
+
+    /// What the forge answers for `object`. GitLab's description types every entity field
+    /// its Grape code leaves untyped as a string, where GitLab sends JSON's own type: a
+    /// merge request's `draft` (a boolean) and a note's `id` (a number). Harness reads
+    /// neither, so the scripted GitLab leaves them out of its answers (they are not
+    /// required) rather than send what GitLab does not or break the published types.
+    fn answered(&self, mut object: Value) -> Value {
+        if self.kind == "gitlab" {
+            if let Some(o) = object.as_object_mut() {
+                o.remove("draft");
+                if o.contains_key("body") {
+                    o.remove("id");
+                }
+            }
+        }
+        object
     }
 }

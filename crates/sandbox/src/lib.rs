@@ -121,11 +121,8 @@ impl Status {
                     },
                     _ => String::new(),
                 };
-                let attachments = attachments_line(bash)
-                    .map(|a| format!("; {a}"))
-                    .unwrap_or_default();
                 format!(
-                    "{line}; read set: {}{protected}{attachments}; {}; {}",
+                    "{line}; read set: {}{protected}; {}; {}",
                     reads::summary(bash, &set.hidden),
                     exec_line(bash, work_root),
                     sockets_line(bash, *abi)
@@ -296,12 +293,20 @@ pub fn writes_line(bash: &Settings, work_root: &Path) -> Result<String> {
 /// kept from commands' writes on this system: the preflight's and the PLAN's words.
 pub fn attachments_line(bash: &Settings) -> Option<String> {
     let dir = bash.attachments.as_deref()?;
-    Some(match mounts_possible() {
-        Ok(()) => format!("the task's attachments ({dir}): a read-only mount for commands"),
+    Some(format!(
+        "the task's attachments ({dir}): {}",
+        attachments_for_commands()
+    ))
+}
+
+/// [`attachments_line`] without the directory: `a read-only mount for commands`, or why not.
+pub fn attachments_for_commands() -> String {
+    match mounts_possible() {
+        Ok(()) => "a read-only mount for commands".to_string(),
         Err(why) => format!(
-            "the task's attachments ({dir}): NOT read-only for commands here ({why}; user namespaces unavailable?): a command can change its copies, which harness removes at the end of the run"
+            "NOT read-only for commands here ({why}; user namespaces unavailable?): a command can change its copies, which harness removes at the end of the run"
         ),
-    })
+    }
 }
 
 /// Whether read-only mounts can be made on this system at all, or why not: a forked child
