@@ -42,9 +42,9 @@ Exit codes:
   2  intake error (also --resume with an unknown run)
   3  `gate`: command denied
   4  llm / turn error (a partial REPORT is written when the model was reached)
-  5  task not accomplished: finish blocked/failed, the success check never passed, or the
-     last round's finish result did not match [finish] result_schema (result_invalid);
-     the REPORT and the write-back are done
+  5  task not accomplished: finish blocked/failed, the success check never passed, the
+     last round's finish result did not match [finish] result_schema (result_invalid), or
+     a workflow stage failed to the end (stage_failed); the REPORT and the write-back are done
   129, 130, 131, 143  interrupted by SIGHUP / SIGINT / SIGQUIT / SIGTERM: during the turn a
      partial REPORT is written; before the turn nothing is claimed, posted or written
 
@@ -185,7 +185,7 @@ pub enum Output {
     /// The REPORT path (none when no REPORT is written).
     #[default]
     Path,
-    /// One JSON object, on every way the run ends ([`crate::output`]).
+    /// One JSON object, on every way the run ends (the keys: docs/cli.md#output-json).
     Json,
 }
 
