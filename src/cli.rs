@@ -11,7 +11,7 @@ const AFTER_HELP: &str = "\
 Flags for `harness once`:
   --config PATH    config file (default $HARNESS_CONFIG, then ./harness.toml)
   --dry-run        intake + routing + plan only: no LLM call, no REPORT
-  --demo           run the [demo] issue instead of Redmine intake
+  --demo           run the [demo] issue instead of the task sources (Redmine, inbox)
   --task-id ID     run only the task/issue with this id
   --replay FILE    serve model replies from a recorded cassette (no network, no key)
   --record FILE    save this run's model replies as a cassette
@@ -142,7 +142,7 @@ pub struct OnceArgs {
     /// Intake, routing and the PLAN only: no LLM call, no REPORT.
     #[arg(long)]
     pub dry_run: bool,
-    /// Run the [demo] issue instead of Redmine intake.
+    /// Run the [demo] issue instead of the task sources ([redmine], [inbox]).
     #[arg(long)]
     pub demo: bool,
     /// Run only the task/issue with this id.
