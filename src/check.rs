@@ -379,7 +379,13 @@ async fn litellm_items(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
             "[litellm] needs base_url and key_ref (or replay)",
         )];
     };
-    let key = match preflight::key(key_ref, "litellm key", "[litellm].key_ref", redactor) {
+    let key = match preflight::key(
+        key_ref,
+        "litellm key",
+        "[litellm].key_ref",
+        &cfg.path,
+        redactor,
+    ) {
         Ok(k) => k,
         Err(e) => {
             return vec![item(
@@ -457,7 +463,13 @@ async fn redmine_items(cfg: &Config, redactor: &mut Redactor) -> Vec<Item> {
     let Some(rm) = &cfg.redmine else {
         return vec![item(Status::Skip, "redmine", "no [redmine] section")];
     };
-    let key = match preflight::key(&rm.key_ref, "redmine key", "[redmine].key_ref", redactor) {
+    let key = match preflight::key(
+        &rm.key_ref,
+        "redmine key",
+        "[redmine].key_ref",
+        &cfg.path,
+        redactor,
+    ) {
         Ok(k) => k,
         Err(e) => {
             return vec![item(

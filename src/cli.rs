@@ -11,7 +11,7 @@ const AFTER_HELP: &str = "\
 Flags for `harness once`:
   --config PATH    config file (default $HARNESS_CONFIG, then ./harness.toml)
   --dry-run        intake + routing + plan only: no LLM call, no REPORT
-  --demo           run the [demo] issue instead of Redmine intake
+  --demo           run the [demo] issue instead of the task sources (Redmine, inbox)
   --task-id ID     run only the task/issue with this id
   --replay FILE    serve model replies from a recorded cassette (no network, no key)
   --record FILE    save this run's model replies as a cassette
@@ -42,9 +42,9 @@ Exit codes:
   2  intake error (also --resume with an unknown run)
   3  `gate`: command denied
   4  llm / turn error (a partial REPORT is written when the model was reached)
-  5  task not accomplished: finish blocked/failed, the success check never passed, or the
-     last round's finish result did not match [finish] result_schema (result_invalid);
-     the REPORT and the write-back are done
+  5  task not accomplished: finish blocked/failed, the success check never passed, the
+     last round's finish result did not match [finish] result_schema (result_invalid), or
+     a workflow stage failed to the end (stage_failed); the REPORT and the write-back are done
   129, 130, 131, 143  interrupted by SIGHUP / SIGINT / SIGQUIT / SIGTERM: during the turn a
      partial REPORT is written; before the turn nothing is claimed, posted or written
 
@@ -142,7 +142,7 @@ pub struct OnceArgs {
     /// Intake, routing and the PLAN only: no LLM call, no REPORT.
     #[arg(long)]
     pub dry_run: bool,
-    /// Run the [demo] issue instead of Redmine intake.
+    /// Run the [demo] issue instead of the task sources ([redmine], [inbox]).
     #[arg(long)]
     pub demo: bool,
     /// Run only the task/issue with this id.
@@ -185,7 +185,7 @@ pub enum Output {
     /// The REPORT path (none when no REPORT is written).
     #[default]
     Path,
-    /// One JSON object, on every way the run ends ([`crate::output`]).
+    /// One JSON object, on every way the run ends (the keys: docs/cli.md#output-json).
     Json,
 }
 

@@ -6,7 +6,6 @@ use anyhow::{anyhow, Context};
 
 use crate::cli::{self, GateArgs};
 use crate::exit::{Failure, Stage, StageExt, Success};
-use crate::redmine::client::RedmineClient;
 use crate::secrets::Redactor;
 use crate::{check, config, emit, writeback};
 use harness_gate as gate;
@@ -69,9 +68,7 @@ async fn redmine_writeback(
         ))
         .stage(Stage::Config);
     };
-    let key = crate::preflight::key(&rm.key_ref, "redmine key", "[redmine].key_ref", redactor)
-        .stage(Stage::Config)?;
-    let client = RedmineClient::new(rm, key, redactor.clone()).stage(Stage::Config)?;
+    let client = crate::preflight::redmine_client(cfg, rm, redactor).stage(Stage::Config)?;
     let name = report
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

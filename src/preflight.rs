@@ -155,22 +155,45 @@ pub(crate) fn forge_client(
             &forge.token_ref,
             "forge token",
             "[forge].token_ref",
+            &cfg.path,
             redactor,
         )
         .and_then(|token| crate::forge::client::ForgeClient::new(forge, token, redactor.clone())),
     )
 }
 
-/// Resolves the key of `key_ref` (the config's `config_key`, such as `[litellm].key_ref`) and
-/// proves it can be sent: an HTTP header value holds no line break or other control
-/// character. The key joins `redactor` as soon as it is read.
+/// With `[redmine]` (`rm`): its key resolved (it joins `redactor`) and the client built; the
+/// one place `harness once` and `harness writeback` get it from.
+pub(crate) fn redmine_client(
+    cfg: &Config,
+    rm: &crate::config::RedmineConfig,
+    redactor: &mut Redactor,
+) -> anyhow::Result<crate::redmine::client::RedmineClient> {
+    let key = key(
+        &rm.key_ref,
+        "redmine key",
+        "[redmine].key_ref",
+        &cfg.path,
+        redactor,
+    )?;
+    crate::redmine::client::RedmineClient::new(rm, key, redactor.clone())
+}
+
+/// Resolves the key of `key_ref` (the config's `config_key`, such as `[litellm].key_ref`, in
+/// the config file `config`) and proves it can be sent: an HTTP header value holds no line
+/// break or other control character. The key joins `redactor` as soon as it is read. A ref
+/// that does not resolve names the key and the config file, since a config may hold several
+/// refs and an operator's first fix is in that file or in what it points at.
 pub(crate) fn key(
     key_ref: &KeyRef,
     label: &str,
     config_key: &str,
+    config: &Path,
     redactor: &mut Redactor,
 ) -> anyhow::Result<Secret> {
-    let key = key_ref.resolve(label)?;
+    let key = key_ref
+        .resolve(label)
+        .map_err(|e| anyhow!("{e:#} ({config_key} in {})", config.display()))?;
     redactor.add(&key);
     if let Some(why) = key_problem(key.expose()) {
         bail!("{config_key} ({}): {why}", key_ref.describe());

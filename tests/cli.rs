@@ -31,6 +31,8 @@ fn help_prints_the_full_usage_block() {
             "--task-id",
             "Exit codes:",
             "4  llm / turn error",
+            // Every way to exit 5 that README and docs/cli.md list, the workflow's too.
+            "(stage_failed)",
         ] {
             assert!(
                 run.stdout.contains(needle),
@@ -39,6 +41,15 @@ fn help_prints_the_full_usage_block() {
             );
         }
     }
+}
+
+/// `once --help` is read by an operator, not rustdoc: no intra-doc link may show in it.
+#[test]
+fn once_help_shows_no_rustdoc_markup() {
+    let run = harness(&["once", "--help"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("--output <FORMAT>"), "{}", run.stdout);
+    assert!(!run.stdout.contains("[`"), "{}", run.stdout);
 }
 
 #[test]

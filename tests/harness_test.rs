@@ -82,20 +82,14 @@ fn case(ws: &Workspace, name: &str, text: &str) -> PathBuf {
 
 /// `harness test ARGS --config <ws config>` with no key in the environment.
 fn test(ws: &Workspace, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .arg("test")
-        .arg("--config")
-        .arg(ws.config())
-        .args(args)
-        .current_dir(ws.path())
-        .env_remove("HARNESS_CONFIG")
-        .env_remove("HARNESS_TEST_LLM_KEY")
-        .env_remove("HARNESS_LITELLM_KEY")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    Run::from(out)
+    offline(
+        Command::new(env!("CARGO_BIN_EXE_harness"))
+            .arg("test")
+            .arg("--config")
+            .arg(ws.config())
+            .args(args)
+            .current_dir(ws.path()),
+    )
 }
 
 fn lists_files() -> String {
@@ -303,25 +297,69 @@ fn the_example_runs_as_the_readme_says() {
     ];
     assert_eq!(lines.len(), expected.len(), "{lines:?}");
     for (line, expected) in lines.into_iter().zip(expected) {
-        let out = Command::new("bash")
-            .args(["-c", line])
-            .current_dir(&root)
-            .env(
-                "PATH",
-                format!(
-                    "{}:{}",
-                    bin.display(),
-                    std::env::var("PATH").unwrap_or_default()
-                ),
-            )
-            .env_remove("HARNESS_CONFIG")
-            .env_remove("HARNESS_LITELLM_KEY")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let run = Run::from(out);
+        let mut out = Command::new("bash");
+        out.args(["-c", line]).current_dir(&root).env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        );
+        let run = offline(&mut out);
         assert_eq!(run.code, 0, "{line}: {run:?}");
         assert_eq!(run.stdout, expected, "{line}");
     }
+}
+
+/// The case-format block of docs/test.md, pasted into a case file as it stands, passes under
+/// the example config: an operator's first case is that block edited.
+#[test]
+fn the_case_format_of_the_docs_runs_as_written() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/test.md")).unwrap();
+    let start = doc
+        .find("## The case format")
+        .expect("docs/test.md's case format");
+    let rest = &doc[start..];
+    let open = rest.find("```toml\n").unwrap() + "```toml\n".len();
+    let close = rest[open..].find("```").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        root.join("examples/casetest/harness.toml"),
+        dir.path().join("harness.toml"),
+    )
+    .unwrap();
+    // The block's files_from names this directory beside the case.
+    let notes = dir.path().join("tests/fixtures/notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    std::fs::write(notes.join("old.txt"), "old notes\n").unwrap();
+    std::fs::write(
+        dir.path().join("tests/doc.case.toml"),
+        &rest[open..open + close],
+    )
+    .unwrap();
+    let run = offline(
+        Command::new(env!("CARGO_BIN_EXE_harness"))
+            .arg("test")
+            .arg("--config")
+            .arg(dir.path().join("harness.toml"))
+            .current_dir(dir.path()),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "ok   refuses rm\n1 case: 1 passed, 0 failed\n");
+}
+
+/// `cmd` run as an operator's shell would run a recipe, minus anything of this environment
+/// that could point it elsewhere (a config, a key, a log level), stdin closed.
+fn offline(cmd: &mut Command) -> Run {
+    let out = cmd
+        .env_remove("HARNESS_CONFIG")
+        .env_remove("HARNESS_TEST_LLM_KEY")
+        .env_remove("HARNESS_LITELLM_KEY")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Run::from(out)
 }

@@ -224,9 +224,41 @@ fn a_missing_key_fails_before_any_request() {
     let ws = Workspace::new(&llm.base_url(), |c| c);
     let run = ws.run_env(&["once", "--demo"], &[]);
     assert_eq!(run.code, 1, "{run:?}");
+    // The error names the key and the config file it is set in, not just the variable.
     assert_eq!(
         run.stderr.lines().last().unwrap(),
-        "harness: litellm key: environment variable HARNESS_TEST_LLM_KEY is not set"
+        format!(
+            "harness: litellm key: environment variable HARNESS_TEST_LLM_KEY is not set ([litellm].key_ref in {})",
+            ws.config().display()
+        )
+    );
+    assert_eq!(llm.state()["connections"], 0);
+    assert!(ws.report_files().is_empty());
+}
+
+#[test]
+fn a_missing_key_file_names_the_file_the_key_and_the_config_before_any_request() {
+    let llm = Llm::start(&json!([text("never")]));
+    let ws = Workspace::new(&llm.base_url(), |c| {
+        c.replace(
+            "key_ref = \"env:HARNESS_TEST_LLM_KEY\"",
+            "key_ref = \"file:keys/llm.key\"",
+        )
+    });
+    let run = ws.run(&["once", "--demo"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let last = run.stderr.lines().last().unwrap();
+    let file = ws.path().join("keys/llm.key");
+    assert!(
+        last.starts_with(&format!(
+            "harness: litellm key: cannot read key file {}",
+            file.display()
+        )),
+        "{last}"
+    );
+    assert!(
+        last.ends_with(&format!("([litellm].key_ref in {})", ws.config().display())),
+        "{last}"
     );
     assert_eq!(llm.state()["connections"], 0);
     assert!(ws.report_files().is_empty());

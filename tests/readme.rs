@@ -83,7 +83,7 @@ fn the_quickstart_record_replay_and_gate_recipes_run_as_written() {
     for line in quickstart.iter().chain(&cassette).chain(&gate) {
         let command = line.split("  #").next().unwrap().trim();
         // Installing is what puts `harness` on PATH; the test has the built binary there.
-        if command == "cargo install --path ." {
+        if command == "cargo install --locked --path ." {
             continue;
         }
         // The reader exports a real key; the test, a canary.
@@ -149,8 +149,8 @@ fn the_quickstart_record_replay_and_gate_recipes_run_as_written() {
     assert!(
         quickstart
             .iter()
-            .any(|l| l.starts_with("cargo install --path .")),
-        "the quickstart installs harness before using it"
+            .any(|l| l.starts_with("cargo install --locked --path .")),
+        "the quickstart installs harness, with the tested Cargo.lock, before using it"
     );
     // The recipe as it once read (no --fresh) records nothing: it must say so.
     let before = chats();
@@ -203,4 +203,63 @@ fn the_examples_commented_redmine_and_vision_sections_load_when_uncommented() {
     assert!(out.contains("\nmopac-vision = "), "{out}");
     let cfg = harness::config::parse(&out, Path::new("/nonexistent/harness.toml")).unwrap();
     assert_eq!(cfg.models.vision, ["mopac-vision".to_string()].into());
+}
+
+/// A `major.minor` version as numbers, for comparing (`"1.89.0"` -> (1, 89)).
+fn minor_version(v: &str) -> (u32, u32) {
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap());
+    (parts.next().unwrap(), parts.next().unwrap_or(0))
+}
+
+/// The Rust the README's Install names builds the locked tree: no package of Cargo.lock
+/// asks for a newer rustc (cargo refuses to build one that does), and the workspace's own
+/// `rust-version` says the same, so `cargo install --locked` works on that toolchain.
+#[test]
+fn the_rust_the_readme_names_builds_every_locked_dependency() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let named = readme
+        .split("With cargo (Rust ")
+        .nth(1)
+        .and_then(|rest| rest.split(" or newer)").next())
+        .expect("README's Install names a Rust version");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let needs: Vec<(String, &str)> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| {
+            let rv = p["rust_version"].as_str()?;
+            Some((format!("{} {}", p["name"], p["version"]), rv))
+        })
+        .collect();
+    let newest = needs.iter().map(|(_, rv)| minor_version(rv)).max().unwrap();
+    assert_eq!(
+        minor_version(named),
+        newest,
+        "README names Rust {named}; the locked packages need: {:?}",
+        needs
+            .iter()
+            .filter(|(_, rv)| minor_version(rv) > minor_version(named))
+            .collect::<Vec<_>>()
+    );
+    let root_version = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "harness")
+        .and_then(|p| p["rust_version"].as_str())
+        .unwrap();
+    assert_eq!(
+        minor_version(root_version),
+        newest,
+        "Cargo.toml rust-version"
+    );
 }

@@ -66,7 +66,13 @@ pub(super) fn backend(
             cfg.path.display()
         ));
     };
-    let key = preflight::key(key_ref, "litellm key", "[litellm].key_ref", redactor)?;
+    let key = preflight::key(
+        key_ref,
+        "litellm key",
+        "[litellm].key_ref",
+        &cfg.path,
+        redactor,
+    )?;
     let options = llm::client::ClientOptions::new(&cfg.litellm, key_ref);
     Ok(Backend::Http(llm::client::HttpClient::new(
         url,
@@ -95,9 +101,7 @@ pub(crate) fn redmine_client(
         ))
         .stage(Stage::Config);
     };
-    let key = preflight::key(&rm.key_ref, "redmine key", "[redmine].key_ref", redactor)
-        .stage(Stage::Config)?;
-    RedmineClient::new(rm, key, redactor.clone())
+    preflight::redmine_client(cfg, rm, redactor)
         .map(Some)
         .stage(Stage::Config)
 }
