@@ -22,6 +22,19 @@ pub struct Delivered {
     pub cost_usd: Option<f64>,
     /// The accepted `finish` result, as the REPORT carries it (masked).
     pub result: Option<Value>,
+    /// The error of a turn that failed once the model was reached (exit 4): the run itself
+    /// ends without a stage failure, so this is where its `error` comes from.
+    pub error: Option<String>,
+}
+
+impl Delivered {
+    /// The run's `error`: the failed stage's, else a failed turn's.
+    pub(crate) fn error_or<'a>(
+        delivered: Option<&'a Delivered>,
+        failed: Option<&'a str>,
+    ) -> Option<&'a str> {
+        failed.or_else(|| delivered.and_then(|d| d.error.as_deref()))
+    }
 }
 
 /// The object `--output json` prints.
@@ -117,6 +130,7 @@ mod tests {
             },
             cost_usd: Some(0.5),
             result: Some(json!({"category": "bug"})),
+            error: None,
         };
         let with = Summary::new(
             "r1",
@@ -155,6 +169,7 @@ mod tests {
             usage: Usage::default(),
             cost_usd: None,
             result: Some(json!({"sk-output-canary-1234": ["a sk-output-canary-1234"]})),
+            error: Some("llm: 500 sk-output-canary-1234".into()),
         };
         let text = Summary::new(
             "r",
@@ -167,5 +182,26 @@ mod tests {
         .render(&redactor);
         assert!(!text.contains("sk-output-canary-1234"), "{text}");
         assert!(text.contains("[redacted]"), "{text}");
+    }
+
+    #[test]
+    fn a_failed_stage_s_error_comes_before_a_failed_turn_s() {
+        let turn = Delivered {
+            stop_reason: "llm_error".into(),
+            report: "/r/x.md".into(),
+            usage: Usage::default(),
+            cost_usd: None,
+            result: None,
+            error: Some("llm: HTTP 500".into()),
+        };
+        assert_eq!(
+            Delivered::error_or(Some(&turn), None),
+            Some("llm: HTTP 500")
+        );
+        assert_eq!(
+            Delivered::error_or(Some(&turn), Some("writeback: 503")),
+            Some("writeback: 503")
+        );
+        assert_eq!(Delivered::error_or(None, None), None);
     }
 }

@@ -181,7 +181,7 @@ fn persistent_500_after_content_writes_a_partial_report_and_exits_4() {
         boom.clone(), boom.clone(), boom,
     ]));
     let ws = Workspace::new(&llm.base_url(), |c| c);
-    let run = ws.run(&["once", "--demo"]);
+    let run = ws.run(&["once", "--demo", "--events", "events.jsonl"]);
     assert_eq!(run.code, 4, "{run:?}");
     assert_eq!(llm.chat_bodies().len(), 4, "1 + 1 attempt + 2 retries");
     let report = ws.latest();
@@ -190,6 +190,16 @@ fn persistent_500_after_content_writes_a_partial_report_and_exits_4() {
     let error = error.as_str().unwrap();
     assert!(error.contains("/v1/chat/completions"), "{error}");
     assert!(error.contains("HTTP 500"), "{error}");
+    // run.completed carries the same error, not null.
+    let events = std::fs::read_to_string(ws.path().join("events.jsonl")).unwrap();
+    let last: Value = serde_json::from_str(events.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "run.completed");
+    assert!(
+        last["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("HTTP 500")),
+        "{last}"
+    );
     assert!(error.contains("upstream boom"), "{error}");
     assert!(error.contains("after 3 attempts"), "{error}");
     assert_eq!(body(&report), "Partial findings: the tree looks fine.\n");

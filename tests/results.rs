@@ -333,6 +333,12 @@ fn output_json_with_no_task_and_after_a_failed_turn() {
     );
     assert!(out["report"].is_string(), "{out}");
     assert_eq!(out["result"], Value::Null);
+    // The turn's error is the run's: a script need not open the REPORT to learn it.
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("400") && error.contains("bad request"),
+        "{out}"
+    );
     // An empty inbox: no task, exit 0, nulls.
     let ws = Workspace::new(&llm.base_url(), |c| {
         format!("{c}\n[inbox]\ndir = \"inbox\"\n")

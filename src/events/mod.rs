@@ -547,7 +547,7 @@ impl Events {
             &inner.run_id,
             &outcome,
             ending.exit_code,
-            ending.error.as_deref(),
+            crate::output::Delivered::error_or(inner.delivered.as_ref(), ending.error.as_deref()),
             inner.delivered.as_ref(),
             inner.pr_url.as_deref(),
         )
@@ -569,7 +569,11 @@ impl Events {
                 exit_code: ending.exit_code,
                 stop_reason,
                 report: report.map(|(path, _)| path),
-                error: ending.error.clone(),
+                error: crate::output::Delivered::error_or(
+                    inner.delivered.as_ref(),
+                    ending.error.as_deref(),
+                )
+                .map(str::to_string),
                 pr_url: inner.pr_url.clone(),
                 duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             };

@@ -213,6 +213,7 @@ fn announce(
         usage: turn.usage,
         cost_usd: turn.cost_usd,
         result: report.result.as_ref().and_then(|r| r.value.clone()),
+        error: turn.outcome.failure_message(),
     });
     // Not printed is not delivered; the write-back still runs, the failure comes at the end.
     // With `--output json` the object goes out when the run's exit is known (lib).

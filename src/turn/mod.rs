@@ -81,6 +81,18 @@ pub enum TurnOutcome {
 }
 
 impl TurnOutcome {
+    /// The error of a failed turn ([`TurnOutcome::is_failure`]), for `--output json`'s and
+    /// `run.completed`'s `error`; `None` for every other outcome.
+    pub fn failure_message(&self) -> Option<String> {
+        match self {
+            TurnOutcome::LlmFailed { error }
+            | TurnOutcome::Budget {
+                stop: BudgetStop::Proxy { error },
+            } => Some(error.to_string()),
+            _ => None,
+        }
+    }
+
     /// Whether the turn failed (exit 4): an llm error or the proxy's budget refusal.
     pub fn is_failure(&self) -> bool {
         match self {
