@@ -382,3 +382,22 @@ fn a_dry_run_says_what_becomes_of_the_attachments_and_places_nothing() {
     );
     assert!(llm.chat_bodies().is_empty());
 }
+
+#[test]
+fn a_symlinked_files_directory_is_never_followed() {
+    let llm = Llm::start(&json!([text("# never")]));
+    let ws = inbox_task(&llm, "code");
+    let files = ws.path().join("inbox/look.files");
+    let outside = ws.path().join("outside");
+    std::fs::rename(&files, &outside).unwrap();
+    std::fs::write(outside.join("id_rsa"), "PRIVATE KEY outside the inbox\n").unwrap();
+    std::os::unix::fs::symlink(&outside, &files).unwrap();
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("is a symlink"), "{}", run.stderr);
+    assert!(llm.chat_bodies().is_empty());
+    assert!(!ws.path().join("work/.harness").exists());
+    std::fs::remove_dir_all(&outside).unwrap();
+    std::fs::remove_file(&files).unwrap();
+    assert!(!ws.all_files_text().contains("PRIVATE KEY outside"));
+}
