@@ -160,6 +160,24 @@ fn the_listing_says_name_type_size_and_fate() {
          - plot.gif (image/gif, 6 bytes): image at .harness/attachments/plot.gif, not shown: tier mopac-primary is not a vision tier ([models.vision] tiers)"
     );
     assert_eq!(listing(&[]), "");
+    // Thousands of refused ones are counted past the first hundred lines; a placed one is
+    // always listed.
+    let refused = Listed {
+        name: "x.log".into(),
+        content_type: "text/plain".into(),
+        size: 1,
+        fate: Fate::Refused("refused: more attachments than [intake].max_attachments (10)".into()),
+    };
+    let mut many = vec![refused; 5000];
+    many.push(listed[1].clone());
+    let text = listing(&many);
+    assert_eq!(text.lines().count(), 1 + 100 + 1 + 1, "{text}");
+    assert!(text.contains("\n- app.log (text/plain, 120 bytes): text, placed"));
+    assert!(
+        text.ends_with("\n- ... and 4900 more, refused and not listed"),
+        "{text}"
+    );
+    assert_eq!(section(&many).unwrap().lines().count(), 2 + 100 + 1 + 1);
     let section = section(&listed[1..2]).unwrap();
     assert_eq!(
         section,
