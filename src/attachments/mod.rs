@@ -101,6 +101,23 @@ pub(crate) fn type_of(bytes: &[u8]) -> &'static str {
     }
 }
 
+/// Why an image cannot go to the model or the work root, when its bytes hold a secret the
+/// run masks (a key in a PNG `tEXt` chunk or EXIF comment, as written or in an encoding
+/// the Redactor knows): text is masked, but an image cannot be, so it is refused whole.
+pub(crate) fn secret_in_image(
+    bytes: &[u8],
+    redactor: &crate::secrets::Redactor,
+) -> Option<&'static str> {
+    if redactor.is_empty() {
+        return None;
+    }
+    // Lossy: every run of printable bytes (where metadata sits) is kept as it is.
+    let text = String::from_utf8_lossy(bytes);
+    (redactor.redact(&text) != text).then_some(
+        "an image whose bytes hold a secret harness masks (an image cannot be masked, so it is neither placed nor shown)",
+    )
+}
+
 /// An image as an OpenAI `image_url` content part (a base64 `data:` URL).
 pub(crate) fn image_part(image: Image, bytes: &[u8]) -> Part {
     Part::ImageUrl {

@@ -160,6 +160,9 @@ fn place(
             Ok(Placed::Text)
         }
         Kind::Image(image) => {
+            if let Some(why) = super::secret_in_image(bytes, redactor) {
+                return Err(format!("not placed: {why}"));
+            }
             write(bytes)?;
             if vision.is_ok() {
                 images.push(image_part(image, bytes));

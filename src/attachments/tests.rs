@@ -252,3 +252,17 @@ fn content_parts_round_trip_through_json() {
     let plain = serde_json::to_value(Message::user("hi")).unwrap();
     assert_eq!(plain, serde_json::json!({"role": "user", "content": "hi"}));
 }
+
+#[test]
+fn an_image_holding_a_secret_is_refused_whole() {
+    let mut r = crate::secrets::Redactor::default();
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01";
+    assert_eq!(secret_in_image(png, &r), None);
+    r.add(&crate::secrets::Secret::new("sk-image-canary-123456"));
+    assert_eq!(secret_in_image(png, &r), None);
+    let mut tagged = png.to_vec();
+    tagged.extend_from_slice(b"\0\0\0\x1ctEXtComment\0key sk-image-canary-123456\xff\xfe");
+    assert!(
+        secret_in_image(&tagged, &r).is_some_and(|why| why.contains("an image cannot be masked"))
+    );
+}
