@@ -97,7 +97,7 @@ pub(crate) async fn gather(
             false => (cfg.max_bytes, "[intake].max_attachment_bytes"),
         };
         let fetched = match verdict {
-            Ok(()) => fetch(&origin, i, cap).await,
+            Ok(()) => fetch(&origin, i, &o.name, cap).await,
             Err(why) => Err(why),
         };
         listed.fate = match fetched {
@@ -238,9 +238,14 @@ fn inbox_offered(inbox: &Path, files: &str) -> Result<Vec<Offered>> {
         .collect())
 }
 
-/// The bytes of offered attachment `i` (at most `limit.0` of them, `limit.1` the bound's
-/// name), or why they cannot be had.
-async fn fetch(origin: &Origin<'_>, i: usize, limit: (u64, &str)) -> Result<Vec<u8>, String> {
+/// The bytes of offered attachment `i`, named `name` (at most `limit.0` of them, `limit.1`
+/// the bound's name), or why they cannot be had.
+async fn fetch(
+    origin: &Origin<'_>,
+    i: usize,
+    name: &str,
+    limit: (u64, &str),
+) -> Result<Vec<u8>, String> {
     match origin {
         Origin::Redmine {
             client,
@@ -266,10 +271,10 @@ async fn fetch(origin: &Origin<'_>, i: usize, limit: (u64, &str)) -> Result<Vec<
             Ok(bytes)
         }
         Origin::Inbox { inbox, files } => {
-            let entries = inbox_offered(inbox, files).map_err(|e| format!("refused: {e:#}"))?;
-            let name = entries.get(i).map(|o| o.name.clone()).unwrap_or_default();
+            // By the name it was offered under, never by its place in a fresh listing: a
+            // file added meanwhile must not put one file's bytes under another's name.
             let d = files_dir(inbox, files).map_err(|e| format!("refused: {e}"))?;
-            read_regular(&d, &name, limit)
+            read_regular(&d, name, limit)
         }
     }
 }
