@@ -684,3 +684,21 @@ fn on_a_real_redmine_the_note_and_the_pull_request_link_each_other() {
     assert!(!run.stderr.contains(&bot) && !ws.all_files_text().contains(&bot));
     assert_no_token(&ws, &llm, &[&run]);
 }
+
+#[test]
+fn a_forge_that_echoes_the_token_in_its_error_never_shows_it() {
+    for kind in KINDS {
+        let (_forge, llm, ws) = failing_create(kind, Fault::Echo, 0);
+        let run = once(&ws, &["once", "--demo", "--output", "json"]);
+        assert_eq!(run.code, 1, "{kind}: {run:?}");
+        let out: Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(out["outcome"], "writeback_error", "{kind}: {out}");
+        assert!(
+            out["error"].as_str().unwrap().contains("HTTP 422")
+                && out["error"].as_str().unwrap().contains("[redacted]"),
+            "{kind}: {out}"
+        );
+        let retry = once(&ws, &["writeback"]);
+        assert_no_token(&ws, &llm, &[&run, &retry]);
+    }
+}
