@@ -558,6 +558,30 @@ impl Dir {
         result
     }
 
+    /// Sets this directory's own mode, on its descriptor (whatever its path now leads to).
+    pub(crate) fn set_mode(&self, mode: u32) -> io::Result<()> {
+        // SAFETY: fchmod on an open descriptor.
+        if unsafe { libc::fchmod(self.fd.as_raw_fd(), mode as libc::mode_t) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Removes the directory `name` in this one and everything in it, reached through this
+    /// descriptor (its `/proc/self/fd` link), so a symlink swapped in above it leads nowhere
+    /// else; a symlink at `name` itself is removed, never followed (std's `remove_dir_all`).
+    pub(crate) fn remove_tree(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
+        let name = name.as_ref();
+        one_component(name)?;
+        let at = Path::new(&format!("/proc/self/fd/{}", self.fd.as_raw_fd())).join(name);
+        std::fs::remove_dir_all(at).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot remove {} ({e})", self.show(name).display()),
+            )
+        })
+    }
+
     /// Makes the directory's entries durable; where a filesystem refuses, there is nothing
     /// better to do (the data itself is synced).
     pub(crate) fn sync(&self) {

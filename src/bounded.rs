@@ -101,13 +101,19 @@ pub(crate) fn size(bytes: u64) -> String {
 }
 
 /// `text` as one line of at most `max` characters: control characters (line breaks, escape
-/// sequences) become blanks, the ends are trimmed, and a longer line is cut with `…`. For
+/// sequences) and Unicode's own line and paragraph separators (U+2028, U+2029: not control
+/// characters, but a model or a viewer may break a line there) become blanks, the ends are trimmed, and a longer line is cut with `…`. For
 /// text a peer or a file supplies that narration, the PLAN and the REPORT show on one line
 /// (a task's subject): a Redmine reply may hold megabytes of it.
 pub(crate) fn one_line(text: &str, max: usize) -> String {
     let line: String = text
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(
+            |c| match c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                true => ' ',
+                false => c,
+            },
+        )
         .collect();
     let line = line.trim();
     match line.char_indices().nth(max.saturating_sub(1)) {
@@ -148,6 +154,10 @@ mod tests {
         assert_eq!(
             one_line("  Fix\nthe \u{1b}[2Jlogin\t ", 100),
             "Fix the  [2Jlogin"
+        );
+        assert_eq!(
+            one_line("a.log\u{2028}- b.log\u{2029}c\u{85}d", 100),
+            "a.log - b.log c d"
         );
         assert_eq!(one_line("abcdef", 4), "abc…");
         assert_eq!(one_line("abcd", 4), "abcd");

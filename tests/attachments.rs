@@ -382,3 +382,44 @@ fn a_dry_run_says_what_becomes_of_the_attachments_and_places_nothing() {
     );
     assert!(llm.chat_bodies().is_empty());
 }
+
+#[test]
+fn a_symlinked_files_directory_is_never_followed() {
+    let llm = Llm::start(&json!([text("# never")]));
+    let ws = inbox_task(&llm, "code");
+    let files = ws.path().join("inbox/look.files");
+    let outside = ws.path().join("outside");
+    std::fs::rename(&files, &outside).unwrap();
+    std::fs::write(outside.join("id_rsa"), "PRIVATE KEY outside the inbox\n").unwrap();
+    std::os::unix::fs::symlink(&outside, &files).unwrap();
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("is a symlink"), "{}", run.stderr);
+    assert!(llm.chat_bodies().is_empty());
+    assert!(!ws.path().join("work/.harness").exists());
+    std::fs::remove_dir_all(&outside).unwrap();
+    std::fs::remove_file(&files).unwrap();
+    assert!(!ws.all_files_text().contains("PRIVATE KEY outside"));
+}
+
+#[test]
+fn an_image_whose_metadata_holds_the_canary_is_neither_placed_nor_shown() {
+    let llm = Llm::start(&json!([text("# Looked")]));
+    let ws = inbox_task(&llm, "vision");
+    let mut tagged = PNG.to_vec();
+    tagged.extend_from_slice(format!("tEXtComment\0{CANARY}").as_bytes());
+    std::fs::write(ws.path().join("inbox/look.files/screen.jpg"), &tagged).unwrap();
+    let run = ws.run(&["once"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bodies = llm.chat_bodies();
+    let opening = &bodies[0]["messages"][1]["content"];
+    assert!(image_urls(opening).is_empty(), "{opening}");
+    assert!(
+        text_of(opening)
+            .contains("): not placed: an image whose bytes hold a secret harness masks"),
+        "{opening}"
+    );
+    let body = serde_json::to_string(&bodies).unwrap();
+    assert!(!body.contains("data:image/"), "the image went to the model");
+    assert!(!ws.latest().contains(CANARY));
+}

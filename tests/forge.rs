@@ -277,19 +277,26 @@ fn failing_create(kind: &'static str, fault: Fault, retries: u32) -> (Forge, Llm
     (forge, llm, ws)
 }
 
+/// A `--demo --output json` run whose pull request call fails once as `fault` says (no
+/// retries): it fails (exit 1), and its JSON object.
+fn failed_run(kind: &'static str, fault: Fault) -> (Forge, Llm, Workspace, Run, Value) {
+    let (forge, llm, ws) = failing_create(kind, fault, 0);
+    let run = once(&ws, &["once", "--demo", "--output", "json"]);
+    assert_eq!(run.code, 1, "{kind}: {run:?}");
+    let out: Value = serde_json::from_str(&run.stdout).unwrap();
+    (forge, llm, ws, run, out)
+}
+
 #[test]
 fn a_failed_pull_request_call_is_retried_by_harness_writeback() {
     for kind in KINDS {
-        let (forge, llm, ws) = failing_create(kind, Fault::Before, 0);
-        let run = once(&ws, &["once", "--demo", "--output", "json"]);
-        assert_eq!(run.code, 1, "{kind}: {run:?}");
+        let (forge, llm, ws, run, out) = failed_run(kind, Fault::Before);
         assert!(
             run.stderr
                 .contains("retry the write-back with: harness writeback"),
             "{kind}: {}",
             run.stderr
         );
-        let out: Value = serde_json::from_str(&run.stdout).unwrap();
         assert_eq!(
             (&out["outcome"], &out["pr_url"]),
             (&json!("writeback_error"), &Value::Null)
@@ -683,4 +690,19 @@ fn on_a_real_redmine_the_note_and_the_pull_request_link_each_other() {
     assert_eq!(forge.violations(), Vec::<String>::new());
     assert!(!run.stderr.contains(&bot) && !ws.all_files_text().contains(&bot));
     assert_no_token(&ws, &llm, &[&run]);
+}
+
+#[test]
+fn a_forge_that_echoes_the_token_in_its_error_never_shows_it() {
+    for kind in KINDS {
+        let (_forge, llm, ws, run, out) = failed_run(kind, Fault::Echo);
+        assert_eq!(out["outcome"], "writeback_error", "{kind}: {out}");
+        assert!(
+            out["error"].as_str().unwrap().contains("HTTP 422")
+                && out["error"].as_str().unwrap().contains("[redacted]"),
+            "{kind}: {out}"
+        );
+        let retry = once(&ws, &["writeback"]);
+        assert_no_token(&ws, &llm, &[&run, &retry]);
+    }
 }

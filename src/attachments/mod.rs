@@ -14,6 +14,10 @@ use crate::llm::wire::{Content, ImageUrl, Message, Part};
 const TEXT_SNIFF: usize = 8000;
 /// Longest name an attachment is placed under (bytes).
 const NAME_MAX: usize = 100;
+/// Lines past which the listing and the REPORT name only the placed attachments (at most
+/// `[intake].max_attachments`, itself at most 100); the refused rest are counted, so an
+/// issue or a files directory with thousands of them cannot swell the request.
+const LISTED_MAX: usize = 100;
 
 /// One attachment as its source offers it, before anything is downloaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +99,23 @@ pub(crate) fn type_of(bytes: &[u8]) -> &'static str {
         Kind::Text => "text/plain",
         Kind::Binary => "application/octet-stream",
     }
+}
+
+/// Why an image cannot go to the model or the work root, when its bytes hold a secret the
+/// run masks (a key in a PNG `tEXt` chunk or EXIF comment, as written or in an encoding
+/// the Redactor knows): text is masked, but an image cannot be, so it is refused whole.
+pub(crate) fn secret_in_image(
+    bytes: &[u8],
+    redactor: &crate::secrets::Redactor,
+) -> Option<&'static str> {
+    if redactor.is_empty() {
+        return None;
+    }
+    // Lossy: every run of printable bytes (where metadata sits) is kept as it is.
+    let text = String::from_utf8_lossy(bytes);
+    (redactor.redact(&text) != text).then_some(
+        "an image whose bytes hold a secret harness masks (an image cannot be masked, so it is neither placed nor shown)",
+    )
 }
 
 /// An image as an OpenAI `image_url` content part (a base64 `data:` URL).
@@ -235,11 +256,8 @@ pub(crate) fn listing(listed: &[Listed]) -> String {
         return String::new();
     }
     let s = if listed.len() == 1 { "" } else { "s" };
-    let mut out = format!("[harness] The task has {} attachment{s}:\n", listed.len());
-    for l in listed {
-        out.push_str(&line(l));
-    }
-    out.trim_end().to_string()
+    let out = format!("[harness] The task has {} attachment{s}:\n", listed.len());
+    (out + &lines(listed)).trim_end().to_string()
 }
 
 /// The REPORT's **Attachments** section: the same lines as the listing (`None`: the task
@@ -248,8 +266,25 @@ pub(crate) fn section(listed: &[Listed]) -> Option<String> {
     if listed.is_empty() {
         return None;
     }
-    let lines: String = listed.iter().map(line).collect();
-    Some(format!("## Attachments\n\n{lines}"))
+    Some(format!("## Attachments\n\n{}", lines(listed)))
+}
+
+/// The attachments' lines: every one placed, and refused ones while fewer than
+/// [`LISTED_MAX`] lines are out; then how many refused ones were left out.
+fn lines(listed: &[Listed]) -> String {
+    let (mut out, mut shown, mut more) = (String::new(), 0, 0);
+    for l in listed {
+        if shown >= LISTED_MAX && matches!(l.fate, Fate::Refused(_)) {
+            more += 1;
+            continue;
+        }
+        out.push_str(&line(l));
+        shown += 1;
+    }
+    if more > 0 {
+        out.push_str(&format!("- ... and {more} more, refused and not listed\n"));
+    }
+    out
 }
 
 /// One attachment's line: name, type, size and what became of it.

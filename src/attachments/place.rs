@@ -7,7 +7,6 @@
 //! `<stem>.files/` beside its task file, opened without following symlinks.
 
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -36,8 +35,14 @@ pub(crate) enum Origin<'a> {
         /// `vertical`: names harness's own uploads.
         vertical: &'a str,
     },
-    /// An inbox task: the directory `<stem>.files/` beside its task file (absent: none).
-    Inbox(PathBuf),
+    /// An inbox task: the directory `files` (`<stem>.files`) beside its task file in the
+    /// inbox `inbox` (absent: none), reached from the inbox without following a symlink.
+    Inbox {
+        /// The inbox directory.
+        inbox: PathBuf,
+        /// The files directory's name in it.
+        files: String,
+    },
 }
 
 /// Fetches, checks and places the attachments of `origin` under `work_root`/`cfg.dir`.
@@ -53,21 +58,23 @@ pub(crate) async fn gather(
 ) -> Result<Attached> {
     let offered = offered(&origin)?;
     // An earlier run's (killed before it removed them) go; the operator's own never do.
-    let path = work_root.join(&cfg.dir);
-    match owned(&path) {
-        Some(true) => empty(&path)?,
-        Some(false) if !offered.is_empty() => anyhow::bail!(
+    match owned(work_root, &cfg.dir) {
+        Ok(Some((parent, name, true))) => empty(&parent, &name)?,
+        Ok(Some((parent, name, false))) if !offered.is_empty() => anyhow::bail!(
             "[intake].attachments_dir: {} exists and was not made by harness; name another directory",
-            path.display()
+            parent.show(name).display()
         ),
-        Some(false) | None => {}
+        Err(e) if !offered.is_empty() => {
+            return Err(e).context("[intake].attachments_dir: harness never places files there")
+        }
+        Ok(_) | Err(_) => {}
     }
     if offered.is_empty() {
         return Ok(Attached::default());
     }
     let on_tracker = |at: &str| match &origin {
         Origin::Redmine { client, .. } => same_origin(at, client.base()),
-        Origin::Inbox(_) => true,
+        Origin::Inbox { .. } => true,
     };
     let verdicts = admit(&offered, cfg, &on_tracker);
     let names: Vec<&str> = offered.iter().map(|o| o.name.as_str()).collect();
@@ -90,7 +97,7 @@ pub(crate) async fn gather(
             false => (cfg.max_bytes, "[intake].max_attachment_bytes"),
         };
         let fetched = match verdict {
-            Ok(()) => fetch(&origin, i, cap).await,
+            Ok(()) => fetch(&origin, i, &o.name, cap).await,
             Err(why) => Err(why),
         };
         listed.fate = match fetched {
@@ -115,7 +122,8 @@ pub(crate) async fn gather(
         out.listed.push(listed);
     }
     // Read-only for every tool: the directory too (the sandbox mounts it read-only).
-    set_mode(&path, 0o555)?;
+    dir.set_mode(0o555)
+        .with_context(|| format!("attachments: cannot set the mode of {}", cfg.dir))?;
     info!(
         "attachments: {}",
         redactor.redact(&out.listing()).replace('\n', "; ")
@@ -152,6 +160,9 @@ fn place(
             Ok(Placed::Text)
         }
         Kind::Image(image) => {
+            if let Some(why) = super::secret_in_image(bytes, redactor) {
+                return Err(format!("not placed: {why}"));
+            }
             write(bytes)?;
             if vision.is_ok() {
                 images.push(image_part(image, bytes));
@@ -181,7 +192,7 @@ fn offered(origin: &Origin<'_>) -> Result<Vec<Offered>> {
                 at: Some(a.content_url.clone()).filter(|u| !u.is_empty()),
             })
             .collect()),
-        Origin::Inbox(dir) => inbox_offered(dir),
+        Origin::Inbox { inbox, files } => inbox_offered(inbox, files),
     }
 }
 
@@ -192,10 +203,16 @@ fn harness_own(vertical: &str, name: &str) -> bool {
         || (name.starts_with(&format!("session-{vertical}-")) && name.ends_with(".jsonl.gz"))
 }
 
+/// An inbox task's files directory `files`, reached from the inbox `inbox` without following
+/// a symlink (a symlinked `<stem>.files` would lead intake out of the inbox).
+fn files_dir(inbox: &Path, files: &str) -> std::io::Result<Dir> {
+    Dir::open(inbox)?.sub(files, false)
+}
+
 /// The entries of an inbox task's files directory, sorted by name (absent: none); an entry
 /// that is not a regular file is offered with size 0 and refused when fetched.
-fn inbox_offered(dir: &Path) -> Result<Vec<Offered>> {
-    let d = match Dir::open(dir) {
+fn inbox_offered(inbox: &Path, files: &str) -> Result<Vec<Offered>> {
+    let d = match files_dir(inbox, files) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).context("inbox attachments"),
@@ -221,9 +238,14 @@ fn inbox_offered(dir: &Path) -> Result<Vec<Offered>> {
         .collect())
 }
 
-/// The bytes of offered attachment `i` (at most `limit.0` of them, `limit.1` the bound's
-/// name), or why they cannot be had.
-async fn fetch(origin: &Origin<'_>, i: usize, limit: (u64, &str)) -> Result<Vec<u8>, String> {
+/// The bytes of offered attachment `i`, named `name` (at most `limit.0` of them, `limit.1`
+/// the bound's name), or why they cannot be had.
+async fn fetch(
+    origin: &Origin<'_>,
+    i: usize,
+    name: &str,
+    limit: (u64, &str),
+) -> Result<Vec<u8>, String> {
     match origin {
         Origin::Redmine {
             client,
@@ -248,17 +270,17 @@ async fn fetch(origin: &Origin<'_>, i: usize, limit: (u64, &str)) -> Result<Vec<
                 .map_err(|e| format!("refused: the download failed ({e:#})"))?;
             Ok(bytes)
         }
-        Origin::Inbox(dir) => {
-            let entries = inbox_offered(dir).map_err(|e| format!("refused: {e:#}"))?;
-            let name = entries.get(i).map(|o| o.name.clone()).unwrap_or_default();
-            read_regular(dir, &name, limit)
+        Origin::Inbox { inbox, files } => {
+            // By the name it was offered under, never by its place in a fresh listing: a
+            // file added meanwhile must not put one file's bytes under another's name.
+            let d = files_dir(inbox, files).map_err(|e| format!("refused: {e}"))?;
+            read_regular(&d, name, limit)
         }
     }
 }
 
 /// A regular file of `dir`, opened without following a symlink, at most `max` bytes.
-fn read_regular(dir: &Path, name: &str, (max, limit): (u64, &str)) -> Result<Vec<u8>, String> {
-    let d = Dir::open(dir).map_err(|e| format!("refused: {e}"))?;
+fn read_regular(d: &Dir, name: &str, (max, limit): (u64, &str)) -> Result<Vec<u8>, String> {
     let regular = d
         .stat(name)
         .ok()
@@ -300,46 +322,64 @@ fn open_place(work_root: &Path, rel: &str) -> Result<Dir> {
     Ok(dir)
 }
 
-/// Whether the attachments directory at `path` is harness's (a directory holding the
-/// marker); `None` when there is nothing there.
-fn owned(path: &Path) -> Option<bool> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    Some(meta.is_dir() && path.join(MARKER).is_file())
+/// The attachments directory `rel` of the work root, if anything is there: the directory
+/// that holds it (reached beneath the work root without following a symlink), its name in
+/// it, and whether it is harness's (a directory holding the marker as a regular file). An
+/// error when the way there goes through a symlink.
+fn owned(work_root: &Path, rel: &str) -> std::io::Result<Option<(Dir, String, bool)>> {
+    let (parents, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    let parent = match Dir::open_beneath(work_root, Path::new(parents)) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        other => other?,
+    };
+    let Some(st) = parent.stat(name)? else {
+        return Ok(None);
+    };
+    let regular = |st: libc::stat| st.st_mode & libc::S_IFMT == libc::S_IFREG;
+    let mine = st.st_mode & libc::S_IFMT == libc::S_IFDIR
+        && parent.sub(name, false)?.stat(MARKER)?.is_some_and(regular);
+    Ok(Some((parent, name.to_string(), mine)))
 }
 
-/// Removes an attachments directory harness made.
-fn empty(path: &Path) -> Result<()> {
-    set_mode(path, 0o755)?;
-    std::fs::remove_dir_all(path)
-        .with_context(|| format!("attachments: cannot remove {}", path.display()))
+/// Removes the attachments directory `name` of `parent`, which harness made.
+fn empty(parent: &Dir, name: &str) -> Result<()> {
+    let shown = parent.show(name);
+    parent
+        .sub(name, false)
+        .and_then(|d| d.set_mode(0o755))
+        .and_then(|()| parent.remove_tree(name))
+        .with_context(|| format!("attachments: cannot remove {}", shown.display()))
 }
 
 /// After the turn: the attachments directory removed, so it is never committed nor left
-/// in the work root; a failure is only logged, a directory harness did not make left alone.
+/// in the work root; a failure is only logged, a directory harness did not make (or one
+/// reached through a symlink) left alone.
 pub(crate) fn remove(work_root: &Path, rel: &str) {
-    let path = work_root.join(rel);
-    if owned(&path) == Some(true) {
-        if let Err(e) = empty(&path) {
-            warn!("{e:#}");
+    match owned(work_root, rel) {
+        Ok(Some((parent, name, true))) => {
+            if let Err(e) = empty(&parent, &name) {
+                warn!("{e:#}");
+                return;
+            }
+        }
+        Ok(_) => return,
+        Err(e) => {
+            warn!("attachments: {e}; left alone");
             return;
         }
-        // `.harness/` too, when nothing else is in it.
-        for dir in path.ancestors().skip(1) {
-            if dir == work_root || std::fs::remove_dir(dir).is_err() {
-                break;
-            }
+    }
+    // `.harness/` too, when nothing else is in it.
+    let path = work_root.join(rel);
+    for dir in path.ancestors().skip(1) {
+        if dir == work_root || std::fs::remove_dir(dir).is_err() {
+            break;
         }
     }
 }
 
-fn set_mode(path: &Path, mode: u32) -> Result<()> {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("attachments: cannot set the mode of {}", path.display()))
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{harness_own, same_origin};
+    use super::{harness_own, remove, same_origin, MARKER};
 
     #[test]
     fn only_the_tracker_s_own_origin_is_the_tracker() {
@@ -363,5 +403,34 @@ mod tests {
         assert!(harness_own("v", "session-v-4-r1.jsonl.gz"));
         assert!(!harness_own("v", "REPORT-other-4.md"));
         assert!(!harness_own("v", "screenshot.png"));
+    }
+
+    #[test]
+    fn a_directory_reached_through_a_symlink_is_never_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        // An earlier run's directory, it seems, but where `.harness` (planted during the
+        // turn) only links to.
+        let theirs = elsewhere.path().join("attachments");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::write(theirs.join(MARKER), "").unwrap();
+        std::fs::write(theirs.join("keep.txt"), "kept").unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), root.path().join(".harness")).unwrap();
+        remove(root.path(), ".harness/attachments");
+        assert_eq!(
+            std::fs::read_to_string(theirs.join("keep.txt")).unwrap(),
+            "kept"
+        );
+        // A marker that is only a symlink does not make a directory harness's either.
+        let mine = root.path().join("placed");
+        std::fs::create_dir(&mine).unwrap();
+        std::os::unix::fs::symlink(theirs.join("keep.txt"), mine.join(MARKER)).unwrap();
+        remove(root.path(), "placed");
+        assert!(mine.join(MARKER).exists());
+        // Harness's own is removed.
+        std::fs::remove_file(mine.join(MARKER)).unwrap();
+        std::fs::write(mine.join(MARKER), "").unwrap();
+        remove(root.path(), "placed");
+        assert!(!mine.exists());
     }
 }

@@ -160,6 +160,24 @@ fn the_listing_says_name_type_size_and_fate() {
          - plot.gif (image/gif, 6 bytes): image at .harness/attachments/plot.gif, not shown: tier mopac-primary is not a vision tier ([models.vision] tiers)"
     );
     assert_eq!(listing(&[]), "");
+    // Thousands of refused ones are counted past the first hundred lines; a placed one is
+    // always listed.
+    let refused = Listed {
+        name: "x.log".into(),
+        content_type: "text/plain".into(),
+        size: 1,
+        fate: Fate::Refused("refused: more attachments than [intake].max_attachments (10)".into()),
+    };
+    let mut many = vec![refused; 5000];
+    many.push(listed[1].clone());
+    let text = listing(&many);
+    assert_eq!(text.lines().count(), 1 + 100 + 1 + 1, "{text}");
+    assert!(text.contains("\n- app.log (text/plain, 120 bytes): text, placed"));
+    assert!(
+        text.ends_with("\n- ... and 4900 more, refused and not listed"),
+        "{text}"
+    );
+    assert_eq!(section(&many).unwrap().lines().count(), 2 + 100 + 1 + 1);
     let section = section(&listed[1..2]).unwrap();
     assert_eq!(
         section,
@@ -233,4 +251,18 @@ fn content_parts_round_trip_through_json() {
     assert_eq!(serde_json::from_value::<Message>(v).unwrap(), m);
     let plain = serde_json::to_value(Message::user("hi")).unwrap();
     assert_eq!(plain, serde_json::json!({"role": "user", "content": "hi"}));
+}
+
+#[test]
+fn an_image_holding_a_secret_is_refused_whole() {
+    let mut r = crate::secrets::Redactor::default();
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01";
+    assert_eq!(secret_in_image(png, &r), None);
+    r.add(&crate::secrets::Secret::new("sk-image-canary-123456"));
+    assert_eq!(secret_in_image(png, &r), None);
+    let mut tagged = png.to_vec();
+    tagged.extend_from_slice(b"\0\0\0\x1ctEXtComment\0key sk-image-canary-123456\xff\xfe");
+    assert!(
+        secret_in_image(&tagged, &r).is_some_and(|why| why.contains("an image cannot be masked"))
+    );
 }

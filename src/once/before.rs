@@ -265,7 +265,10 @@ pub(super) async fn attach(
     redactor: &Redactor,
 ) -> Result<Attached, Failure> {
     let origin = match (&taken.inbox, &taken.issue, redmine) {
-        (Some(file), _, _) => Origin::Inbox(file.dir.join(format!("{}.files", file.stem))),
+        (Some(file), _, _) => Origin::Inbox {
+            inbox: file.dir.clone(),
+            files: format!("{}.files", file.stem),
+        },
         (None, Some(issue), Some(client)) => Origin::Redmine {
             client,
             issue,

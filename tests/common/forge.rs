@@ -27,6 +27,9 @@ pub enum Fault {
     Before,
     /// Done, then answered 500 (the answer was lost).
     After,
+    /// Answered 422 with every request header echoed in the error body (the token among
+    /// them), as a careless forge or proxy might.
+    Echo,
 }
 
 #[derive(Default)]
@@ -451,6 +454,17 @@ impl Server {
         };
         if fault == Some(Fault::Before) {
             return (500, json!({"message": "scripted failure"}));
+        }
+        if fault == Some(Fault::Echo) {
+            let headers: Vec<String> = req
+                .headers
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            return (
+                422,
+                json!({"message": "validation failed", "request_headers": headers}),
+            );
         }
         let (status, answer) = self.act(&name, req);
         if (200..300).contains(&status) {

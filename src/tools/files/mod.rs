@@ -282,6 +282,9 @@ impl FileTools {
                     opened.rel
                 ));
             };
+            if let Some(why) = crate::attachments::secret_in_image(&bytes, &self.redactor) {
+                return Err(format!("{:?} is not shown: {why}", opened.rel));
+            }
             Ok((a.path, opened.rel, image, bytes))
         });
         match read {
