@@ -102,7 +102,8 @@ pub(crate) fn size(bytes: u64) -> String {
 
 /// `text` as one line of at most `max` characters: control characters (line breaks, escape
 /// sequences) and Unicode's own line and paragraph separators (U+2028, U+2029: not control
-/// characters, but a model or a viewer may break a line there) become blanks, the ends are trimmed, and a longer line is cut with `…`. For
+/// characters, but a model or a viewer may break a line there) become blanks, the ends are
+/// trimmed, and a longer line is cut with `…`. For
 /// text a peer or a file supplies that narration, the PLAN and the REPORT show on one line
 /// (a task's subject): a Redmine reply may hold megabytes of it.
 pub(crate) fn one_line(text: &str, max: usize) -> String {

@@ -318,20 +318,21 @@ pub fn mounts_possible() -> Result<(), String> {
     ANSWER.get_or_init(probe_stand_in).clone()
 }
 
+/// The stand-in is the temp dir itself, made read-only in the probing child's own mount
+/// namespace: nothing is created, so a harness killed mid-probe leaves nothing behind.
 fn probe_stand_in() -> Result<(), String> {
-    let root = std::env::temp_dir().join(format!("harness-mount-probe-{}", std::process::id()));
-    let inner = root.join("read-only");
-    std::fs::create_dir_all(&inner).map_err(|e| format!("{}: {e}", inner.display()))?;
+    let tmp = std::env::temp_dir()
+        .canonicalize()
+        .map_err(|e| format!("the temp dir, the mount probe's stand-in: {e}"))?;
+    let root = tmp.parent().unwrap_or(Path::new("/")).to_path_buf();
     let stand_in = NeverRead {
-        path: inner,
+        path: tmp,
         what: "a stand-in".to_string(),
         may_share_work_root: true,
     };
-    let answer = protect::plan(std::slice::from_ref(&root), &[stand_in])
+    protect::plan(&[root], &[stand_in])
         .map_err(|p| p.join("; "))
-        .and_then(|plan| probe(&plan));
-    let _ = std::fs::remove_dir_all(&root);
-    answer
+        .and_then(|plan| probe(&plan))
 }
 
 /// Whether `plan`'s mounts can be made here (a forked child tries), or why not.
